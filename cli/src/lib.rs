@@ -1,0 +1,439 @@
+//! `hearth`: the admin CLI.
+//!
+//! The offline commands work on manifests alone, with no server and no host changes:
+//! `validate`, `render`, `plan` and `convert`. Exit codes: 0 success, 1 invalid input (every
+//! problem is printed to stderr, one per line, with file, line, object and field), 2 usage error.
+
+pub mod yaml;
+
+use anyhow::{anyhow, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hearth_config::diag::Diagnostic;
+use hearth_config::ignition::SpecVersion;
+use hearth_config::manifest::{read_machine_config, read_str, Manifests};
+use hearth_config::model::{MachineConfig, MachineConfigSpec};
+use hearth_config::{plan, render};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The CLI's arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hearth",
+    version,
+    about = "Keep the OS configuration of bare-metal fleets as declared (MachineConfigs, without Kubernetes)",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check manifests: one line per problem on stderr, exit 1 if any error.
+    Validate {
+        #[command(flatten)]
+        input: Input,
+        /// Output format for the summary and problems.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Render a pool (or one node) into a single rendered MachineConfig.
+    Render {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        input: Input,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = DocFormat::Yaml)]
+        output: DocFormat,
+    },
+    /// Show what a node must do to go from one rendered config to another, and the disruption.
+    Plan {
+        /// The node's current config (a MachineConfig file). Omitted: a node with no config yet.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// The desired config (a MachineConfig file).
+        #[arg(long, value_name = "FILE", conflicts_with = "node")]
+        to: Option<PathBuf>,
+        /// Instead of --to, render this node from the manifests given with -f.
+        #[arg(long, value_name = "NAME", requires = "files")]
+        node: Option<String>,
+        /// Manifests (with --node), also read for MachineConfiguration node-disruption policies.
+        #[arg(short = 'f', long = "filename", value_name = "PATH")]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Print the Ignition config a first-booting node of a given spec version would receive.
+    Convert {
+        /// Ignition spec version to produce (2.2.0 to 2.4.0, 3.0.0 to 3.5.0).
+        #[arg(long, value_name = "VERSION")]
+        ignition_version: String,
+        /// A MachineConfig file (rendered or not).
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+struct Input {
+    /// Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct Target {
+    /// The pool to render.
+    #[arg(long, value_name = "NAME")]
+    pool: Option<String>,
+    /// The node to render (its pool is chosen by its labels; its overlays are merged last).
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DocFormat {
+    Yaml,
+    Json,
+}
+
+/// Invalid input: the diagnostics were printed; exit 1.
+#[derive(Debug)]
+struct InvalidInput;
+
+impl std::fmt::Display for InvalidInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid input")
+    }
+}
+
+impl std::error::Error for InvalidInput {}
+
+/// A usage error found after argument parsing; exit 2.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Runs the CLI with `args` (including the program name) and returns the exit code.
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<InvalidInput>() => ExitCode::from(1),
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Validate { input, output } => validate(&input.files, output),
+        Command::Render {
+            target,
+            input,
+            output,
+        } => render_cmd(&target, &input.files, output),
+        Command::Plan {
+            from,
+            to,
+            node,
+            files,
+            output,
+        } => plan_cmd(
+            from.as_deref(),
+            to.as_deref(),
+            node.as_deref(),
+            &files,
+            output,
+        ),
+        Command::Convert {
+            ignition_version,
+            file,
+        } => convert(&ignition_version, &file),
+    }
+}
+
+/// Lists the manifest files under `path`: the file itself, or the *.yaml/*.yml/*.json files of a
+/// directory tree, sorted.
+fn manifest_files(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_dir() {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("cannot list {}", path.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot list {}", path.display()))?;
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            manifest_files(&entry, out)?;
+        } else if entry
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            out.push(entry);
+        }
+    }
+    Ok(())
+}
+
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read standard input")?;
+        return Ok(s);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+/// Reads every manifest under `paths`.
+fn load(paths: &[PathBuf]) -> anyhow::Result<(Manifests, Vec<Diagnostic>, usize)> {
+    let mut files = Vec::new();
+    for p in paths {
+        manifest_files(p, &mut files)?;
+    }
+    let mut all = Manifests::default();
+    let mut diags = Vec::new();
+    for f in &files {
+        let text = read_text(f)?;
+        let (m, d) = read_str(&f.display().to_string(), &text);
+        all.extend(m);
+        diags.extend(d);
+    }
+    Ok((all, diags, files.len()))
+}
+
+fn print_diagnostics(diags: &[Diagnostic]) {
+    let stderr = std::io::stderr();
+    let mut err = stderr.lock();
+    for d in diags {
+        let _ = writeln!(err, "{d}");
+    }
+}
+
+/// Prints diagnostics; fails when any is an error.
+fn check(diags: &[Diagnostic]) -> anyhow::Result<()> {
+    print_diagnostics(diags);
+    if diags.iter().any(Diagnostic::is_error) {
+        return Err(InvalidInput.into());
+    }
+    Ok(())
+}
+
+fn validate(paths: &[PathBuf], output: Format) -> anyhow::Result<()> {
+    let (m, diags, files) = load(paths)?;
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags.len() - errors;
+    match output {
+        Format::Json => {
+            let v = serde_json::json!({
+                "files": files,
+                "machineConfigs": m.machine_configs.len(),
+                "pools": m.pools.len(),
+                "nodes": m.nodes.len(),
+                "errors": errors,
+                "warnings": warnings,
+                "problems": diags,
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            if errors > 0 {
+                return Err(InvalidInput.into());
+            }
+            Ok(())
+        }
+        Format::Text => {
+            print_diagnostics(&diags);
+            if errors > 0 {
+                eprintln!("{errors} error(s), {warnings} warning(s) in {files} file(s)");
+                return Err(InvalidInput.into());
+            }
+            println!(
+                "ok: {} MachineConfig(s), {} pool(s), {} node(s) in {files} file(s){}",
+                m.machine_configs.len(),
+                m.pools.len(),
+                m.nodes.len(),
+                if warnings > 0 {
+                    format!(", {warnings} warning(s)")
+                } else {
+                    String::new()
+                }
+            );
+            Ok(())
+        }
+    }
+}
+
+fn items<T: Clone>(v: &[hearth_config::model::Sourced<T>]) -> Vec<T> {
+    v.iter().map(|s| s.item.clone()).collect()
+}
+
+/// Renders the target of `render`/`plan --node`: the rendered config.
+fn render_target(
+    m: &Manifests,
+    pool: Option<&str>,
+    node: Option<&str>,
+) -> anyhow::Result<MachineConfig> {
+    let pools = render::with_builtin_pools(&items(&m.pools));
+    let configs = items(&m.machine_configs);
+    let result = match (pool, node) {
+        (Some(p), _) => {
+            let pool = pools
+                .iter()
+                .find(|x| x.name() == p)
+                .ok_or_else(|| anyhow!("{}", render::RenderError::UnknownPool(p.to_string())))?;
+            render::render_pool(pool, &configs)
+        }
+        (None, Some(n)) => {
+            render::render_node(&pools, &configs, &items(&m.nodes), n).map(|r| r.config)
+        }
+        (None, None) => return Err(Usage("give --pool or --node".into()).into()),
+    };
+    result.map_err(|e| anyhow!("{e}"))
+}
+
+fn print_doc(value: &serde_json::Value, format: DocFormat) -> anyhow::Result<()> {
+    match format {
+        DocFormat::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        DocFormat::Yaml => print!("{}", yaml::to_string(value)),
+    }
+    Ok(())
+}
+
+fn render_cmd(target: &Target, paths: &[PathBuf], output: DocFormat) -> anyhow::Result<()> {
+    let (m, diags, _) = load(paths)?;
+    check(&diags)?;
+    let rendered = render_target(&m, target.pool.as_deref(), target.node.as_deref())?;
+    print_doc(&rendered.to_manifest(), output)
+}
+
+fn read_spec(path: &Path) -> anyhow::Result<MachineConfigSpec> {
+    let text = read_text(path)?;
+    match read_machine_config(&path.display().to_string(), &text) {
+        Ok((mc, warnings)) => {
+            print_diagnostics(&warnings);
+            Ok(mc.spec)
+        }
+        Err(diags) => {
+            print_diagnostics(&diags);
+            Err(InvalidInput.into())
+        }
+    }
+}
+
+fn plan_cmd(
+    from: Option<&Path>,
+    to: Option<&Path>,
+    node: Option<&str>,
+    files: &[PathBuf],
+    output: Format,
+) -> anyhow::Result<()> {
+    let (m, diags, _) = if files.is_empty() {
+        (Manifests::default(), Vec::new(), 0)
+    } else {
+        load(files)?
+    };
+    check(&diags)?;
+    let current = match from {
+        Some(p) => read_spec(p)?,
+        None => MachineConfigSpec::default(),
+    };
+    let (desired, desired_name) = match (to, node) {
+        (Some(p), _) => (read_spec(p)?, p.display().to_string()),
+        (None, Some(n)) => {
+            let mc = render_target(&m, None, Some(n))?;
+            let name = mc.name().to_string();
+            (mc.spec, name)
+        }
+        (None, None) => return Err(Usage("give --to FILE, or --node NAME with -f".into()).into()),
+    };
+    let policies = m.disruption_policies();
+    let p = plan::plan(&current, &desired, &policies);
+    match output {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+        Format::Text => {
+            println!(
+                "Plan from {} to {desired_name}:",
+                from.map(|f| f.display().to_string())
+                    .unwrap_or_else(|| "an unconfigured node".to_string())
+            );
+            print!("{p}");
+        }
+    }
+    Ok(())
+}
+
+fn convert(version: &str, file: &Path) -> anyhow::Result<()> {
+    let Some(v) = SpecVersion::parse(version) else {
+        return Err(Usage(format!(
+            "unsupported Ignition version {version:?}; hearth produces {}",
+            SpecVersion::supported_list()
+        ))
+        .into());
+    };
+    let spec = read_spec(file)?;
+    match spec.config.to_version(v) {
+        Ok(value) => {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(())
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!(
+                    "{}: error: spec.config.{}: {}",
+                    file.display(),
+                    e.path,
+                    e.message
+                );
+            }
+            Err(InvalidInput.into())
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! `data:` URLs (RFC 2397) as Ignition uses them for inline file contents: base64 or
+//! percent-encoded, optionally gzip-compressed (Ignition's `compression: gzip`).
+
+use base64::Engine;
+use std::io::Read;
+
+/// The most a single decoded (and decompressed) file may hold. Larger contents are refused so
+/// that a small manifest cannot expand into gigabytes (a "zip bomb").
+pub const MAX_DECODED_BYTES: usize = 256 * 1024 * 1024;
+
+/// Why a `data:` URL could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataUrlError {
+    /// The URL does not start with `data:`.
+    #[error("not a data: URL")]
+    NotData,
+    /// No comma separates the media type from the data.
+    #[error("malformed data: URL: no ',' separates the media type from the data")]
+    NoComma,
+    /// The base64 payload is invalid.
+    #[error("invalid base64 in data: URL: {0}")]
+    Base64(String),
+    /// The percent-encoded payload is not valid.
+    #[error("invalid percent-encoding in data: URL")]
+    Percent,
+    /// The compression is not supported.
+    #[error("unsupported compression {0:?}: only \"gzip\" (or none) is supported")]
+    Compression(String),
+    /// The gzip stream is corrupt.
+    #[error("contents are not valid gzip data: {0}")]
+    Gzip(String),
+    /// The decoded content is too large.
+    #[error("decoded contents exceed {} MiB", MAX_DECODED_BYTES / (1024 * 1024))]
+    TooLarge,
+}
+
+/// The URL scheme of a resource source, lower-cased (`data`, `http`, `s3`...), if it has one.
+pub fn scheme(source: &str) -> Option<String> {
+    let (scheme, _) = source.split_once(':')?;
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return None;
+    }
+    Some(scheme.to_ascii_lowercase())
+}
+
+/// Decodes a `data:` URL and then its compression (`None`, `""` or `"gzip"`).
+pub fn decode(source: &str, compression: Option<&str>) -> Result<Vec<u8>, DataUrlError> {
+    let raw = decode_url(source)?;
+    match compression {
+        None | Some("") => Ok(raw),
+        Some("gzip") => {
+            let mut out = Vec::new();
+            let limit = MAX_DECODED_BYTES as u64 + 1;
+            flate2::read::GzDecoder::new(raw.as_slice())
+                .take(limit)
+                .read_to_end(&mut out)
+                .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
+            if out.len() > MAX_DECODED_BYTES {
+                return Err(DataUrlError::TooLarge);
+            }
+            Ok(out)
+        }
+        Some(other) => Err(DataUrlError::Compression(other.to_string())),
+    }
+}
+
+fn decode_url(source: &str) -> Result<Vec<u8>, DataUrlError> {
+    let rest = source
+        .get(..5)
+        .filter(|p| p.eq_ignore_ascii_case("data:"))
+        .map(|_| &source[5..])
+        .ok_or(DataUrlError::NotData)?;
+    let (meta, data) = rest.split_once(',').ok_or(DataUrlError::NoComma)?;
+    let is_base64 = meta
+        .rsplit(';')
+        .next()
+        .is_some_and(|last| last.trim().eq_ignore_ascii_case("base64"));
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(data).collect();
+    if data.contains('%') && std::str::from_utf8(data.as_bytes()).is_err() {
+        return Err(DataUrlError::Percent);
+    }
+    if !is_base64 {
+        return Ok(bytes);
+    }
+    let cleaned: Vec<u8> = bytes
+        .into_iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    let engine = if cleaned.ends_with(b"=") || cleaned.len() % 4 == 0 {
+        &base64::engine::general_purpose::STANDARD
+    } else {
+        &base64::engine::general_purpose::STANDARD_NO_PAD
+    };
+    let out = engine
+        .decode(&cleaned)
+        .map_err(|e| DataUrlError::Base64(e.to_string()))?;
+    if out.len() > MAX_DECODED_BYTES {
+        return Err(DataUrlError::TooLarge);
+    }
+    Ok(out)
+}
+
+/// Encodes bytes as a base64 `data:` URL (what hearth writes when it builds configs).
+pub fn encode(bytes: &[u8]) -> String {
+    format!(
+        "data:;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn percent_and_base64_forms() {
+        assert_eq!(
+            decode("data:,hello%20world%0A", None).unwrap(),
+            b"hello world\n"
+        );
+        assert_eq!(decode("data:,", None).unwrap(), b"");
+        assert_eq!(
+            decode("data:text/plain;charset=utf-8;base64,aGk=", None).unwrap(),
+            b"hi"
+        );
+        assert_eq!(decode("data:;base64,aGk", None).unwrap(), b"hi");
+        assert_eq!(
+            decode("data:text/plain;charset=utf-8;base64,", None).unwrap(),
+            b""
+        );
+        assert_eq!(
+            decode("data:,GROUP%3Dstable%0A", None).unwrap(),
+            b"GROUP=stable\n"
+        );
+    }
+
+    #[test]
+    fn errors_are_specific() {
+        assert_eq!(decode("http://x", None), Err(DataUrlError::NotData));
+        assert_eq!(decode("data:text/plain", None), Err(DataUrlError::NoComma));
+        assert!(matches!(
+            decode("data:;base64,!!!", None),
+            Err(DataUrlError::Base64(_))
+        ));
+        assert!(matches!(
+            decode("data:,x", Some("bzip2")),
+            Err(DataUrlError::Compression(_))
+        ));
+        assert!(matches!(
+            decode("data:,x", Some("gzip")),
+            Err(DataUrlError::Gzip(_))
+        ));
+    }
+
+    #[test]
+    fn gzip_round_trip() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(b"compressed content").unwrap();
+        let url = encode(&gz.finish().unwrap());
+        assert_eq!(decode(&url, Some("gzip")).unwrap(), b"compressed content");
+    }
+
+    #[test]
+    fn schemes() {
+        assert_eq!(scheme("data:,x").as_deref(), Some("data"));
+        assert_eq!(scheme("HTTPS://a/b").as_deref(), Some("https"));
+        assert_eq!(scheme("/etc/x"), None);
+    }
+}

@@ -1,0 +1,12 @@
+//! config
+pub mod dataurl;
+pub mod de;
+pub mod diag;
+pub mod disruption;
+pub mod ignition;
+pub mod manifest;
+pub mod model;
+pub mod node;
+pub mod plan;
+pub mod render;
+pub mod validate;

@@ -1,0 +1,517 @@
+//! Semantic validation of a decoded MachineConfig: what the YAML shape cannot say.
+//!
+//! Paths are absolute and clean, nothing is defined twice, inline contents decode (and match
+//! their `verification.hash`), modes are permission bits, unit and drop-in names are valid, and no
+//! content is fetched from a remote URL (day-2 configs are applied by nodes in disconnected data
+//! centres: the content must be in the manifest).
+
+use crate::dataurl;
+use crate::ignition::{Config, Resource, SpecVersion};
+use crate::model::MachineConfigSpec;
+use sha2::{Digest, Sha256, Sha512};
+use std::collections::HashMap;
+
+/// A problem with a field, relative to the object (`spec.config.storage.files[0].path`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Field path.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// False for warnings.
+    pub is_error: bool,
+}
+
+fn error(path: String, message: impl Into<String>) -> Finding {
+    Finding {
+        path,
+        message: message.into(),
+        is_error: true,
+    }
+}
+
+fn warning(path: String, message: impl Into<String>) -> Finding {
+    Finding {
+        path,
+        message: message.into(),
+        is_error: false,
+    }
+}
+
+/// Unit name suffixes systemd accepts for unit files.
+pub const UNIT_SUFFIXES: [&str; 11] = [
+    ".service",
+    ".socket",
+    ".target",
+    ".timer",
+    ".mount",
+    ".automount",
+    ".path",
+    ".slice",
+    ".scope",
+    ".swap",
+    ".device",
+];
+
+/// Checks an absolute path: returns what is wrong with it, if anything.
+pub fn check_path(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("path is empty".into());
+    }
+    if !path.starts_with('/') {
+        return Some(format!(
+            "path {path:?} is relative; it must be absolute (start with /)"
+        ));
+    }
+    if path.contains('\0') {
+        return Some("path contains a NUL byte".into());
+    }
+    if path != "/" && path.ends_with('/') {
+        return Some(format!(
+            "path {path:?} ends with '/'; name the file, not a directory"
+        ));
+    }
+    for comp in path.split('/').skip(1) {
+        match comp {
+            ".." => {
+                return Some(format!(
+                    "path {path:?} contains '..'; write the path without it"
+                ))
+            }
+            "." => {
+                return Some(format!(
+                    "path {path:?} contains '.'; write the path without it"
+                ))
+            }
+            "" => return Some(format!("path {path:?} contains an empty component ('//')")),
+            _ => {}
+        }
+    }
+    if path == "/" {
+        return Some("path \"/\" is the root directory, not a file".into());
+    }
+    None
+}
+
+/// Checks a unit name.
+pub fn check_unit_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("unit name is empty".into());
+    }
+    if name.contains('/') || name.contains('\0') {
+        return Some(format!("unit name {name:?} must not contain '/'"));
+    }
+    if !UNIT_SUFFIXES
+        .iter()
+        .any(|s| name.len() > s.len() && name.ends_with(s))
+    {
+        return Some(format!(
+            "unit name {name:?} has no valid unit type suffix (one of {})",
+            UNIT_SUFFIXES.join(", ")
+        ));
+    }
+    None
+}
+
+fn check_resource(path: &str, r: &Resource, out: &mut Vec<Finding>) -> Option<Vec<u8>> {
+    let source = r.source.as_deref()?;
+    match dataurl::scheme(source).as_deref() {
+        Some("data") => {}
+        Some(s @ ("http" | "https" | "s3" | "tftp" | "gs" | "arn")) => {
+            out.push(error(
+                format!("{path}.source"),
+                format!(
+                    "remote {s}: sources are not allowed in day-2 configs: nodes must not fetch content at apply time; embed the content as a data: URL"
+                ),
+            ));
+            return None;
+        }
+        Some(other) => {
+            out.push(error(
+                format!("{path}.source"),
+                format!("unsupported URL scheme {other:?}; use a data: URL"),
+            ));
+            return None;
+        }
+        None => {
+            out.push(error(
+                format!("{path}.source"),
+                format!("{:?} is not a URL; inline contents must be a data: URL (data:,text or data:;base64,...)", truncate(source)),
+            ));
+            return None;
+        }
+    }
+    let content = match dataurl::decode(source, r.compression.as_deref()) {
+        Ok(c) => c,
+        Err(e @ dataurl::DataUrlError::Compression(_)) => {
+            out.push(error(format!("{path}.compression"), e.to_string()));
+            return None;
+        }
+        Err(e) => {
+            out.push(error(format!("{path}.source"), e.to_string()));
+            return None;
+        }
+    };
+    if let Some(hash) = r.verification.hash.as_deref() {
+        let p = format!("{path}.verification.hash");
+        match hash.split_once('-') {
+            Some(("sha512", hex)) if hex.len() == 128 => {
+                let got = hex::encode(Sha512::digest(&content));
+                if !got.eq_ignore_ascii_case(hex) {
+                    out.push(error(p, format!("content does not match: expected sha512-{hex}, the decoded content has sha512-{got}")));
+                }
+            }
+            Some(("sha256", hex)) if hex.len() == 64 => {
+                let got = hex::encode(Sha256::digest(&content));
+                if !got.eq_ignore_ascii_case(hex) {
+                    out.push(error(p, format!("content does not match: expected sha256-{hex}, the decoded content has sha256-{got}")));
+                }
+            }
+            _ => out.push(error(
+                p,
+                format!("{hash:?} is not a hash of the form sha512-<128 hex digits> or sha256-<64 hex digits>"),
+            )),
+        }
+    }
+    Some(content)
+}
+
+fn truncate(s: &str) -> String {
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+fn check_mode(path: String, mode: Option<i64>, out: &mut Vec<Finding>) {
+    if let Some(m) = mode {
+        if !(0..=0o7777).contains(&m) {
+            out.push(error(
+                path,
+                format!(
+                    "mode {m} (octal {m:o}) is not a permission mode: it must be between 0 and 0o7777 (in YAML write 0644 for rw-r--r--, or 420 in decimal)"
+                ),
+            ));
+        }
+    }
+}
+
+fn check_owner(path: String, owner: &crate::ignition::NodeOwner, out: &mut Vec<Finding>) {
+    if owner.id.is_some() && owner.name.is_some() {
+        out.push(error(path.clone(), "set either id or name, not both"));
+    }
+    if let Some(id) = owner.id {
+        if !(0..=u32::MAX as i64).contains(&id) {
+            out.push(error(
+                format!("{path}.id"),
+                format!("{id} is not a valid id"),
+            ));
+        }
+    }
+}
+
+/// Validates an Ignition config (paths are reported under `base`, usually `spec.config`).
+pub fn validate_config(base: &str, config: &Config, out: &mut Vec<Finding>) {
+    // Paths are shared between files, directories and links.
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut claim = |path: &str, at: String, out: &mut Vec<Finding>| {
+        if let Some(first) = seen.get(path) {
+            out.push(error(
+                at,
+                format!(
+                    "{path:?} is already defined at {first}; each path may appear once per config"
+                ),
+            ));
+        } else {
+            seen.insert(path.to_string(), at);
+        }
+    };
+    for (i, f) in config.storage.files.iter().enumerate() {
+        let p = format!("{base}.storage.files[{i}]");
+        if let Some(msg) = check_path(&f.path) {
+            out.push(error(format!("{p}.path"), msg));
+        } else {
+            claim(&f.path, format!("{p}.path"), out);
+        }
+        check_mode(format!("{p}.mode"), f.mode, out);
+        check_owner(format!("{p}.user"), &f.user, out);
+        check_owner(format!("{p}.group"), &f.group, out);
+        check_resource(&format!("{p}.contents"), &f.contents, out);
+        for (j, a) in f.append.iter().enumerate() {
+            check_resource(&format!("{p}.append[{j}]"), a, out);
+        }
+    }
+    for (i, d) in config.storage.directories.iter().enumerate() {
+        let p = format!("{base}.storage.directories[{i}]");
+        if let Some(msg) = check_path(&d.path) {
+            out.push(error(format!("{p}.path"), msg));
+        } else {
+            claim(&d.path, format!("{p}.path"), out);
+        }
+        check_mode(format!("{p}.mode"), d.mode, out);
+    }
+    for (i, l) in config.storage.links.iter().enumerate() {
+        let p = format!("{base}.storage.links[{i}]");
+        if let Some(msg) = check_path(&l.path) {
+            out.push(error(format!("{p}.path"), msg));
+        } else {
+            claim(&l.path, format!("{p}.path"), out);
+        }
+        match l.target.as_deref() {
+            None | Some("") => out.push(error(format!("{p}.target"), "a link needs a target")),
+            Some(_) => {}
+        }
+    }
+    for (i, d) in config.storage.disks.iter().enumerate() {
+        if d.device.is_empty() {
+            out.push(error(
+                format!("{base}.storage.disks[{i}].device"),
+                "device is empty",
+            ));
+        }
+    }
+    for (i, fs) in config.storage.filesystems.iter().enumerate() {
+        if fs.device.is_empty() {
+            out.push(error(
+                format!("{base}.storage.filesystems[{i}].device"),
+                "device is empty",
+            ));
+        }
+    }
+
+    let mut units: HashMap<&str, usize> = HashMap::new();
+    for (i, u) in config.systemd.units.iter().enumerate() {
+        let p = format!("{base}.systemd.units[{i}]");
+        if let Some(msg) = check_unit_name(&u.name) {
+            out.push(error(format!("{p}.name"), msg));
+        } else if let Some(first) = units.insert(u.name.as_str(), i) {
+            out.push(error(
+                format!("{p}.name"),
+                format!(
+                    "unit {:?} is already defined at {base}.systemd.units[{first}]",
+                    u.name
+                ),
+            ));
+        }
+        if u.mask == Some(true) && u.enabled == Some(true) {
+            out.push(error(
+                format!("{p}.enabled"),
+                "a masked unit cannot be enabled; drop `enabled: true` or `mask: true`",
+            ));
+        }
+        let mut dropins: HashMap<&str, usize> = HashMap::new();
+        for (j, d) in u.dropins.iter().enumerate() {
+            let dp = format!("{p}.dropins[{j}].name");
+            if d.name.is_empty() || d.name.contains('/') || !d.name.ends_with(".conf") {
+                out.push(error(
+                    dp,
+                    format!(
+                        "drop-in name {:?} must be a file name ending in .conf",
+                        d.name
+                    ),
+                ));
+            } else if let Some(first) = dropins.insert(d.name.as_str(), j) {
+                out.push(error(
+                    dp,
+                    format!(
+                        "drop-in {:?} is already defined at {p}.dropins[{first}]",
+                        d.name
+                    ),
+                ));
+            }
+        }
+    }
+
+    let mut users: HashMap<&str, usize> = HashMap::new();
+    for (i, u) in config.passwd.users.iter().enumerate() {
+        let p = format!("{base}.passwd.users[{i}].name");
+        if u.name.is_empty() {
+            out.push(error(p, "user name is empty"));
+        } else if let Some(first) = users.insert(u.name.as_str(), i) {
+            out.push(error(
+                p,
+                format!(
+                    "user {:?} is already defined at {base}.passwd.users[{first}]",
+                    u.name
+                ),
+            ));
+        }
+    }
+    let mut groups: HashMap<&str, usize> = HashMap::new();
+    for (i, g) in config.passwd.groups.iter().enumerate() {
+        let p = format!("{base}.passwd.groups[{i}].name");
+        if g.name.is_empty() {
+            out.push(error(p, "group name is empty"));
+        } else if let Some(first) = groups.insert(g.name.as_str(), i) {
+            out.push(error(
+                p,
+                format!(
+                    "group {:?} is already defined at {base}.passwd.groups[{first}]",
+                    g.name
+                ),
+            ));
+        }
+    }
+
+    for (i, r) in config.ignition.config.merge.iter().enumerate() {
+        check_resource(&format!("{base}.ignition.config.merge[{i}]"), r, out);
+    }
+    if !config.ignition.config.replace.is_empty() {
+        check_resource(
+            &format!("{base}.ignition.config.replace"),
+            &config.ignition.config.replace,
+            out,
+        );
+    }
+    for (i, r) in config
+        .ignition
+        .security
+        .tls
+        .certificate_authorities
+        .iter()
+        .enumerate()
+    {
+        check_resource(
+            &format!("{base}.ignition.security.tls.certificateAuthorities[{i}]"),
+            r,
+            out,
+        );
+    }
+}
+
+/// Validates a MachineConfig spec. `source_version` is the Ignition version the config was
+/// written in (fields newer than it are refused, as Ignition itself would).
+pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
+    if let Some(v) = spec.source_version.filter(|v| !v.is_v2()) {
+        for (path, min) in spec.config.fields_needing_newer(v) {
+            out.push(error(
+                format!("spec.config.{path}"),
+                format!("this field needs Ignition spec {min} or newer, but the config declares {v}; raise spec.config.ignition.version"),
+            ));
+        }
+    }
+    validate_config("spec.config", &spec.config, out);
+    for (i, k) in spec.kernel_arguments.iter().enumerate() {
+        if k.is_empty() {
+            out.push(error(
+                format!("spec.kernelArguments[{i}]"),
+                "kernel argument is empty",
+            ));
+        } else if k.chars().any(|c| c.is_control()) {
+            out.push(error(
+                format!("spec.kernelArguments[{i}]"),
+                "kernel argument contains a control character",
+            ));
+        }
+    }
+    for (i, e) in spec.extensions.iter().enumerate() {
+        if e.is_empty()
+            || !e
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+        {
+            out.push(error(
+                format!("spec.extensions[{i}]"),
+                format!("{e:?} is not an extension name"),
+            ));
+        }
+    }
+    if spec.fips {
+        out.push(warning(
+            "spec.fips".into(),
+            "FIPS mode can only be set at installation; a node that is already running will report this as unreconcilable",
+        ));
+    }
+}
+
+/// The Ignition versions hearth reads, for messages.
+pub fn supported_versions() -> String {
+    SpecVersion::supported_list()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ignition::{File, Unit, Verification};
+
+    fn file(path: &str, source: &str) -> File {
+        File {
+            path: path.into(),
+            contents: Resource {
+                source: Some(source.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn findings(config: &Config) -> Vec<Finding> {
+        let mut out = Vec::new();
+        validate_config("spec.config", config, &mut out);
+        out
+    }
+
+    #[test]
+    fn paths() {
+        assert!(check_path("/etc/a").is_none());
+        assert!(check_path("etc/a").unwrap().contains("relative"));
+        assert!(check_path("/etc/../a").unwrap().contains(".."));
+        assert!(check_path("/etc//a").unwrap().contains("empty component"));
+        assert!(check_path("/etc/").is_some());
+        assert!(check_path("").is_some());
+    }
+
+    #[test]
+    fn duplicates_across_kinds() {
+        let mut c = Config::default();
+        c.storage.files.push(file("/etc/a", "data:,x"));
+        c.storage.files.push(file("/etc/a", "data:,y"));
+        let f = findings(&c);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].path, "spec.config.storage.files[1].path");
+        assert!(f[0].message.contains("storage.files[0]"));
+    }
+
+    #[test]
+    fn remote_sources_are_refused() {
+        let mut c = Config::default();
+        c.storage
+            .files
+            .push(file("/etc/a", "https://example.invalid/a"));
+        let f = findings(&c);
+        assert!(f[0].message.contains("remote https"), "{f:?}");
+        assert_eq!(f[0].path, "spec.config.storage.files[0].contents.source");
+    }
+
+    #[test]
+    fn hash_must_match_decoded_content() {
+        let mut c = Config::default();
+        let mut f = file("/etc/a", "data:,hello");
+        f.contents.verification = Verification {
+            hash: Some(format!("sha256-{}", hex::encode(Sha256::digest(b"hello")))),
+        };
+        c.storage.files.push(f.clone());
+        assert!(findings(&c).is_empty());
+        c.storage.files[0].contents.verification.hash = Some(format!("sha256-{}", "0".repeat(64)));
+        let out = findings(&c);
+        assert!(out[0].message.contains("does not match"), "{out:?}");
+    }
+
+    #[test]
+    fn modes_and_units() {
+        let mut c = Config::default();
+        let mut f = file("/etc/a", "data:,x");
+        f.mode = Some(0o17777);
+        c.storage.files.push(f);
+        c.systemd.units.push(Unit {
+            name: "foo".into(),
+            ..Default::default()
+        });
+        let out = findings(&c);
+        assert!(out
+            .iter()
+            .any(|f| f.path.ends_with("mode") && f.message.contains("0o7777")));
+        assert!(out.iter().any(|f| f.path.ends_with("units[0].name")));
+    }
+}

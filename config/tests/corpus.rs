@@ -1,0 +1,364 @@
+//! Acceptance: every manifest in the shared corpus (the MCO's own end-to-end test data) and every
+//! manifest block in the seed documents is either accepted or refused with a precise message.
+//! The expectations are pinned here, one per input, with the reason.
+
+mod common;
+
+use hearth_config::diag::{Diagnostic, Severity};
+use hearth_config::ignition::SpecVersion;
+use hearth_config::manifest::{read_str, Manifests};
+use hearth_config::model::KernelType;
+use hearth_config::{dataurl, render};
+
+/// What reading one input must give.
+enum Expect {
+    /// Accepted: this many MachineConfigs and pools, no errors, and exactly these warning paths.
+    Accepted {
+        mcs: usize,
+        pools: usize,
+        warnings: &'static [&'static str],
+    },
+    /// Refused with one error at (line, path) whose message contains the text.
+    Refused {
+        line: usize,
+        path: &'static str,
+        message: &'static str,
+    },
+}
+
+use Expect::*;
+
+const OK_MC: Expect = Accepted {
+    mcs: 1,
+    pools: 0,
+    warnings: &[],
+};
+const OK_POOL: Expect = Accepted {
+    mcs: 0,
+    pools: 1,
+    warnings: &[],
+};
+
+fn corpus_expectation(name: &str) -> Expect {
+    match name {
+        "99_openshift-machineconfig_master.yaml"
+        | "99_openshift-machineconfig_worker.yaml"
+        | "add-gpg-pub-key.yaml"
+        | "add-ignition-kernel-arguments.yaml"
+        | "bz1866117-add-dummy-files.yaml"
+        | "bz2096496-dummy-mc-for-fips.yaml"
+        | "change-policy-json.yaml"
+        | "change-worker-duplicated-kernel-argument.yaml"
+        | "change-worker-extension-usbguard.yaml"
+        | "change-worker-karg-ktype-extension.yaml"
+        | "change-worker-kernel-selinux.yaml"
+        | "change-workers-chrony-configuration.yaml"
+        | "disable-chrony.yaml"
+        | "infra-extension-mc.yaml"
+        | "infra-testfile-mc.yaml"
+        | "master-extension-mc.yaml"
+        | "master-testfile-mc.yaml"
+        | "set-64k-pages-kernel.yaml"
+        | "set-realtime-kernel.yaml"
+        | "test-config.yaml" => OK_MC,
+        "custom-machine-config-pool.yaml"
+        | "master.machineconfigpool.yaml"
+        | "worker.machineconfigpool.yaml" => OK_POOL,
+        // 3.2.0 configs that still carry the 2.x `filesystem: root`: accepted, with a warning.
+        "add-mc-to-trigger-node-drain.yaml" | "change-worker-jrnl-configuration.yaml" => Accepted {
+            mcs: 1,
+            pools: 0,
+            warnings: &["spec.config.storage.files[0].filesystem"],
+        },
+        // OpenShift Templates instantiated without their parameters.
+        "change-fips.yaml" => Refused {
+            line: 9,
+            path: "spec.fips",
+            message: "${{FIPS}} is an unsubstituted OpenShift Template parameter",
+        },
+        "custom-machine-config-pool-osimagestream.yaml" => Refused {
+            line: 20,
+            path: "spec.osImageStream.name",
+            message: "${{OSIMAGESTREAM}} is an unsubstituted OpenShift Template parameter",
+        },
+        // Deliberately invalid values.
+        "change-worker-ign-version.yaml" => Refused {
+            line: 11,
+            path: "spec.config.ignition.version",
+            message: "the Ignition spec version is required, found null",
+        },
+        "extra-disks-with-files.yaml" => Refused {
+            line: 14,
+            path: "spec.config.storage.files[0].path",
+            message: "expected a string, found null",
+        },
+        "extra-disks.yaml" => Refused {
+            line: 14,
+            path: "spec.config.storage.disks[0].device",
+            message: "expected a string, found null",
+        },
+        other => panic!("corpus file {other} has no pinned expectation: add one"),
+    }
+}
+
+fn seed_expectation(file: &str, first_line: usize) -> Expect {
+    match (file, first_line) {
+        ("seeds/000_0e15a311a86aaee1.txt", 61) => OK_MC,
+        ("seeds/001_aa7317c4db8c56ec.txt", 87) => OK_POOL,
+        ("seeds/001_aa7317c4db8c56ec.txt", 108) => OK_MC,
+        // Published mis-indented: the list items sit left of their key.
+        ("seeds/004_7cac1ccf9a07f9c4.txt", 52) => Refused {
+            line: 65,
+            path: "",
+            message: "check the indentation of this line",
+        },
+        ("seeds/004_7cac1ccf9a07f9c4.txt", 73) => Refused {
+            line: 82,
+            path: "",
+            message: "check the indentation of this line",
+        },
+        ("seeds/004_7cac1ccf9a07f9c4.txt", 138) => OK_MC,
+        ("seeds/004_7cac1ccf9a07f9c4.txt", 156) => OK_MC,
+        // An ImageContentSourcePolicy pasted with its kind name on the line above it.
+        ("seeds/004_7cac1ccf9a07f9c4.txt", 170) => Refused {
+            line: 171,
+            path: "",
+            message: "not valid YAML",
+        },
+        other => panic!("seed block {other:?} has no pinned expectation: add one"),
+    }
+}
+
+fn check(label: &str, m: &Manifests, diags: &[Diagnostic], expect: Expect) {
+    let errors: Vec<&Diagnostic> = diags.iter().filter(|d| d.is_error()).collect();
+    match expect {
+        Accepted {
+            mcs,
+            pools,
+            warnings,
+        } => {
+            assert!(errors.is_empty(), "{label}: unexpected errors: {errors:#?}");
+            assert_eq!(m.machine_configs.len(), mcs, "{label}: MachineConfigs");
+            assert_eq!(m.pools.len(), pools, "{label}: pools");
+            let got: Vec<&str> = diags
+                .iter()
+                .filter(|d| d.severity == Severity::Warning)
+                .map(|d| d.path.as_str())
+                .collect();
+            assert_eq!(got, warnings, "{label}: warnings {diags:#?}");
+        }
+        Refused {
+            line,
+            path,
+            message,
+        } => {
+            assert_eq!(
+                errors.len(),
+                1,
+                "{label}: expected one error, got {diags:#?}"
+            );
+            let e = errors[0];
+            assert_eq!(e.line, Some(line), "{label}: line of {e}");
+            assert_eq!(e.path, path, "{label}: path of {e}");
+            assert!(e.message.contains(message), "{label}: message of {e}");
+            assert!(
+                m.machine_configs.is_empty() && m.pools.is_empty(),
+                "{label}: nothing kept"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_corpus_manifest_is_accepted_or_refused_precisely() {
+    let files = common::corpus_files();
+    assert!(files.len() >= 30, "corpus has {} files", files.len());
+    for (name, text) in files {
+        let (m, diags) = read_str(&name, &text);
+        check(&name, &m, &diags, corpus_expectation(&name));
+        for d in &diags {
+            assert_eq!(d.file, name);
+            assert!(
+                d.object.is_some() || d.path.is_empty(),
+                "{d} names its object"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_seed_block_is_accepted_or_refused_precisely() {
+    let blocks = common::seed_blocks();
+    assert_eq!(blocks.len(), 8, "seed blocks found: {blocks:#?}");
+    for b in blocks {
+        let (m, diags) = read_str(&b.file, &b.text);
+        check(
+            &format!("{}:{}", b.file, b.first_line),
+            &m,
+            &diags,
+            seed_expectation(&b.file, b.first_line),
+        );
+    }
+}
+
+fn seed(file_prefix: &str, first_line: usize) -> Manifests {
+    let b = common::seed_blocks()
+        .into_iter()
+        .find(|b| b.file.contains(file_prefix) && b.first_line == first_line)
+        .expect("seed block");
+    let (m, diags) = read_str(&b.file, &b.text);
+    assert!(diags.iter().all(|d| !d.is_error()), "{diags:#?}");
+    m
+}
+
+#[test]
+fn seed_000_worker_script_renders_as_an_executable_with_the_decoded_script() {
+    let m = seed("000_", 61);
+    let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
+    let pools = render::with_builtin_pools(&[]);
+    let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
+    let rendered = render::render_pool(worker, &configs).unwrap();
+    let f = &rendered.spec.config.storage.files[0];
+    assert_eq!(
+        f.path,
+        "/usr/local/bin/kubeinit_kubevirt_extra_config_script"
+    );
+    assert_eq!(f.mode, Some(0o755), "YAML 0755 is octal");
+    let content = dataurl::decode(f.contents.source.as_deref().unwrap(), None).unwrap();
+    let script = String::from_utf8(content).unwrap();
+    assert!(script.starts_with("#!/usr/bin/bash\n"), "{script}");
+    assert!(script.contains("rpm-ostree install policycoreutils-python-utils"));
+    assert_eq!(configs[0].spec.source_version, Some(SpecVersion::V2_2));
+    assert_eq!(
+        rendered.spec.config.ignition.version.as_deref(),
+        Some("3.5.0")
+    );
+}
+
+#[test]
+fn seed_001_infra_pool_gets_worker_and_infra_configs() {
+    let mut m = seed("001_", 87);
+    m.extend(seed("001_", 108));
+    m.extend(seed("000_", 61));
+    let pools =
+        render::with_builtin_pools(&m.pools.iter().map(|s| s.item.clone()).collect::<Vec<_>>());
+    let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
+    let infra = pools.iter().find(|p| p.name() == "infra").unwrap();
+    let rendered = render::render_pool(infra, &configs).unwrap();
+    let mut paths: Vec<&str> = rendered
+        .spec
+        .config
+        .storage
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "/etc/testinfra",
+            "/usr/local/bin/kubeinit_kubevirt_extra_config_script"
+        ]
+    );
+    let infra_file = rendered
+        .spec
+        .config
+        .storage
+        .files
+        .iter()
+        .find(|f| f.path == "/etc/testinfra")
+        .unwrap();
+    assert_eq!(infra_file.mode, Some(0o644));
+    assert_eq!(
+        dataurl::decode(infra_file.contents.source.as_deref().unwrap(), None).unwrap(),
+        b"test"
+    );
+    // A node labelled infra (and still worker) lands in the infra pool.
+    let node = hearth_config::model::NodeInfo {
+        metadata: hearth_config::model::ObjectMeta {
+            name: "infra-0".into(),
+            labels: [
+                ("node-role.kubernetes.io/infra".to_string(), String::new()),
+                ("node-role.kubernetes.io/worker".to_string(), String::new()),
+            ]
+            .into(),
+            ..Default::default()
+        },
+    };
+    assert_eq!(
+        render::pool_for_node(&pools, &node).unwrap().name(),
+        "infra"
+    );
+}
+
+#[test]
+fn seed_004_kernel_arguments_and_realtime_kernel_are_read() {
+    let mut m = seed("004_", 138);
+    m.extend(seed("004_", 156));
+    let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
+    let pools = render::with_builtin_pools(&[]);
+    let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
+    let rendered = render::render_pool(worker, &configs).unwrap();
+    assert_eq!(rendered.spec.kernel_arguments, ["selinux=0"]);
+    assert_eq!(rendered.spec.kernel_type, KernelType::Realtime);
+}
+
+#[test]
+fn corpus_worker_configs_render_together() {
+    let mut all = Manifests::default();
+    for (name, text) in common::corpus_files() {
+        let (m, _) = read_str(&name, &text);
+        all.extend(m);
+    }
+    let configs: Vec<_> = all.machine_configs.iter().map(|s| s.item.clone()).collect();
+    let pools =
+        render::with_builtin_pools(&all.pools.iter().map(|s| s.item.clone()).collect::<Vec<_>>());
+    let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
+    let r = render::render_pool(worker, &configs).unwrap();
+    // Kernel arguments of every worker config, in name order, duplicates kept.
+    assert_eq!(
+        r.spec.kernel_arguments,
+        [
+            "trigger-fips-issue=1",
+            "y=0",
+            "z=4",
+            "y=1",
+            "z=4",
+            "z=10",
+            "enforcing=0"
+        ]
+    );
+    assert_eq!(
+        r.spec.kernel_type,
+        KernelType::Realtime,
+        "set-realtime-kernel sorts after set-64k-pages-kernel"
+    );
+    assert_eq!(r.spec.extensions, ["usbguard"]);
+    // Ignition kernelArguments are kept, not dropped.
+    assert_eq!(r.spec.config.kernel_arguments.should_exist, ["enforcing=0"]);
+    // The chrony unit is disabled and the custom pool inherits all of it.
+    let chrony = r
+        .spec
+        .config
+        .systemd
+        .units
+        .iter()
+        .find(|u| u.name == "chronyd.service")
+        .unwrap();
+    assert_eq!(chrony.enabled, Some(false));
+    let custom = pools
+        .iter()
+        .find(|p| p.name() == "custom-machine-config-pool")
+        .unwrap();
+    let rc = render::render_pool(custom, &configs).unwrap();
+    assert_eq!(
+        rc.spec.config.storage.files.len(),
+        r.spec.config.storage.files.len()
+    );
+    // Same inputs, same name.
+    assert_eq!(
+        render::render_pool(worker, &configs).unwrap().name(),
+        r.name()
+    );
+}

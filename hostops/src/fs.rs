@@ -1,0 +1,592 @@
+//! Files under a root directory, written crash-safely and never through a symlink that leads out
+//! of the root.
+//!
+//! Every path is resolved relative to an open file descriptor of the root with `openat2(2)` and
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`: symbolic links inside the root are followed (Fedora
+//! CoreOS has `/usr/local -> ../var/usrlocal` and `/home -> var/home`), but a link whose
+//! resolution leaves the root (`../../..`, or any absolute link) makes the operation fail with
+//! [`FsError::EscapesRoot`]. The last component is never followed when writing: a file is
+//! replaced by `renameat(2)`, so a symlink planted at a managed path is replaced, not written
+//! through.
+//!
+//! A write is atomic: a temporary file in the same directory is created with `O_EXCL`, its owner
+//! and mode are set before any content is written, the content is written and `fsync`ed, the file
+//! is renamed over the target, and the directory is `fsync`ed. A crash at any point leaves either
+//! the old file or the new one, never a torn one (at worst a stray temporary file, which
+//! [`Root::remove_stale_temporaries`] cleans up).
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fchmod, fstatat, mkdirat, Mode};
+use nix::unistd::{fchown, fsync, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What went wrong with a file operation; every variant names the path (inside the root).
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// The path is not an absolute, clean path.
+    #[error("{path}: not an absolute path without '.' or '..' components")]
+    BadPath {
+        /// The path.
+        path: String,
+    },
+    /// Resolving the path would leave the root (a symlink points outside).
+    #[error("{path}: refused: a symbolic link on this path leads outside the root {root}")]
+    EscapesRoot {
+        /// The path.
+        path: String,
+        /// The root.
+        root: String,
+    },
+    /// A system call failed.
+    #[error("{path}: {op}: {errno}")]
+    Sys {
+        /// The path.
+        path: String,
+        /// The operation (`open`, `rename`, ...).
+        op: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+    /// Reading or writing content failed.
+    #[error("{path}: {op}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The operation.
+        op: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl FsError {
+    /// True when the error means "does not exist".
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            FsError::Sys {
+                errno: Errno::ENOENT,
+                ..
+            }
+        )
+    }
+}
+
+/// Stat information of an entry (not following a final symlink).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// What kind of entry.
+    pub kind: EntryKind,
+}
+
+/// Kinds of directory entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// Anything else (device, FIFO, socket).
+    Other,
+}
+
+/// An open root directory.
+#[derive(Debug)]
+pub struct Root {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+const TMP_PREFIX: &str = ".hearth-tmp-";
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn resolve_flags() -> ResolveFlag {
+    ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS
+}
+
+/// Splits `/a/b/c` into the relative parent `a/b` and the name `c`.
+fn split(path: &str) -> Result<(PathBuf, &OsStr), FsError> {
+    let bad = || FsError::BadPath {
+        path: path.to_string(),
+    };
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return Err(bad());
+    }
+    let mut parent = PathBuf::new();
+    let mut comps: Vec<&OsStr> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(n) => comps.push(n),
+            _ => return Err(bad()),
+        }
+    }
+    let name = comps.pop().ok_or_else(bad)?;
+    for c in comps {
+        parent.push(c);
+    }
+    Ok((parent, name))
+}
+
+impl Root {
+    /// Opens `path` as the root directory (`/` in production, a container's root in tests).
+    pub fn open(path: impl Into<PathBuf>) -> Result<Root, FsError> {
+        let path = path.into();
+        let fd = nix::fcntl::open(
+            &path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| FsError::Sys {
+            path: path.display().to_string(),
+            op: "open root",
+            errno,
+        })?;
+        Ok(Root { fd, path })
+    }
+
+    /// The root's path on this machine.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The host path of `path` inside the root (for messages and for tools that need a path).
+    pub fn host_path(&self, path: &str) -> PathBuf {
+        self.path.join(path.trim_start_matches('/'))
+    }
+
+    fn sys(&self, path: &str, op: &'static str, errno: Errno) -> FsError {
+        if errno == Errno::EXDEV || errno == Errno::ELOOP && op == "resolve" {
+            return FsError::EscapesRoot {
+                path: path.to_string(),
+                root: self.path.display().to_string(),
+            };
+        }
+        FsError::Sys {
+            path: path.to_string(),
+            op,
+            errno,
+        }
+    }
+
+    /// Opens the directory `rel` (relative to the root), confined to the root.
+    fn open_dir(&self, rel: &Path, full: &str) -> Result<OwnedFd, FsError> {
+        let rel: &Path = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        openat2(
+            self.fd.as_fd(),
+            rel,
+            OpenHow::new()
+                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+                .resolve(resolve_flags()),
+        )
+        .map_err(|e| self.sys(full, "resolve", e))
+    }
+
+    /// Opens (creating with mode 0755 as needed) the directory `rel`.
+    fn open_dir_create(&self, rel: &Path, full: &str) -> Result<OwnedFd, FsError> {
+        match self.open_dir(rel, full) {
+            Err(FsError::Sys {
+                errno: Errno::ENOENT,
+                ..
+            }) => {}
+            other => return other,
+        }
+        let mut dir = self.open_dir(Path::new(""), full)?;
+        let mut so_far = PathBuf::new();
+        for comp in rel.components() {
+            let Component::Normal(name) = comp else {
+                continue;
+            };
+            so_far.push(name);
+            match mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o755)) {
+                Ok(()) => {
+                    fsync(dir.as_fd()).map_err(|e| self.sys(full, "fsync", e))?;
+                }
+                Err(Errno::EEXIST) => {}
+                Err(e) => return Err(self.sys(full, "mkdir", e)),
+            }
+            dir = self.open_dir(&so_far, full)?;
+        }
+        Ok(dir)
+    }
+
+    /// Reads a file; `Ok(None)` when it does not exist.
+    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
+        let (parent, name) = split(path)?;
+        let rel = parent.join(name);
+        let fd = match openat2(
+            self.fd.as_fd(),
+            &rel,
+            OpenHow::new()
+                .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+                .resolve(resolve_flags()),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(self.sys(path, "resolve", e)),
+        };
+        let mut out = Vec::new();
+        std::fs::File::from(fd)
+            .read_to_end(&mut out)
+            .map_err(|source| FsError::Io {
+                path: path.to_string(),
+                op: "read",
+                source,
+            })?;
+        Ok(Some(out))
+    }
+
+    /// Stats an entry without following a final symlink; `Ok(None)` when it does not exist.
+    pub fn stat(&self, path: &str) -> Result<Option<Stat>, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(FsError::Sys {
+                errno: Errno::ENOTDIR,
+                ..
+            }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                let fmt = st.st_mode & libc_s_ifmt();
+                let kind = match fmt {
+                    0o100000 => EntryKind::File,
+                    0o040000 => EntryKind::Dir,
+                    0o120000 => EntryKind::Symlink,
+                    _ => EntryKind::Other,
+                };
+                Ok(Some(Stat {
+                    mode: st.st_mode & 0o7777,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                    size: st.st_size as u64,
+                    kind,
+                }))
+            }
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(self.sys(path, "stat", e)),
+        }
+    }
+
+    /// Writes `content` to `path` atomically with `mode` and (if given) owner, creating parent
+    /// directories (0755) as needed.
+    pub fn write_atomic(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(), FsError> {
+        let (parent, name) = split(path)?;
+        let dir = self.open_dir_create(&parent, path)?;
+        let tmp = temp_name(name);
+        let fd = openat(
+            dir.as_fd(),
+            tmp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| self.sys(path, "create temporary file", e))?;
+        let result = (|| {
+            if let Some((uid, gid)) = owner {
+                fchown(
+                    fd.as_fd(),
+                    Some(Uid::from_raw(uid)),
+                    Some(Gid::from_raw(gid)),
+                )
+                .map_err(|e| self.sys(path, "chown", e))?;
+            }
+            // After chown, which clears set-id bits.
+            fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
+                .map_err(|e| self.sys(path, "chmod", e))?;
+            let mut file = std::fs::File::from(fd);
+            file.write_all(content).map_err(|source| FsError::Io {
+                path: path.to_string(),
+                op: "write",
+                source,
+            })?;
+            file.sync_all().map_err(|source| FsError::Io {
+                path: path.to_string(),
+                op: "fsync",
+                source,
+            })?;
+            drop(file);
+            renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name)
+                .map_err(|e| self.sys(path, "rename", e))?;
+            fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))
+        })();
+        if result.is_err() {
+            let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        result
+    }
+
+    /// Creates or replaces a symbolic link atomically (for unit enablement and masks).
+    pub fn symlink_atomic(&self, path: &str, target: &str) -> Result<(), FsError> {
+        let (parent, name) = split(path)?;
+        let dir = self.open_dir_create(&parent, path)?;
+        let tmp = temp_name(name);
+        symlinkat(target, dir.as_fd(), tmp.as_os_str())
+            .map_err(|e| self.sys(path, "symlink", e))?;
+        if let Err(e) = renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name) {
+            let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            return Err(self.sys(path, "rename", e));
+        }
+        fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))
+    }
+
+    /// Reads a symbolic link's target; `Ok(None)` when `path` does not exist or is not a link.
+    pub fn read_link(&self, path: &str) -> Result<Option<String>, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match nix::fcntl::readlinkat(dir.as_fd(), name) {
+            Ok(t) => Ok(Some(t.to_string_lossy().into_owned())),
+            Err(Errno::ENOENT | Errno::EINVAL) => Ok(None),
+            Err(e) => Err(self.sys(path, "readlink", e)),
+        }
+    }
+
+    /// Removes a file or symlink (not a directory); returns whether it existed.
+    pub fn remove(&self, path: &str) -> Result<bool, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match unlinkat(dir.as_fd(), name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => {
+                fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))?;
+                Ok(true)
+            }
+            Err(Errno::ENOENT) => Ok(false),
+            Err(e) => Err(self.sys(path, "remove", e)),
+        }
+    }
+
+    /// Removes an empty directory; returns whether it was removed.
+    pub fn remove_empty_dir(&self, path: &str) -> Result<bool, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match unlinkat(dir.as_fd(), name, UnlinkatFlags::RemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT | Errno::ENOTEMPTY | Errno::EEXIST) => Ok(false),
+            Err(e) => Err(self.sys(path, "remove directory", e)),
+        }
+    }
+
+    /// Lists the names in a directory (empty when it does not exist).
+    pub fn list_dir(&self, path: &str) -> Result<Vec<String>, FsError> {
+        let rel = if path == "/" {
+            PathBuf::new()
+        } else {
+            let (parent, name) = split(path)?;
+            parent.join(name)
+        };
+        let fd = match self.open_dir(&rel, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let dir = nix::dir::Dir::from_fd(fd).map_err(|e| self.sys(path, "list", e))?;
+        let mut out = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| self.sys(path, "list", e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                out.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Removes temporary files left in `dir` by a write interrupted by a crash.
+    pub fn remove_stale_temporaries(&self, dir: &str) -> Result<usize, FsError> {
+        let mut n = 0;
+        for name in self.list_dir(dir)? {
+            if name.starts_with(TMP_PREFIX) {
+                let p = if dir == "/" {
+                    format!("/{name}")
+                } else {
+                    format!("{dir}/{name}")
+                };
+                if self.remove(&p)? {
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn libc_s_ifmt() -> u32 {
+    0o170000
+}
+
+fn temp_name(name: &OsStr) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut s = std::ffi::OsString::from(format!("{TMP_PREFIX}{}-{n}-", std::process::id()));
+    // Keep the name short enough for NAME_MAX even for long targets.
+    let bytes = name.as_bytes();
+    let keep = &bytes[..bytes.len().min(100)];
+    s.push(OsStr::from_bytes(keep));
+    PathBuf::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn root() -> (tempfile::TempDir, Root) {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Root::open(dir.path()).unwrap();
+        (dir, r)
+    }
+
+    #[test]
+    fn atomic_write_creates_parents_and_sets_mode() {
+        let (dir, r) = root();
+        r.write_atomic("/etc/a/b/c.conf", b"hello", 0o640, None)
+            .unwrap();
+        let p = dir.path().join("etc/a/b/c.conf");
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello");
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+            0o640
+        );
+        assert_eq!(
+            std::fs::metadata(dir.path().join("etc/a"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o755
+        );
+        assert_eq!(r.read("/etc/a/b/c.conf").unwrap().unwrap(), b"hello");
+        assert!(r.read("/etc/none").unwrap().is_none());
+        // No temporaries left behind.
+        assert_eq!(r.list_dir("/etc/a/b").unwrap(), ["c.conf"]);
+    }
+
+    #[test]
+    fn owner_is_set_when_root() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("this test must run as root (it sets file owners)");
+        }
+        let (dir, r) = root();
+        r.write_atomic("/f", b"x", 0o4755, Some((1000, 1000)))
+            .unwrap();
+        let m = std::fs::metadata(dir.path().join("f")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1000, 1000));
+        assert_eq!(
+            m.permissions().mode() & 0o7777,
+            0o4755,
+            "set-uid kept: chmod after chown"
+        );
+    }
+
+    #[test]
+    fn symlink_escaping_the_root_is_refused() {
+        let (dir, r) = root();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("etc")).unwrap();
+        let err = r
+            .write_atomic("/etc/passwd", b"pwned", 0o644, None)
+            .unwrap_err();
+        assert!(matches!(err, FsError::EscapesRoot { .. }), "{err}");
+        assert!(err.to_string().contains("leads outside the root"));
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+        // Relative escapes too.
+        std::fs::create_dir(dir.path().join("var")).unwrap();
+        std::os::unix::fs::symlink("../../../..", dir.path().join("var/up")).unwrap();
+        assert!(matches!(
+            r.write_atomic("/var/up/x", b"", 0o644, None),
+            Err(FsError::EscapesRoot { .. })
+        ));
+    }
+
+    #[test]
+    fn symlink_inside_the_root_is_followed() {
+        let (dir, r) = root();
+        std::fs::create_dir_all(dir.path().join("var/usrlocal")).unwrap();
+        std::fs::create_dir(dir.path().join("usr")).unwrap();
+        std::os::unix::fs::symlink("../var/usrlocal", dir.path().join("usr/local")).unwrap();
+        r.write_atomic("/usr/local/bin/tool", b"#!/bin/sh\n", 0o755, None)
+            .unwrap();
+        assert!(dir.path().join("var/usrlocal/bin/tool").exists());
+    }
+
+    #[test]
+    fn planted_symlink_at_the_final_path_is_replaced_not_followed() {
+        let (dir, r) = root();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("etc/x")).unwrap();
+        r.write_atomic("/etc/x", b"new", 0o644, None).unwrap();
+        assert_eq!(std::fs::read(outside.path()).unwrap(), b"");
+        assert_eq!(r.stat("/etc/x").unwrap().unwrap().kind, EntryKind::File);
+    }
+
+    #[test]
+    fn remove_symlink_and_stale_temporaries() {
+        let (dir, r) = root();
+        r.symlink_atomic("/etc/systemd/system/a.service", "/dev/null")
+            .unwrap();
+        assert_eq!(
+            r.read_link("/etc/systemd/system/a.service")
+                .unwrap()
+                .as_deref(),
+            Some("/dev/null")
+        );
+        assert!(r.remove("/etc/systemd/system/a.service").unwrap());
+        assert!(!r.remove("/etc/systemd/system/a.service").unwrap());
+        std::fs::write(dir.path().join("etc/.hearth-tmp-1-2-x"), b"torn").unwrap();
+        assert_eq!(r.remove_stale_temporaries("/etc").unwrap(), 1);
+    }
+
+    #[test]
+    fn bad_paths() {
+        let (_dir, r) = root();
+        assert!(matches!(
+            r.write_atomic("etc/x", b"", 0o644, None),
+            Err(FsError::BadPath { .. })
+        ));
+        assert!(matches!(
+            r.write_atomic("/etc/../x", b"", 0o644, None),
+            Err(FsError::BadPath { .. })
+        ));
+    }
+}

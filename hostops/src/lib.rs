@@ -1,0 +1,2 @@
+//! `hearth-hostops`: the one handle hearth has on a host.
+pub mod fs;

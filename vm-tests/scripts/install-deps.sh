@@ -1,0 +1,31 @@
+#!/bin/bash
+# Installs the Debian 12 packages that hearth-vm-tests (the Tier-1 test-host harness) needs.
+# Idempotent and non-interactive; run as root (CI calls it on a fresh machine).
+#
+#   systemd-container       systemd-nspawn, which boots the test hosts
+#   debootstrap             builds the cached root filesystem (scripts/build-rootfs.sh)
+#   debian-archive-keyring  and gpgv: debootstrap checks the archive's signatures with them
+#   gpgv
+#   wget                    debootstrap downloads with it
+#   dbus                    D-Bus tools on the build machine (the hosts bring their own bus)
+#   util-linux              nsenter (runs commands inside a host), mountpoint
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "$0: must run as root" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux \
+    >/dev/null
+
+for tool in systemd-nspawn debootstrap nsenter; do
+    command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
+        echo "$0: $tool is still missing after the install" >&2
+        exit 1
+    }
+done
+echo "install-deps: systemd-nspawn $(systemd-nspawn --version | head -1 | cut -d' ' -f2), debootstrap $(dpkg-query -W -f='${Version}' debootstrap)"

@@ -1,0 +1,140 @@
+//! Small helpers shared by the modules: host checks, log tails, random names.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{bail, Context, Result};
+
+/// Fails unless the process runs as root: mounting overlays and running systemd-nspawn need it.
+pub(crate) fn require_root() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!(
+            "hearth-vm-tests needs root: it mounts overlays, creates cgroups and runs \
+             systemd-nspawn (effective uid is {}). Run the tests as root.",
+            nix::unistd::geteuid()
+        );
+    }
+    Ok(())
+}
+
+/// Finds `program` in `PATH` (plus the sbin directories, which a non-login root shell may
+/// lack), or fails naming the Debian package that provides it.
+pub(crate) fn require_program(program: &str, package: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let extra = OsStr::new("/usr/local/sbin:/usr/sbin:/sbin");
+    for dir in std::env::split_paths(&path).chain(std::env::split_paths(extra)) {
+        let candidate = dir.join(program);
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "`{program}` was not found in PATH: install the Debian package `{package}` \
+         (vm-tests/scripts/install-deps.sh installs everything the harness needs)"
+    )
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// The programs the harness runs, checked once per process.
+#[derive(Debug, Clone)]
+pub(crate) struct Tools {
+    pub(crate) nspawn: PathBuf,
+    pub(crate) nsenter: PathBuf,
+}
+
+/// Checks root and the programs needed to boot hosts; the result is computed once.
+pub(crate) fn host_tools() -> Result<Tools> {
+    static TOOLS: OnceLock<std::result::Result<Tools, String>> = OnceLock::new();
+    TOOLS
+        .get_or_init(|| {
+            (|| -> Result<Tools> {
+                require_root()?;
+                Ok(Tools {
+                    nspawn: require_program("systemd-nspawn", "systemd-container")?,
+                    nsenter: require_program("nsenter", "util-linux")?,
+                })
+            })()
+            .map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// The last `lines` lines of a text file (lossy UTF-8), or a note saying why there are none.
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            let start = all.len().saturating_sub(lines);
+            all[start..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
+
+/// 32 random lowercase hex digits from the kernel (a machine-id has this form).
+pub(crate) fn random_hex32() -> Result<String> {
+    let uuid = fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .context("reading /proc/sys/kernel/random/uuid")?;
+    Ok(uuid.trim().replace('-', ""))
+}
+
+/// Start time (in clock ticks since boot) of a live process, from `/proc/PID/stat`; `None`
+/// when the process does not exist or is a zombie (a killed test process whose parent has not
+/// reaped it yet). Together with the pid it identifies a process across pid reuse.
+pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain anything: skip past it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    // `rest` starts at field 3 (state); starttime is field 22.
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    fields.nth(22 - 4)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_program_names_the_package_and_the_script() {
+        let err = require_program("hearth-no-such-program", "some-package").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("some-package"), "{msg}");
+        assert!(msg.contains("install-deps.sh"), "{msg}");
+    }
+
+    #[test]
+    fn own_start_time_is_readable() {
+        assert!(process_start_time(std::process::id() as i32).is_some());
+        assert!(process_start_time(i32::MAX).is_none());
+    }
+
+    #[test]
+    fn random_ids_look_like_machine_ids() {
+        let id = random_hex32().unwrap();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn tail_returns_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        fs::write(&p, "a\nb\nc\nd\n").unwrap();
+        assert_eq!(tail(&p, 2), "c\nd");
+        assert_eq!(tail(&p, 10), "a\nb\nc\nd");
+        assert!(tail(&dir.path().join("missing"), 2).contains("cannot read"));
+    }
+}

@@ -1,1 +1,16 @@
-//! placeholder
+//! `hearth-agent`: brings a host to its desired rendered MachineConfig, crash-safely, and says
+//! why when it can't.
+//!
+//! - [`state`]: the state machine (`Done`, `Working`, `Degraded`, `Unreconcilable`, `Rebooting`).
+//! - [`journal`]: what the agent is doing, written atomically before each phase.
+//! - [`apply`]: plan, execute through `hearth-hostops`, verify, reboot or roll back.
+//! - [`source`]: where the desired config comes from (file, URL, watched directory).
+//! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`.
+//!
+//! See `docs/agent.md`.
+pub mod apply;
+pub mod cli;
+pub mod journal;
+pub mod logging;
+pub mod source;
+pub mod state;

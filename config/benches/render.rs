@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hearth_config::manifest::read_str;
 use hearth_config::model::{MachineConfig, MachineConfigPool};
-use hearth_config::render::render_pool;
+use hearth_config::render::{configs_for_pool, merge, render_pool, spec_hash};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use std::fmt::Write;
 use std::hint::black_box;
@@ -27,7 +27,9 @@ const OTHER_PATHS: usize = 8_000;
 
 /// About 100 bytes of file content as a percent-encoded `data:` URL.
 fn content(i: usize, j: usize) -> String {
-    let text = format!("# hearth bench config {i} file {j}\nkey_{j}=value-{i}\nlist=a,b,c\nenabled=true\n");
+    let text = format!(
+        "# hearth bench config {i} file {j}\nkey_{j}=value-{i}\nlist=a,b,c\nenabled=true\n"
+    );
     format!("data:,{}", utf8_percent_encode(&text, NON_ALPHANUMERIC))
 }
 
@@ -35,7 +37,10 @@ fn path(i: usize, j: usize) -> String {
     if j == 0 {
         format!("/etc/hearth/common/{:02}.conf", i % COMMON_PATHS)
     } else {
-        format!("/etc/hearth/bench/{:05}.conf", (i * (FILES_PER_CONFIG - 1) + j) % OTHER_PATHS)
+        format!(
+            "/etc/hearth/bench/{:05}.conf",
+            (i * (FILES_PER_CONFIG - 1) + j) % OTHER_PATHS
+        )
     }
 }
 
@@ -120,7 +125,10 @@ fn bench_render(c: &mut Criterion) {
     let texts = manifests();
     let configs = read_all(&texts);
     assert_eq!(configs.len(), CONFIGS);
-    let files: usize = configs.iter().map(|m| m.spec.config.storage.files.len()).sum();
+    let files: usize = configs
+        .iter()
+        .map(|m| m.spec.config.storage.files.len())
+        .sum();
     assert_eq!(files, CONFIGS * FILES_PER_CONFIG);
     let pool = MachineConfigPool::builtin("worker");
     let rendered = render_pool(&pool, &configs).unwrap();
@@ -138,6 +146,14 @@ fn bench_render(c: &mut Criterion) {
     g.throughput(Throughput::Elements(files as u64));
     g.bench_function("render_pool (pre-built configs)", |b| {
         b.iter(|| render_pool(black_box(&pool), black_box(&configs)).unwrap())
+    });
+    // The two halves of render_pool, to see where the time goes.
+    let selected = configs_for_pool(&pool, &configs);
+    g.bench_function("merge only", |b| {
+        b.iter(|| merge(black_box(&selected)).unwrap())
+    });
+    g.bench_function("spec_hash only (rendered spec)", |b| {
+        b.iter(|| spec_hash(black_box(&rendered.spec)))
     });
     g.finish();
 

@@ -703,21 +703,26 @@ fn named_machine_config() -> impl Strategy<Value = MachineConfig> {
             name.split('.')
                 .all(|l| !l.is_empty() && !l.starts_with('-') && !l.ends_with('-'))
         })
-        .prop_map(|(name, (_, mut mc), annotation, os_image, kargs, unit_text)| {
-            // Arbitrary text wherever the manifest allows any string, to exercise escaping.
-            mc.metadata.name = name;
-            if let Some((k, v)) = annotation {
-                mc.metadata.annotations.insert(format!("example.com/{k}"), v);
-            }
-            if let Some(os_image) = os_image {
-                mc.spec.os_image_url = os_image;
-            }
-            mc.spec.kernel_arguments.extend(kargs);
-            if let (Some(text), Some(u)) = (unit_text, mc.spec.config.systemd.units.first_mut()) {
-                u.contents = Some(text);
-            }
-            mc
-        })
+        .prop_map(
+            |(name, (_, mut mc), annotation, os_image, kargs, unit_text)| {
+                // Arbitrary text wherever the manifest allows any string, to exercise escaping.
+                mc.metadata.name = name;
+                if let Some((k, v)) = annotation {
+                    mc.metadata
+                        .annotations
+                        .insert(format!("example.com/{k}"), v);
+                }
+                if let Some(os_image) = os_image {
+                    mc.spec.os_image_url = os_image;
+                }
+                mc.spec.kernel_arguments.extend(kargs);
+                if let (Some(text), Some(u)) = (unit_text, mc.spec.config.systemd.units.first_mut())
+                {
+                    u.contents = Some(text);
+                }
+                mc
+            },
+        )
 }
 
 proptest! {

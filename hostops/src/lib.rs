@@ -1,2 +1,10 @@
 //! `hearth-hostops`: the one handle hearth has on a host.
+pub mod drift;
+pub mod files;
 pub mod fs;
+pub mod offline;
+pub mod passwd;
+pub mod reboot;
+pub mod systemd;
+pub mod users;
+pub mod verify;

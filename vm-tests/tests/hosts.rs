@@ -101,6 +101,12 @@ fn is_alive(pid: u32) -> bool {
     }
 }
 
+#[test]
+fn hosts_can_move_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SystemdHost>();
+}
+
 #[tokio::test]
 async fn boots_to_running_and_answers_on_its_bus() {
     let host = boot();

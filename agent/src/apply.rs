@@ -1,0 +1,936 @@
+//! Applying a desired config to the host: plan, journal, execute, verify, reboot or roll back.
+//!
+//! ## Crash safety
+//! The journal is written (atomically) before each phase: `Applying` (with the paths that
+//! existed before the apply), `RollingBack` (with the failure), `Rebooting` (with the boot id),
+//! and the final state. Every action is an absolute, idempotent "make it so" (write this file,
+//! enable that unit), and every file write is atomic, so after a `kill -9` or a power cut the
+//! agent simply runs the interrupted phase again from its start: identical files are skipped,
+//! and the result is the same as an uninterrupted run. A half-applied host is never reported
+//! as `Done`: `Done` is written only after the host was verified against the config.
+//!
+//! ## Rollback
+//! Undoing a failed apply is itself a plan: from the desired config back to the current one.
+//! Files the desired config added are restored from the originals hearth kept when it first
+//! overwrote them (or removed when there were none), files both configs manage get their
+//! current content back, and unit states, SSH keys and the password hash return to the current
+//! config's. Then the host is verified against the current config again.
+
+use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
+use crate::state::{Event, State};
+use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
+use hearth_config::ignition::Config;
+use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+use hearth_config::plan::{plan, Action, Plan, SYSTEMD_UNIT_DIR};
+use hearth_hostops::files::{self, FileError};
+use hearth_hostops::fs::Root;
+use hearth_hostops::offline;
+use hearth_hostops::passwd;
+use hearth_hostops::reboot::{self, RebootOutcome};
+use hearth_hostops::systemd::Systemd;
+use hearth_hostops::users::{self, SshKeyLayout};
+use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+/// A file whose presence asks for a full re-apply on the next sync (the MCO's
+/// `/run/machine-config-daemon-force`).
+pub const FORCE_FILE: &str = "/run/hearth-force";
+/// The default system bus.
+pub const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
+
+/// How the agent reaches systemd.
+#[derive(Debug)]
+pub enum Units {
+    /// A running systemd over D-Bus.
+    Online(Systemd),
+    /// An offline image root: enablement through symlinks, no daemon to reload or restart.
+    Offline,
+}
+
+/// Options of one sync.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Re-apply everything even if the host is already in the desired config.
+    pub force: bool,
+    /// Do not reboot even if the plan needs it (leave the node `Rebooting`, reboot pending).
+    pub no_reboot: bool,
+}
+
+/// How a sync ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The host is in the desired config (verified).
+    Done,
+    /// The config is applied and the node must reboot; `requested` says whether the reboot was
+    /// asked for, `inhibited` why not.
+    Rebooting {
+        /// Whether logind accepted the reboot.
+        requested: bool,
+        /// Who blocks it, if anyone.
+        inhibited: Option<String>,
+    },
+    /// The apply failed and was undone; the reason names the step, the object and the cause.
+    Degraded(String),
+    /// The desired config cannot be applied to a running node; every field is listed.
+    Unreconcilable(String),
+}
+
+/// Errors that stop the agent itself (not an apply failure, which is [`Outcome::Degraded`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The journal cannot be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Connecting to systemd failed.
+    #[error("cannot connect to systemd: {0}")]
+    Systemd(#[from] hearth_hostops::systemd::SystemdError),
+    /// The root cannot be opened.
+    #[error(transparent)]
+    Fs(#[from] hearth_hostops::fs::FsError),
+    /// The agent lock cannot be taken.
+    #[error("cannot take the agent lock {path}: {message}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Written (in the `/run` tmpfs) before a reboot is requested; its absence after a restart
+/// means the node rebooted.
+pub const REBOOT_MARKER: &str = "/run/hearth/reboot-requested";
+/// How many times the agent asks for a reboot for one config before it gives up (Degraded).
+pub const MAX_REBOOT_REQUESTS: u32 = 5;
+
+/// The lock that keeps two agents from changing a host at once.
+pub const LOCK_FILE: &str = "/var/lib/hearth/agent.lock";
+
+/// The agent's handle on one host.
+#[derive(Debug)]
+pub struct Agent {
+    root: Root,
+    units: Units,
+    bus: Option<String>,
+    ssh_layout: SshKeyLayout,
+}
+
+fn unit_path(name: &str) -> String {
+    format!("{SYSTEMD_UNIT_DIR}/{name}")
+}
+
+fn dropin_path(unit: &str, name: &str) -> String {
+    format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}")
+}
+
+/// Every path a config manages (files, unit files, drop-ins, masks).
+pub fn managed_paths(config: &Config) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = config
+        .storage
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    for u in &config.systemd.units {
+        if u.contents.as_deref().is_some_and(|c| !c.is_empty()) || u.mask == Some(true) {
+            out.insert(unit_path(&u.name));
+        }
+        for d in &u.dropins {
+            if d.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+                out.insert(dropin_path(&u.name, &d.name));
+            }
+        }
+    }
+    out
+}
+
+fn is_os_action(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::KernelArguments { .. }
+            | Action::KernelType { .. }
+            | Action::OsImage { .. }
+            | Action::Extensions { .. }
+    )
+}
+
+/// Reads the boot id of the running system (`/proc/sys/kernel/random/boot_id`).
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+impl Agent {
+    /// A handle on the host whose root is `root`, with systemd on `bus` (`None`: an offline
+    /// image root).
+    pub async fn new(root: &Path, bus: Option<&str>) -> Result<Agent, AgentError> {
+        let root_handle = Root::open(root)?;
+        let units = match bus {
+            Some(address) => Units::Online(Systemd::connect_with_root(address, root).await?),
+            None => Units::Offline,
+        };
+        let ssh_layout = SshKeyLayout::detect(&root_handle).unwrap_or_default();
+        Ok(Agent {
+            root: root_handle,
+            units,
+            bus: bus.map(str::to_string),
+            ssh_layout,
+        })
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// Whether this is an offline image root.
+    pub fn is_offline(&self) -> bool {
+        matches!(self.units, Units::Offline)
+    }
+
+    /// Brings the host to `desired`. Returns how it ended; an `Err` is only for problems that
+    /// stop the agent itself (its journal unreadable, systemd unreachable).
+    pub async fn sync(
+        &self,
+        desired: NamedConfig,
+        policies: DisruptionPolicies,
+        opts: &Options,
+    ) -> Result<Outcome, AgentError> {
+        let _lock = self.lock()?;
+        let mut j = Journal::load(&self.root)?;
+        let pending_same = j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec);
+        let waiting_for_reboot = j
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.phase == Phase::Rebooting && !self.rebooted_since(p));
+        if waiting_for_reboot && !pending_same {
+            // A new config supersedes the one waiting for its reboot: what is on disk is the
+            // applied config, and its reboot stays pending until the new one is in.
+            tracing::info!("a new config supersedes the pending reboot");
+            j.current = j.desired.clone();
+            j.reboot_pending = true;
+            j.progress = None;
+        } else if let Some(outcome) = self.resume_locked(&mut j, opts).await? {
+            // An interrupted apply finished first; then carry on with this config.
+            if pending_same && !matches!(outcome, Outcome::Degraded(_)) {
+                return Ok(outcome);
+            }
+        }
+        let force = opts.force || self.root.stat(FORCE_FILE)?.is_some();
+        let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
+        if same && !force && j.state == State::Done {
+            // Nothing to do but make sure the host still matches.
+            let mismatches = self.verify(&desired.spec.config).await;
+            j.drift = mismatches.iter().map(|m| m.to_string()).collect();
+            j.save(&self.root)?;
+            return Ok(Outcome::Done);
+        }
+
+        j.desired = Some(desired);
+        j.policies = policies;
+        j.transition(Event::Start, None)?;
+        let preexisting = self.preexisting(&j)?;
+        j.progress = Some(Progress {
+            phase: Phase::Applying,
+            step: 0,
+            total: 0,
+            failure: None,
+            boot_id: None,
+            reboot_requests: 0,
+        });
+        j.save(&self.root)?;
+        // The preexisting set is part of the apply: kept in the journal for a resume.
+        self.save_preexisting(&preexisting)?;
+        self.run_apply(&mut j, force, opts).await
+    }
+
+    /// Finishes an apply interrupted by a crash or a reboot. Returns `None` when there was
+    /// nothing to finish.
+    pub async fn resume(
+        &self,
+        j: &mut Journal,
+        opts: &Options,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let _lock = self.lock()?;
+        *j = Journal::load(&self.root)?;
+        self.resume_locked(j, opts).await
+    }
+
+    async fn resume_locked(
+        &self,
+        j: &mut Journal,
+        opts: &Options,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let Some(progress) = j.progress.clone() else {
+            return Ok(None);
+        };
+        tracing::info!(phase = ?progress.phase, "resuming an interrupted apply");
+        let outcome = match progress.phase {
+            Phase::Applying => {
+                j.transition(Event::Resume, None)?;
+                let force = self.root.stat(FORCE_FILE)?.is_some();
+                self.run_apply(j, force, opts).await?
+            }
+            Phase::RollingBack => {
+                let reason = progress.failure.unwrap_or_else(|| "an apply failed".into());
+                self.run_rollback(j, reason).await?
+            }
+            Phase::Rebooting => {
+                if self.rebooted_since(&progress) {
+                    self.after_reboot(j).await?
+                } else {
+                    self.request_reboot(j, opts).await?
+                }
+            }
+        };
+        Ok(Some(outcome))
+    }
+
+    const PREEXISTING: &'static str = "/var/lib/hearth/apply-preexisting.json";
+
+    /// Paths the desired config takes over that existed before this apply (their originals
+    /// must be kept). Computed once per apply; a resumed apply reads the saved list.
+    fn preexisting(&self, j: &Journal) -> Result<BTreeSet<String>, AgentError> {
+        let current = j
+            .current
+            .as_ref()
+            .map(|c| managed_paths(&c.spec.config))
+            .unwrap_or_default();
+        let desired = j
+            .desired
+            .as_ref()
+            .map(|d| managed_paths(&d.spec.config))
+            .unwrap_or_default();
+        let mut out = BTreeSet::new();
+        for p in desired.difference(&current) {
+            if self.root.stat(p)?.is_some() {
+                out.insert(p.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn save_preexisting(&self, set: &BTreeSet<String>) -> Result<(), AgentError> {
+        let bytes = serde_json::to_vec(set).unwrap_or_default();
+        self.root
+            .write_atomic(Self::PREEXISTING, &bytes, 0o600, None)?;
+        Ok(())
+    }
+
+    fn load_preexisting(&self) -> BTreeSet<String> {
+        self.root
+            .read(Self::PREEXISTING)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Removes temporary files that a write interrupted by a crash left in the directories of
+    /// managed paths.
+    fn remove_stale_temporaries(&self, a: &BTreeSet<String>, b: &BTreeSet<String>) {
+        let dirs: BTreeSet<&str> = a
+            .iter()
+            .chain(b.iter())
+            .filter_map(|p| {
+                p.rsplit_once('/')
+                    .map(|(d, _)| if d.is_empty() { "/" } else { d })
+            })
+            .collect();
+        for d in dirs {
+            match self.root.remove_stale_temporaries(d) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    dir = d,
+                    removed = n,
+                    "removed temporary files of an interrupted write"
+                ),
+                Err(e) => tracing::warn!(dir = d, error = %e, "cannot clean temporary files"),
+            }
+        }
+    }
+
+    /// Takes the agent lock ([`LOCK_FILE`]): one agent at a time changes a host.
+    fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
+        let path = self.root.host_path(LOCK_FILE);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| AgentError::Lock {
+                path: path.display().to_string(),
+                message: source.to_string(),
+            })?;
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) => Ok(l),
+            Err((file, nix::errno::Errno::EWOULDBLOCK)) => {
+                tracing::info!("another hearth-agent is changing this host; waiting for it");
+                nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(
+                    |(_, e)| AgentError::Lock {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    },
+                )
+            }
+            Err((_, e)) => Err(AgentError::Lock {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    fn current_spec(j: &Journal) -> MachineConfigSpec {
+        j.current
+            .as_ref()
+            .map(|c| c.spec.clone())
+            .unwrap_or_default()
+    }
+
+    async fn run_apply(
+        &self,
+        j: &mut Journal,
+        force: bool,
+        opts: &Options,
+    ) -> Result<Outcome, AgentError> {
+        let Some(desired) = j.desired.clone() else {
+            return Ok(Outcome::Done);
+        };
+        let current = Self::current_spec(j);
+        let from = if force {
+            MachineConfigSpec::default()
+        } else {
+            current.clone()
+        };
+        let p = plan(&from, &desired.spec, &j.policies);
+        if !p.is_reconcilable() {
+            let reason = format!(
+                "{} cannot be applied to a running node: {}",
+                desired.name,
+                p.unreconcilable
+                    .iter()
+                    .map(|u| u.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            j.progress = None;
+            j.transition(Event::FoundUnreconcilable, Some(reason.clone()))?;
+            j.save(&self.root)?;
+            return Ok(Outcome::Unreconcilable(reason));
+        }
+        let os: Vec<String> = p
+            .actions
+            .iter()
+            .filter(|a| is_os_action(a))
+            .map(|a| a.to_string())
+            .collect();
+        if !os.is_empty() {
+            let why = if self.is_offline() {
+                "an offline image root cannot take OS-level changes"
+            } else {
+                "this host has no OS backend that can make them (kernel arguments, kernel type, extensions and OS images need an ostree or rpm-ostree host)"
+            };
+            let reason = format!(
+                "{}: {why}; nothing was changed. Refused: {}",
+                desired.name,
+                os.join("; ")
+            );
+            j.progress = None;
+            j.transition(Event::Failed, Some(reason.clone()))?;
+            j.save(&self.root)?;
+            return Ok(Outcome::Degraded(reason));
+        }
+        let managed_before = managed_paths(&current.config);
+        let preexisting = self.load_preexisting();
+        self.remove_stale_temporaries(&managed_before, &managed_paths(&desired.spec.config));
+        let total = p.actions.len() + service_steps(&p).len();
+        tracing::info!(config = %desired.name, actions = p.actions.len(), "applying");
+        for (i, action) in p.actions.iter().enumerate() {
+            tracing::debug!(step = i + 1, %action, "step");
+            if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
+                let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
+                return self.start_rollback(j, reason).await;
+            }
+        }
+        for (k, step) in service_steps(&p).iter().enumerate() {
+            if let Err(e) = self.service_step(step).await {
+                let reason = format!(
+                    "step {} of {total} ({step}) failed: {e}",
+                    p.actions.len() + k + 1
+                );
+                return self.start_rollback(j, reason).await;
+            }
+        }
+        let mismatches = self.verify(&desired.spec.config).await;
+        if !mismatches.is_empty() {
+            let reason = format!(
+                "after applying {}, the host does not match it: {}",
+                desired.name,
+                mismatches
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            return self.start_rollback(j, reason).await;
+        }
+        let _ = self.root.remove(Self::PREEXISTING);
+        if (p.disruption.reboot() || j.reboot_pending) && !self.is_offline() {
+            self.root
+                .write_atomic(REBOOT_MARKER, desired.name.as_bytes(), 0o644, None)
+                .map_err(AgentError::Fs)?;
+            j.progress = Some(Progress {
+                phase: Phase::Rebooting,
+                step: total,
+                total,
+                failure: None,
+                boot_id: boot_id(),
+                reboot_requests: 0,
+            });
+            let mut reasons: Vec<String> = p
+                .disruption
+                .reboot_reasons()
+                .map(|d| d.reason.clone())
+                .collect();
+            if j.reboot_pending && reasons.is_empty() {
+                reasons.push(
+                    "reboot: an earlier config applied before this one still needs its reboot"
+                        .into(),
+                );
+            }
+            j.transition(Event::NeedsReboot, Some(reasons.join("; ")))?;
+            j.save(&self.root)?;
+            return self.request_reboot(j, opts).await;
+        }
+        self.finish(j)
+    }
+
+    fn finish(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+        j.current = j.desired.clone();
+        j.progress = None;
+        j.drift.clear();
+        j.reboot_pending = false;
+        j.transition(Event::Applied, None)?;
+        j.save(&self.root)?;
+        let _ = self.root.remove(FORCE_FILE);
+        tracing::info!(
+            config = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or(""),
+            "done"
+        );
+        Ok(Outcome::Done)
+    }
+
+    async fn request_reboot(&self, j: &mut Journal, opts: &Options) -> Result<Outcome, AgentError> {
+        if opts.no_reboot {
+            return Ok(Outcome::Rebooting {
+                requested: false,
+                inhibited: None,
+            });
+        }
+        if self
+            .root
+            .read(REBOOT_MARKER)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.ends_with(b"\nrequested"))
+        {
+            // logind already accepted a reboot in this boot: it is on its way.
+            return Ok(Outcome::Rebooting {
+                requested: true,
+                inhibited: None,
+            });
+        }
+        if let Some(p) = j.progress.as_mut() {
+            if p.reboot_requests >= MAX_REBOOT_REQUESTS {
+                let reason = format!(
+                    "the node was asked to reboot {} times for this config without coming back in it; stopping to avoid a reboot loop",
+                    p.reboot_requests
+                );
+                j.progress = None;
+                j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
+                j.save(&self.root)?;
+                return Ok(Outcome::Degraded(reason));
+            }
+        }
+        let address = self.bus.clone().unwrap_or_else(|| SYSTEM_BUS.to_string());
+        match reboot::reboot(&address).await {
+            Ok(RebootOutcome::Requested { method }) => {
+                if let Some(p) = j.progress.as_mut() {
+                    p.reboot_requests += 1;
+                }
+                j.save(&self.root)?;
+                let marker = format!(
+                    "{}\nrequested",
+                    j.desired.as_ref().map(|d| d.name.as_str()).unwrap_or("")
+                );
+                let _ = self
+                    .root
+                    .write_atomic(REBOOT_MARKER, marker.as_bytes(), 0o644, None);
+                tracing::info!(%method, "reboot requested");
+                Ok(Outcome::Rebooting {
+                    requested: true,
+                    inhibited: None,
+                })
+            }
+            Ok(RebootOutcome::Inhibited { by }) => {
+                let why = format!(
+                    "reboot blocked by inhibitors: {}; will retry",
+                    by.join(", ")
+                );
+                j.reason = Some(why.clone());
+                j.save(&self.root)?;
+                Ok(Outcome::Rebooting {
+                    requested: false,
+                    inhibited: Some(why),
+                })
+            }
+            Err(e) => {
+                let why = format!("reboot request failed: {e}; will retry");
+                j.reason = Some(why.clone());
+                j.save(&self.root)?;
+                Ok(Outcome::Rebooting {
+                    requested: false,
+                    inhibited: Some(why),
+                })
+            }
+        }
+    }
+
+    /// Whether the node rebooted since the reboot of `progress` was requested: the boot id
+    /// changed, or the marker in `/run` (a tmpfs, emptied by every boot) is gone.
+    fn rebooted_since(&self, progress: &Progress) -> bool {
+        let id_changed = match (boot_id(), &progress.boot_id) {
+            (Some(now), Some(then)) => &now != then,
+            _ => false,
+        };
+        let marker_gone = matches!(self.root.stat(REBOOT_MARKER), Ok(None));
+        id_changed || marker_gone
+    }
+
+    async fn after_reboot(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+        let Some(desired) = j.desired.clone() else {
+            j.progress = None;
+            j.save(&self.root)?;
+            return Ok(Outcome::Done);
+        };
+        let mismatches = self.verify(&desired.spec.config).await;
+        if mismatches.is_empty() {
+            j.current = Some(desired);
+            j.progress = None;
+            j.drift.clear();
+            j.reboot_pending = false;
+            j.transition(Event::BootVerified, None)?;
+            j.save(&self.root)?;
+            let _ = self.root.remove(FORCE_FILE);
+            Ok(Outcome::Done)
+        } else {
+            let reason = format!(
+                "after the reboot the host does not match {}: {}",
+                desired.name,
+                mismatches
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            j.progress = None;
+            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
+            j.save(&self.root)?;
+            Ok(Outcome::Degraded(reason))
+        }
+    }
+
+    async fn start_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+        tracing::warn!(%reason, "apply failed; rolling back");
+        j.progress = Some(Progress {
+            phase: Phase::RollingBack,
+            step: 0,
+            total: 0,
+            failure: Some(reason.clone()),
+            boot_id: None,
+            reboot_requests: 0,
+        });
+        j.save(&self.root)?;
+        self.run_rollback(j, reason).await
+    }
+
+    async fn run_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+        let current = Self::current_spec(j);
+        let desired = j
+            .desired
+            .as_ref()
+            .map(|d| d.spec.clone())
+            .unwrap_or_default();
+        let back = plan(&desired, &current, &j.policies);
+        let managed_before = managed_paths(&desired.config);
+        let mut problems = Vec::new();
+        for action in back.actions.iter().filter(|a| !is_os_action(a)) {
+            if let Err(e) = self
+                .execute(action, &managed_before, &BTreeSet::new())
+                .await
+            {
+                problems.push(format!("undo ({action}): {e}"));
+            }
+        }
+        for step in service_steps(&back) {
+            if let Err(e) = self.service_step(&step).await {
+                problems.push(format!("undo ({step}): {e}"));
+            }
+        }
+        let mismatches = self.verify(&current.config).await;
+        problems.extend(mismatches.iter().map(|m| format!("after undo: {m}")));
+        let _ = self.root.remove(Self::PREEXISTING);
+        let full = if problems.is_empty() {
+            format!("{reason}; every change was undone")
+        } else {
+            format!("{reason}; undo was incomplete: {}", problems.join("; "))
+        };
+        j.progress = None;
+        if j.state == State::Working {
+            j.transition(Event::Failed, Some(full.clone()))?;
+        } else {
+            j.reason = Some(full.clone());
+        }
+        j.save(&self.root)?;
+        Ok(Outcome::Degraded(full))
+    }
+
+    /// Checks the host against `config`.
+    pub async fn verify(&self, config: &Config) -> Vec<Mismatch> {
+        let opts = VerifyOptions {
+            ssh_layout: self.ssh_layout,
+        };
+        match &self.units {
+            Units::Offline => {
+                verify::verify_with(
+                    &self.root,
+                    &OfflineUnitStates::new(&self.root),
+                    config,
+                    &opts,
+                )
+                .mismatches
+            }
+            Units::Online(sd) => {
+                let names = verify::units_to_query(config);
+                let states: HashMap<String, String> =
+                    match verify::unit_file_states(sd.connection(), &names).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read unit states");
+                            HashMap::new()
+                        }
+                    };
+                verify::verify_with(&self.root, &states, config, &opts).mismatches
+            }
+        }
+    }
+
+    /// Writes a managed path: keeps its original first when hearth takes it over.
+    fn take_over(
+        &self,
+        path: &str,
+        managed_before: &BTreeSet<String>,
+        preexisting: &BTreeSet<String>,
+    ) -> Result<(), FileError> {
+        if !managed_before.contains(path) && preexisting.contains(path) {
+            files::save_original_once(&self.root, path)?;
+        }
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+        managed_before: &BTreeSet<String>,
+        preexisting: &BTreeSet<String>,
+    ) -> Result<(), String> {
+        if files::is_current(&self.root, path, content, mode, owner).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        self.take_over(path, managed_before, preexisting)
+            .map_err(|e| e.to_string())?;
+        self.root
+            .write_atomic(path, content, mode, Some(owner))
+            .map_err(|e| e.to_string())
+    }
+
+    fn release(&self, path: &str) -> Result<(), String> {
+        files::restore_original(&self.root, path)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn execute(
+        &self,
+        action: &Action,
+        managed_before: &BTreeSet<String>,
+        preexisting: &BTreeSet<String>,
+    ) -> Result<(), String> {
+        match action {
+            Action::WriteFile { file } => {
+                let content = files::file_content(file).map_err(|e| e.to_string())?;
+                let owner = passwd::resolve_owner(&self.root, &file.user, &file.group)
+                    .map_err(|e| e.to_string())?;
+                self.write(
+                    &file.path,
+                    &content,
+                    files::file_mode(file),
+                    owner,
+                    managed_before,
+                    preexisting,
+                )
+            }
+            Action::DeleteFile { path } => self.release(path),
+            Action::WriteUnit { name, contents } => self.write(
+                &unit_path(name),
+                contents.as_bytes(),
+                0o644,
+                (0, 0),
+                managed_before,
+                preexisting,
+            ),
+            Action::DeleteUnit { name } => self.release(&unit_path(name)),
+            Action::WriteDropin {
+                unit,
+                name,
+                contents,
+            } => self.write(
+                &dropin_path(unit, name),
+                contents.as_bytes(),
+                0o644,
+                (0, 0),
+                managed_before,
+                preexisting,
+            ),
+            Action::DeleteDropin { unit, name } => {
+                self.release(&dropin_path(unit, name))?;
+                let _ = self
+                    .root
+                    .remove_empty_dir(&format!("{SYSTEMD_UNIT_DIR}/{unit}.d"));
+                Ok(())
+            }
+            Action::DaemonReload => match &self.units {
+                Units::Online(sd) => sd.daemon_reload().await.map_err(|e| e.to_string()),
+                Units::Offline => Ok(()),
+            },
+            Action::EnableUnit { name } => match &self.units {
+                Units::Online(sd) => sd
+                    .enable(std::slice::from_ref(name))
+                    .await
+                    .map_err(|e| e.to_string()),
+                Units::Offline => offline::enable(&self.root, name).map_err(|e| e.to_string()),
+            },
+            Action::DisableUnit { name } => match &self.units {
+                Units::Online(sd) => sd
+                    .disable(std::slice::from_ref(name))
+                    .await
+                    .map_err(|e| e.to_string()),
+                Units::Offline => offline::disable(&self.root, name).map_err(|e| e.to_string()),
+            },
+            Action::PresetUnit { name } => match &self.units {
+                Units::Online(sd) => sd
+                    .preset(std::slice::from_ref(name))
+                    .await
+                    .map_err(|e| e.to_string()),
+                Units::Offline => offline::preset(&self.root, name).map_err(|e| e.to_string()),
+            },
+            Action::MaskUnit { name } => {
+                let path = unit_path(name);
+                if self
+                    .root
+                    .read_link(&path)
+                    .map_err(|e| e.to_string())?
+                    .as_deref()
+                    != Some("/dev/null")
+                {
+                    self.take_over(&path, managed_before, preexisting)
+                        .map_err(|e| e.to_string())?;
+                    self.root
+                        .symlink_atomic(&path, "/dev/null")
+                        .map_err(|e| e.to_string())?;
+                }
+                match &self.units {
+                    Units::Online(sd) => sd.daemon_reload().await.map_err(|e| e.to_string()),
+                    Units::Offline => Ok(()),
+                }
+            }
+            Action::UnmaskUnit { name } => {
+                let path = unit_path(name);
+                if self
+                    .root
+                    .read_link(&path)
+                    .map_err(|e| e.to_string())?
+                    .as_deref()
+                    == Some("/dev/null")
+                {
+                    self.release(&path)?;
+                }
+                Ok(())
+            }
+            Action::WriteSshKeys { user, keys } => {
+                users::write_ssh_keys(&self.root, user, keys, self.ssh_layout)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            Action::SetPasswordHash { user, hash } => {
+                users::set_password_hash(&self.root, user, hash.as_deref())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            Action::KernelArguments { .. }
+            | Action::KernelType { .. }
+            | Action::OsImage { .. }
+            | Action::Extensions { .. } => {
+                Err("OS-level changes need an OS backend (ostree or rpm-ostree)".to_string())
+            }
+        }
+    }
+
+    async fn service_step(&self, step: &ServiceStep) -> Result<(), String> {
+        let Units::Online(sd) = &self.units else {
+            return Ok(());
+        };
+        match step {
+            ServiceStep::Drain => {
+                tracing::info!(
+                    "drain requested: no workload scheduler is attached; nothing to drain"
+                );
+                Ok(())
+            }
+            ServiceStep::DaemonReload => sd.daemon_reload().await.map_err(|e| e.to_string()),
+            ServiceStep::Reload { unit } | ServiceStep::Restart { unit } => {
+                // A unit the plan removed has nothing to reload or restart.
+                if sd
+                    .unit_file_state(unit)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
+                    tracing::info!(unit = %unit, "{step}: the unit no longer exists; skipped");
+                    return Ok(());
+                }
+                match step {
+                    ServiceStep::Reload { .. } => sd.reload(unit).await.map_err(|e| e.to_string()),
+                    _ => sd.restart(unit).await.map_err(|e| e.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// The service steps a plan's disruption asks for (none for `None` and `Reboot`).
+pub fn service_steps(p: &Plan) -> Vec<ServiceStep> {
+    match &p.disruption.outcome {
+        DisruptionOutcome::Services { steps } => steps.clone(),
+        _ => Vec::new(),
+    }
+}

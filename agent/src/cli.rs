@@ -1,0 +1,369 @@
+//! The `hearth-agent` command line: `apply --once-from`, `run`, `status`.
+//!
+//! Exit codes of `apply`: 0 the host is in the desired config (verified); 1 the apply failed
+//! (Degraded, Unreconcilable) or the agent could not run; 2 usage error; 3 the config is applied
+//! and a reboot is pending (requested, inhibited, or `--no-reboot`).
+
+use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
+use crate::journal::{Journal, NamedConfig, Phase};
+use crate::source;
+use crate::state::State;
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hearth_config::manifest::read_str;
+use hearth_config::model::DisruptionPolicies;
+use hearth_hostops::fs::Root;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Command line of `hearth-agent`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hearth-agent",
+    version,
+    about = "Keeps this host in its desired MachineConfig"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct Target {
+    /// The host's root directory. Without --bus, an offline image root: files, units and keys
+    /// only, enablement through symlinks, no OS-level changes.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// The system bus of the host's systemd (default: the system bus when --root is /).
+    #[arg(long, value_name = "ADDRESS")]
+    bus: Option<String>,
+}
+
+impl Target {
+    fn bus(&self) -> Option<String> {
+        match &self.bus {
+            Some(b) => Some(b.clone()),
+            None if self.root == Path::new("/") => Some(SYSTEM_BUS.to_string()),
+            None => None,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply a config once and exit: 0 when the host is in it, 3 when a reboot is pending.
+    Apply {
+        /// A MachineConfig file, or an http(s) URL serving one.
+        #[arg(long, value_name = "FILE|URL")]
+        once_from: String,
+        #[command(flatten)]
+        target: Target,
+        /// MachineConfiguration manifests with node-disruption policies.
+        #[arg(long, value_name = "FILE")]
+        policy: Vec<PathBuf>,
+        /// Re-apply everything even if the host already has this config.
+        #[arg(long)]
+        force: bool,
+        /// Never reboot: leave the reboot pending (exit 3).
+        #[arg(long)]
+        no_reboot: bool,
+    },
+    /// Run as a daemon: finish any interrupted apply, then apply every new config that appears
+    /// at the watched file or directory (the newest *.yaml/*.yml/*.json of a directory).
+    Run {
+        /// File or directory to watch for the desired config.
+        #[arg(long, value_name = "PATH")]
+        watch: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        /// MachineConfiguration manifests with node-disruption policies.
+        #[arg(long, value_name = "FILE")]
+        policy: Vec<PathBuf>,
+        /// How often to look for a new config.
+        #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+        interval: u64,
+    },
+    /// Show the node's state: current and desired config, state, reason, pending reboot, drift.
+    Status {
+        /// The host's root directory.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// Runs the command line; returns the exit code.
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    crate::logging::init();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn load_policies(paths: &[PathBuf]) -> Result<DisruptionPolicies> {
+    let mut out = DisruptionPolicies::default();
+    for p in paths {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let (m, diags) = read_str(&p.display().to_string(), &text);
+        if let Some(e) = diags.iter().find(|d| d.is_error()) {
+            anyhow::bail!("{e}");
+        }
+        let pol = m.disruption_policies();
+        out.files.extend(pol.files);
+        out.units.extend(pol.units);
+        if pol.ssh_key.is_some() {
+            out.ssh_key = pol.ssh_key;
+        }
+    }
+    Ok(out)
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Apply {
+            once_from,
+            target,
+            policy,
+            force,
+            no_reboot,
+        } => {
+            let policies = load_policies(&policy)?;
+            let desired = source::fetch(&once_from).await?;
+            let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
+            let outcome = agent
+                .sync(desired, policies, &Options { force, no_reboot })
+                .await?;
+            Ok(report(&outcome))
+        }
+        Command::Run {
+            watch,
+            target,
+            policy,
+            interval,
+        } => {
+            let policies = load_policies(&policy)?;
+            let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
+            daemon(
+                &agent,
+                &watch,
+                policies,
+                Duration::from_secs(interval.max(1)),
+            )
+            .await
+        }
+        Command::Status { root, output } => {
+            let root = Root::open(&root)?;
+            let j = Journal::load(&root)?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&status_json(&j))?),
+                Format::Text => print!("{}", status_text(&j)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn report(outcome: &Outcome) -> ExitCode {
+    match outcome {
+        Outcome::Done => {
+            println!("Done: the host is in the desired config");
+            ExitCode::SUCCESS
+        }
+        Outcome::Rebooting {
+            requested,
+            inhibited,
+        } => {
+            match (requested, inhibited) {
+                (true, _) => println!("Rebooting: the config is applied; the reboot was requested"),
+                (false, Some(why)) => println!("Rebooting: the config is applied; {why}"),
+                (false, None) => {
+                    println!("Rebooting: the config is applied; reboot pending (not requested)")
+                }
+            }
+            ExitCode::from(3)
+        }
+        Outcome::Degraded(reason) => {
+            eprintln!("Degraded: {reason}");
+            ExitCode::from(1)
+        }
+        Outcome::Unreconcilable(reason) => {
+            eprintln!("Unreconcilable: {reason}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn daemon(
+    agent: &Agent,
+    watch: &Path,
+    policies: DisruptionPolicies,
+    interval: Duration,
+) -> Result<ExitCode> {
+    let notify = crate::logging::Notifier::new();
+    let mut j = Journal::load(agent.root())?;
+    if let Some(outcome) = agent.resume(&mut j, &Options::default()).await? {
+        tracing::info!(?outcome, "finished an interrupted apply");
+    }
+    notify.ready(&status_line(&Journal::load(agent.root())?));
+    let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
+    loop {
+        notify.watchdog();
+        match source::watched_file(watch) {
+            Ok(Some(path)) => {
+                let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+                let key = mtime.map(|t| (path.clone(), t));
+                let force = agent
+                    .root()
+                    .stat(crate::apply::FORCE_FILE)
+                    .ok()
+                    .flatten()
+                    .is_some();
+                if key != last_seen || force {
+                    match std::fs::read_to_string(&path)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+                        .and_then(|t| {
+                            source::parse(&path.display().to_string(), &t).map_err(Into::into)
+                        }) {
+                        Ok(desired) => {
+                            apply_logged(agent, desired, policies.clone()).await?;
+                        }
+                        Err(e) => tracing::error!("{e:#}"),
+                    }
+                    last_seen = key;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!("{e}"),
+        }
+        let j = Journal::load(agent.root())?;
+        if j.state == State::Rebooting
+            && j.progress
+                .as_ref()
+                .is_some_and(|p| p.phase == Phase::Rebooting)
+        {
+            // A reboot that was inhibited: try again.
+            let mut j = j;
+            let _ = agent.resume(&mut j, &Options::default()).await?;
+        }
+        notify.status(&status_line(&Journal::load(agent.root())?));
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn apply_logged(
+    agent: &Agent,
+    desired: NamedConfig,
+    policies: DisruptionPolicies,
+) -> Result<()> {
+    let name = desired.name.clone();
+    let outcome = agent.sync(desired, policies, &Options::default()).await?;
+    match &outcome {
+        Outcome::Done => {
+            tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
+        }
+        Outcome::Rebooting { .. } => {
+            tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
+        }
+        Outcome::Degraded(r) => {
+            tracing::error!(message_id = crate::logging::MSG_DEGRADED, config = %name, reason = %r, "Degraded")
+        }
+        Outcome::Unreconcilable(r) => {
+            tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
+        }
+    }
+    Ok(())
+}
+
+fn status_line(j: &Journal) -> String {
+    let desired = j.desired.as_ref().map(|d| d.name.as_str()).unwrap_or("-");
+    match &j.reason {
+        Some(r) => format!("{} {desired}: {r}", j.state),
+        None => format!("{} {desired}", j.state),
+    }
+}
+
+/// The status document (versioned).
+pub fn status_json(j: &Journal) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "hearth.io/v1",
+        "kind": "AgentStatus",
+        "state": j.state,
+        "reason": j.reason,
+        "lastTransition": j.last_transition,
+        "current": j.current.as_ref().map(|c| &c.name),
+        "desired": j.desired.as_ref().map(|d| &d.name),
+        "pendingReboot": j.state == State::Rebooting,
+        "progress": j.progress,
+        "drift": j.drift,
+        "history": j.history,
+    })
+}
+
+/// The status for people.
+pub fn status_text(j: &Journal) -> String {
+    let dash = |s: Option<&str>| s.unwrap_or("-").to_string();
+    let mut out = String::new();
+    out.push_str(&format!("State:           {}\n", j.state));
+    out.push_str(&format!("Reason:          {}\n", dash(j.reason.as_deref())));
+    out.push_str(&format!("Last transition: {}\n", j.last_transition));
+    out.push_str(&format!(
+        "Current config:  {}\n",
+        dash(j.current.as_ref().map(|c| c.name.as_str()))
+    ));
+    out.push_str(&format!(
+        "Desired config:  {}\n",
+        dash(j.desired.as_ref().map(|d| d.name.as_str()))
+    ));
+    out.push_str(&format!(
+        "Pending reboot:  {}\n",
+        if j.state == State::Rebooting {
+            "yes"
+        } else {
+            "no"
+        }
+    ));
+    if j.drift.is_empty() {
+        out.push_str("Drift:           none\n");
+    } else {
+        out.push_str("Drift:\n");
+        for d in &j.drift {
+            out.push_str(&format!("  - {d}\n"));
+        }
+    }
+    out
+}

@@ -1,0 +1,294 @@
+//! The agent's journal: what it is doing, written atomically before every step, so that a
+//! `kill -9` or a power cut at any point converges when the agent starts again.
+//!
+//! The journal is one JSON document at [`JOURNAL_PATH`] in the target root (version 1). It
+//! holds the current and desired configs (names and full specs), the node-disruption policies in
+//! force, the state and its reason, the progress of an apply (phase, step) and the undo records
+//! of the steps taken so far. The snapshots the undo records refer to live under [`UNDO_DIR`].
+
+use crate::state::{transition, Event, InvalidTransition, State};
+use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+use hearth_hostops::fs::{FsError, Root};
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where the journal lives in the target root.
+pub const JOURNAL_PATH: &str = "/var/lib/hearth/journal.json";
+/// Where undo snapshots of the apply in progress live.
+pub const UNDO_DIR: &str = "/var/lib/hearth/undo";
+/// The journal format version this agent writes.
+pub const JOURNAL_VERSION: u32 = 1;
+/// How many transitions the history keeps.
+pub const HISTORY_LEN: usize = 32;
+
+/// A rendered config: its name and its spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedConfig {
+    /// `rendered-worker-…` (or the file's MachineConfig name).
+    pub name: String,
+    /// The spec.
+    pub spec: MachineConfigSpec,
+}
+
+/// What an apply is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// Running the plan's actions (then its service steps).
+    Applying,
+    /// Undoing the steps of a failed apply.
+    RollingBack,
+    /// The reboot was requested.
+    Rebooting,
+}
+
+/// How far an apply got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// The phase.
+    pub phase: Phase,
+    /// The step being run (0-based index into the plan's actions, then its service steps).
+    pub step: usize,
+    /// Number of steps.
+    pub total: usize,
+    /// While rolling back: the failure being undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// While rebooting: the boot id before the reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// While rebooting: how many times the reboot was requested without the node coming back
+    /// in the config (a guard against reboot loops).
+    #[serde(default)]
+    pub reboot_requests: u32,
+}
+
+/// How to undo one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Undo {
+    /// Put the path back as its snapshot in [`UNDO_DIR`] says.
+    Path {
+        /// The path.
+        path: String,
+    },
+    /// Put the unit's enablement back.
+    UnitState {
+        /// The unit.
+        name: String,
+        /// Its unit-file state before (`enabled`, `disabled`, ...; none when unknown).
+        previous: Option<String>,
+    },
+}
+
+/// A transition, for `status` and `describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// When (RFC 3339, UTC).
+    pub time: String,
+    /// New state.
+    pub state: State,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The desired config then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+}
+
+/// The journal document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Journal {
+    /// Format version.
+    pub version: u32,
+    /// State.
+    pub state: State,
+    /// Why the node is in this state (failing step, object and cause; unreconcilable fields).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the state last changed (RFC 3339, UTC).
+    pub last_transition: String,
+    /// The config the host is in (verified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<NamedConfig>,
+    /// The config being applied, or the last one asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<NamedConfig>,
+    /// Node-disruption policies the plan was made with.
+    #[serde(default)]
+    pub policies: DisruptionPolicies,
+    /// The apply in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// Undo records of the apply in progress, in the order the steps ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undo: Vec<Undo>,
+    /// Drift found by the monitor (one line per path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
+    /// A config applied before this one still needs its reboot (a new config superseded a
+    /// pending reboot): the apply in progress ends in `Rebooting` whatever its own plan says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reboot_pending: bool,
+    /// Recent transitions, oldest first.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Journal {
+            version: JOURNAL_VERSION,
+            state: State::Done,
+            reason: None,
+            last_transition: now_rfc3339(),
+            current: None,
+            desired: None,
+            policies: DisruptionPolicies::default(),
+            progress: None,
+            undo: Vec::new(),
+            drift: Vec::new(),
+            reboot_pending: false,
+            history: Vec::new(),
+        }
+    }
+}
+
+/// Journal errors.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Reading or writing failed.
+    #[error("journal {JOURNAL_PATH}: {0}")]
+    Fs(#[from] FsError),
+    /// The journal cannot be parsed.
+    #[error("journal {JOURNAL_PATH} is unreadable ({0}); move it away to start afresh (the host keeps its files)")]
+    Parse(String),
+    /// It was written by a newer agent.
+    #[error("journal {JOURNAL_PATH} has version {0}, newer than this agent understands ({JOURNAL_VERSION})")]
+    Version(u32),
+    /// A transition the state machine does not allow (a bug).
+    #[error(transparent)]
+    Transition(#[from] InvalidTransition),
+}
+
+impl Journal {
+    /// Reads the journal, or a fresh one when there is none.
+    pub fn load(root: &Root) -> Result<Journal, JournalError> {
+        let Some(bytes) = root.read(JOURNAL_PATH)? else {
+            return Ok(Journal::default());
+        };
+        let j: Journal =
+            serde_json::from_slice(&bytes).map_err(|e| JournalError::Parse(e.to_string()))?;
+        if j.version > JOURNAL_VERSION {
+            return Err(JournalError::Version(j.version));
+        }
+        Ok(j)
+    }
+
+    /// Writes the journal atomically (temp file, fsync, rename, fsync directory).
+    pub fn save(&self, root: &Root) -> Result<(), JournalError> {
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| JournalError::Parse(e.to_string()))?;
+        root.write_atomic(JOURNAL_PATH, &bytes, 0o600, None)?;
+        Ok(())
+    }
+
+    /// Applies `event` through the state machine, recording the reason and the time.
+    pub fn transition(
+        &mut self,
+        event: Event,
+        reason: Option<String>,
+    ) -> Result<State, JournalError> {
+        let next = transition(self.state, event)?;
+        let changed = next != self.state || reason != self.reason;
+        self.state = next;
+        self.reason = reason;
+        if changed {
+            self.last_transition = now_rfc3339();
+            self.history.push(HistoryEntry {
+                time: self.last_transition.clone(),
+                state: next,
+                reason: self.reason.clone(),
+                desired: self.desired.as_ref().map(|d| d.name.clone()),
+            });
+            if self.history.len() > HISTORY_LEN {
+                let extra = self.history.len() - HISTORY_LEN;
+                self.history.drain(..extra);
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// The current time as RFC 3339 (UTC, seconds).
+pub fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+/// Formats seconds since the epoch as RFC 3339 in UTC.
+pub fn rfc3339(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_305_600), "2026-11-22T00:00:00Z");
+    }
+
+    #[test]
+    fn round_trip_and_transitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let mut j = Journal::load(&root).unwrap();
+        assert_eq!(j.state, State::Done);
+        j.transition(Event::Start, None).unwrap();
+        j.transition(
+            Event::Failed,
+            Some("step 3 (write file /etc/x): disk full".into()),
+        )
+        .unwrap();
+        j.save(&root).unwrap();
+        let back = Journal::load(&root).unwrap();
+        assert_eq!(back, j);
+        assert_eq!(back.state, State::Degraded);
+        assert_eq!(back.history.len(), 2);
+        assert!(j.transition(Event::Applied, None).is_err());
+    }
+
+    #[test]
+    fn garbage_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        root.write_atomic(JOURNAL_PATH, b"{not json", 0o600, None)
+            .unwrap();
+        let e = Journal::load(&root).unwrap_err();
+        assert!(e.to_string().contains("move it away"), "{e}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Where the agent gets its desired config.
+//!
+//! A config source yields "the desired rendered config" and nothing else, so that the transport
+//! can change (a file, a URL, a watched directory today; hearth-server's long-poll and a
+//! Kubernetes API server later) without touching the apply logic.
+
+use crate::journal::NamedConfig;
+use hearth_config::diag::Diagnostic;
+use hearth_config::manifest::read_machine_config;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why no desired config could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// Reading failed.
+    #[error("{source_name}: {message}")]
+    Read {
+        /// The file or URL.
+        source_name: String,
+        /// Why.
+        message: String,
+    },
+    /// The content is not one valid MachineConfig.
+    #[error("{source_name}: not a valid MachineConfig:\n{}", .problems.iter().map(|d| format!("  {d}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The file or URL.
+        source_name: String,
+        /// Every problem.
+        problems: Vec<Diagnostic>,
+    },
+}
+
+/// Parses one MachineConfig (rendered or not) from `text`.
+pub fn parse(source_name: &str, text: &str) -> Result<NamedConfig, SourceError> {
+    match read_machine_config(source_name, text) {
+        Ok((mc, warnings)) => {
+            for w in warnings {
+                tracing::warn!(source = source_name, "{w}");
+            }
+            // The Ignition version a config was written in does not matter once it is read:
+            // drop it so that the same config compares equal however it was written.
+            let mut spec = mc.spec;
+            spec.source_version = None;
+            Ok(NamedConfig {
+                name: mc.metadata.name,
+                spec,
+            })
+        }
+        Err(problems) => Err(SourceError::Invalid {
+            source_name: source_name.to_string(),
+            problems,
+        }),
+    }
+}
+
+/// Reads the desired config from a file or an `http(s)://` URL (the MCO daemon's `--once-from`).
+pub async fn fetch(location: &str) -> Result<NamedConfig, SourceError> {
+    let text = if location.starts_with("http://") || location.starts_with("https://") {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| SourceError::Read {
+                source_name: location.to_string(),
+                message: e.to_string(),
+            })?;
+        let resp = client
+            .get(location)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| SourceError::Read {
+                source_name: location.to_string(),
+                message: e.to_string(),
+            })?;
+        resp.text().await.map_err(|e| SourceError::Read {
+            source_name: location.to_string(),
+            message: e.to_string(),
+        })?
+    } else {
+        let path = location.strip_prefix("file://").unwrap_or(location);
+        tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| SourceError::Read {
+                source_name: location.to_string(),
+                message: e.to_string(),
+            })?
+    };
+    parse(location, &text)
+}
+
+/// The file a watched location currently names: the location itself if it is a file, else the
+/// newest `*.yaml`/`*.yml`/`*.json` file in the directory (by modification time, then name).
+pub fn watched_file(location: &Path) -> Result<Option<PathBuf>, SourceError> {
+    let meta = match std::fs::metadata(location) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(SourceError::Read {
+                source_name: location.display().to_string(),
+                message: e.to_string(),
+            })
+        }
+    };
+    if !meta.is_dir() {
+        return Ok(Some(location.to_path_buf()));
+    }
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    let entries = std::fs::read_dir(location).map_err(|e| SourceError::Read {
+        source_name: location.display().to_string(),
+        message: e.to_string(),
+    })?;
+    for entry in entries.flatten() {
+        let p = entry.path();
+        let ok = p
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if !ok {
+            continue;
+        }
+        let Ok(m) = entry.metadata() else { continue };
+        let t = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if best.as_ref().is_none_or(|(bt, bp)| (t, &p) > (*bt, bp)) {
+            best = Some((t, p));
+        }
+    }
+    Ok(best.map(|(_, p)| p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_configs_list_every_problem() {
+        let e = parse(
+            "x.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: x}\nspec:\n  kernelType: rt\n",
+        )
+        .unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("spec.kernelType"), "{s}");
+    }
+
+    #[test]
+    fn newest_file_of_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(watched_file(&d.path().join("none")).unwrap().is_none());
+        std::fs::write(d.path().join("a.yaml"), "x").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(d.path().join("b.yaml"), "x").unwrap();
+        std::fs::write(d.path().join("c.txt"), "x").unwrap();
+        assert_eq!(
+            watched_file(d.path()).unwrap().unwrap(),
+            d.path().join("b.yaml")
+        );
+    }
+}

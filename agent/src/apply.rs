@@ -830,18 +830,29 @@ impl Agent {
                 Units::Offline => offline::enable(&self.root, name).map_err(|e| e.to_string()),
             },
             Action::DisableUnit { name } => match &self.units {
-                Units::Online(sd) => sd
-                    .disable(std::slice::from_ref(name))
-                    .await
-                    .map_err(|e| e.to_string()),
+                // Disabling a unit that does not exist leaves it not enabled: nothing to do.
+                Units::Online(sd) => match sd.disable(std::slice::from_ref(name)).await {
+                    Err(e) if e.is_no_such_unit() => {
+                        tracing::info!(unit = %name, "disable: no such unit; nothing to do");
+                        Ok(())
+                    }
+                    other => other.map_err(|e| e.to_string()),
+                },
                 Units::Offline => offline::disable(&self.root, name).map_err(|e| e.to_string()),
             },
             Action::PresetUnit { name } => match &self.units {
-                Units::Online(sd) => sd
-                    .preset(std::slice::from_ref(name))
-                    .await
-                    .map_err(|e| e.to_string()),
-                Units::Offline => offline::preset(&self.root, name).map_err(|e| e.to_string()),
+                // As the MCO: a unit that does not exist has no preset to go back to.
+                Units::Online(sd) => match sd.preset(std::slice::from_ref(name)).await {
+                    Err(e) if e.is_no_such_unit() => {
+                        tracing::info!(unit = %name, "preset: no such unit; skipped");
+                        Ok(())
+                    }
+                    other => other.map_err(|e| e.to_string()),
+                },
+                Units::Offline => match offline::preset(&self.root, name) {
+                    Err(hearth_hostops::offline::OfflineError::NoSuchUnit { .. }) => Ok(()),
+                    other => other.map_err(|e| e.to_string()),
+                },
             },
             Action::MaskUnit { name } => {
                 let path = unit_path(name);

@@ -12,9 +12,13 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::manifest::read_str;
 use hearth_config::model::DisruptionPolicies;
+use hearth_hostops::drift::{
+    self, DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath,
+};
 use hearth_hostops::fs::Root;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Command line of `hearth-agent`.
@@ -83,6 +87,17 @@ enum Command {
         /// How often to look for a new config.
         #[arg(long, value_name = "SECONDS", default_value_t = 5)]
         interval: u64,
+        /// What to do when a managed file is changed by hand: report (the MCO's behaviour),
+        /// revert (put it back), ignore.
+        #[arg(long, value_enum, default_value_t = DriftArg::Report)]
+        drift_policy: DriftArg,
+        /// A per-path drift policy, PATH=report|revert|ignore; PATH is a file or a directory
+        /// (the longest match wins). Repeatable.
+        #[arg(long = "drift", value_name = "PATH=POLICY")]
+        drift: Vec<String>,
+        /// Serve Prometheus metrics on a local address (127.0.0.1:9701) or unix:/path.
+        #[arg(long, value_name = "ADDRESS")]
+        metrics: Option<String>,
     },
     /// Show the node's state: current and desired config, state, reason, pending reboot, drift.
     Status {
@@ -93,6 +108,85 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DriftArg {
+    Report,
+    Revert,
+    Ignore,
+}
+
+impl From<DriftArg> for DriftPolicy {
+    fn from(d: DriftArg) -> DriftPolicy {
+        match d {
+            DriftArg::Report => DriftPolicy::Report,
+            DriftArg::Revert => DriftPolicy::Revert,
+            DriftArg::Ignore => DriftPolicy::Ignore,
+        }
+    }
+}
+
+/// Drift policies: a default and per-path overrides (the longest path match wins).
+#[derive(Debug, Clone)]
+pub struct DriftPolicies {
+    default: DriftPolicy,
+    overrides: Vec<(String, DriftPolicy)>,
+}
+
+impl DriftPolicies {
+    fn parse(default: DriftArg, specs: &[String]) -> Result<DriftPolicies> {
+        let mut overrides = Vec::new();
+        for spec in specs {
+            let (path, policy) = spec.rsplit_once('=').ok_or_else(|| {
+                anyhow::anyhow!("--drift {spec:?}: expected PATH=report|revert|ignore")
+            })?;
+            let policy = match policy {
+                "report" => DriftPolicy::Report,
+                "revert" => DriftPolicy::Revert,
+                "ignore" => DriftPolicy::Ignore,
+                other => anyhow::bail!(
+                    "--drift {spec:?}: unknown policy {other:?}; expected report, revert or ignore"
+                ),
+            };
+            if !path.starts_with('/') {
+                anyhow::bail!("--drift {spec:?}: the path must be absolute");
+            }
+            overrides.push((path.trim_end_matches('/').to_string(), policy));
+        }
+        Ok(DriftPolicies {
+            default: default.into(),
+            overrides,
+        })
+    }
+
+    /// The policy of `path`.
+    pub fn policy(&self, path: &str) -> DriftPolicy {
+        self.overrides
+            .iter()
+            .filter(|(p, _)| p.is_empty() || path == p || path.starts_with(&format!("{p}/")))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, pol)| *pol)
+            .unwrap_or(self.default)
+    }
+
+    /// The managed paths of `config`, each with its policy.
+    fn managed(&self, root: &Root, config: &hearth_config::ignition::Config) -> Vec<ManagedPath> {
+        match drift::managed_paths(root, config, self.default) {
+            Ok(paths) => paths
+                .into_iter()
+                .map(|mut m| {
+                    m.policy = self.policy(&m.path);
+                    m
+                })
+                .filter(|m| m.policy != DriftPolicy::Ignore)
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot compute the paths to watch for drift");
+                Vec::new()
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,16 +269,29 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             target,
             policy,
             interval,
+            drift_policy,
+            drift,
+            metrics,
         } => {
             let policies = load_policies(&policy)?;
+            let drift = DriftPolicies::parse(drift_policy, &drift)?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
-            daemon(
-                &agent,
-                &watch,
+            let counters = Arc::new(crate::metrics::Metrics::default());
+            if let Some(listen) = &metrics {
+                crate::metrics::serve(listen, counters.clone())
+                    .await
+                    .with_context(|| format!("cannot serve metrics on {listen}"))?;
+            }
+            let daemon = Daemon {
+                agent: &agent,
+                root_path: target.root.clone(),
                 policies,
-                Duration::from_secs(interval.max(1)),
-            )
-            .await
+                drift,
+                metrics: counters,
+            };
+            daemon
+                .run(&watch, Duration::from_secs(interval.max(1)))
+                .await
         }
         Command::Status { root, output } => {
             let root = Root::open(&root)?;
@@ -228,85 +335,187 @@ fn report(outcome: &Outcome) -> ExitCode {
     }
 }
 
-async fn daemon(
-    agent: &Agent,
-    watch: &Path,
+struct Daemon<'a> {
+    agent: &'a Agent,
+    root_path: PathBuf,
     policies: DisruptionPolicies,
-    interval: Duration,
-) -> Result<ExitCode> {
-    let notify = crate::logging::Notifier::new();
-    let mut j = Journal::load(agent.root())?;
-    if let Some(outcome) = agent.resume(&mut j, &Options::default()).await? {
-        tracing::info!(?outcome, "finished an interrupted apply");
-    }
-    notify.ready(&status_line(&Journal::load(agent.root())?));
-    let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
-    loop {
-        notify.watchdog();
-        match source::watched_file(watch) {
-            Ok(Some(path)) => {
-                let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-                let key = mtime.map(|t| (path.clone(), t));
-                let force = agent
-                    .root()
-                    .stat(crate::apply::FORCE_FILE)
-                    .ok()
-                    .flatten()
-                    .is_some();
-                if key != last_seen || force {
-                    match std::fs::read_to_string(&path)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-                        .and_then(|t| {
-                            source::parse(&path.display().to_string(), &t).map_err(Into::into)
-                        }) {
-                        Ok(desired) => {
-                            apply_logged(agent, desired, policies.clone()).await?;
-                        }
-                        Err(e) => tracing::error!("{e:#}"),
-                    }
-                    last_seen = key;
-                }
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!("{e}"),
-        }
-        let j = Journal::load(agent.root())?;
-        if j.state == State::Rebooting
-            && j.progress
-                .as_ref()
-                .is_some_and(|p| p.phase == Phase::Rebooting)
-        {
-            // A reboot that was inhibited: try again.
-            let mut j = j;
-            let _ = agent.resume(&mut j, &Options::default()).await?;
-        }
-        notify.status(&status_line(&Journal::load(agent.root())?));
-        tokio::time::sleep(interval).await;
-    }
+    drift: DriftPolicies,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
-async fn apply_logged(
-    agent: &Agent,
-    desired: NamedConfig,
-    policies: DisruptionPolicies,
-) -> Result<()> {
-    let name = desired.name.clone();
-    let outcome = agent.sync(desired, policies, &Options::default()).await?;
-    match &outcome {
-        Outcome::Done => {
-            tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
-        }
-        Outcome::Rebooting { .. } => {
-            tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
-        }
-        Outcome::Degraded(r) => {
-            tracing::error!(message_id = crate::logging::MSG_DEGRADED, config = %name, reason = %r, "Degraded")
-        }
-        Outcome::Unreconcilable(r) => {
-            tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
+impl Daemon<'_> {
+    /// The managed paths of the current config.
+    fn expected(&self) -> Vec<ManagedPath> {
+        match Journal::load(self.agent.root()) {
+            Ok(j) => j
+                .current
+                .as_ref()
+                .map(|c| self.drift.managed(self.agent.root(), &c.spec.config))
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
         }
     }
-    Ok(())
+
+    /// Starts the drift monitor on a thread of its own; its events arrive on the channel.
+    fn start_drift(
+        &self,
+    ) -> Result<(
+        DriftControl,
+        tokio::sync::mpsc::UnboundedReceiver<DriftEvent>,
+    )> {
+        let root = Root::open(&self.root_path)?;
+        let mut monitor = DriftMonitor::new(&root, self.expected())?;
+        let control = monitor.control();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("hearth-drift".into())
+            .spawn(move || {
+                // Drift that happened while the agent was not running.
+                for ev in monitor.check_all() {
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+                loop {
+                    match monitor.next_event(Duration::from_secs(1)) {
+                        Ok(Some(ev)) => {
+                            if tx.send(ev).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => {
+                            if tx.is_closed() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "the drift monitor stopped");
+                            return;
+                        }
+                    }
+                }
+            })?;
+        Ok((control, rx))
+    }
+
+    fn record_drift(&self, ev: DriftEvent) -> Result<()> {
+        self.metrics.drift(ev.reverted);
+        if ev.reverted {
+            tracing::warn!(message_id = crate::logging::MSG_DRIFT, path = %ev.path, "drift: {}: {}", ev.path, ev.what);
+        } else {
+            tracing::error!(message_id = crate::logging::MSG_DRIFT, path = %ev.path, "drift: {}: {}", ev.path, ev.what);
+        }
+        let mut j = Journal::load(self.agent.root())?;
+        let prefix = format!("{}: ", ev.path);
+        j.drift.retain(|d| !d.starts_with(&prefix));
+        j.drift.push(format!("{}: {}", ev.path, ev.what));
+        j.save(self.agent.root())?;
+        Ok(())
+    }
+
+    async fn run(&self, watch: &Path, interval: Duration) -> Result<ExitCode> {
+        let notify = crate::logging::Notifier::new();
+        let mut j = Journal::load(self.agent.root())?;
+        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
+            tracing::info!(?outcome, "finished an interrupted apply");
+        }
+        let (drift, mut drift_events) = self.start_drift()?;
+        let j = Journal::load(self.agent.root())?;
+        self.metrics.set_state(j.state);
+        notify.ready(&status_line(&j));
+        let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
+        loop {
+            notify.watchdog();
+            match source::watched_file(watch) {
+                Ok(Some(path)) => {
+                    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+                    let key = mtime.map(|t| (path.clone(), t));
+                    let force = self
+                        .agent
+                        .root()
+                        .stat(crate::apply::FORCE_FILE)
+                        .ok()
+                        .flatten()
+                        .is_some();
+                    if key != last_seen || force {
+                        match std::fs::read_to_string(&path)
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+                            .and_then(|t| {
+                                source::parse(&path.display().to_string(), &t).map_err(Into::into)
+                            }) {
+                            Ok(desired) => {
+                                let control = drift.clone();
+                                tokio::task::spawn_blocking(move || control.pause()).await?;
+                                let result = self.apply_logged(desired).await;
+                                drift.set_expected(self.expected());
+                                drift.resume();
+                                result?;
+                            }
+                            Err(e) => tracing::error!("{e:#}"),
+                        }
+                        last_seen = key;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!("{e}"),
+            }
+            let j = Journal::load(self.agent.root())?;
+            if j.state == State::Rebooting
+                && j.progress
+                    .as_ref()
+                    .is_some_and(|p| p.phase == Phase::Rebooting)
+            {
+                // A reboot that was blocked (or not yet asked for): try again.
+                let mut j = j;
+                let _ = self.agent.resume(&mut j, &Options::default()).await?;
+            }
+            let j = Journal::load(self.agent.root())?;
+            self.metrics.set_state(j.state);
+            notify.status(&status_line(&j));
+            // Wait for the next look, recording drift as it comes.
+            let deadline = tokio::time::Instant::now() + interval;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    ev = drift_events.recv() => match ev {
+                        Some(ev) => self.record_drift(ev)?,
+                        None => {
+                            tokio::time::sleep_until(deadline).await;
+                            break;
+                        }
+                    },
+                }
+            }
+        }
+    }
+
+    async fn apply_logged(&self, desired: NamedConfig) -> Result<()> {
+        use crate::metrics::ApplyResult;
+        let name = desired.name.clone();
+        let outcome = self
+            .agent
+            .sync(desired, self.policies.clone(), &Options::default())
+            .await?;
+        match &outcome {
+            Outcome::Done => {
+                self.metrics.applied(ApplyResult::Done);
+                tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
+            }
+            Outcome::Rebooting { .. } => {
+                self.metrics.applied(ApplyResult::Rebooting);
+                tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
+            }
+            Outcome::Degraded(r) => {
+                self.metrics.applied(ApplyResult::Degraded);
+                tracing::error!(message_id = crate::logging::MSG_DEGRADED, config = %name, reason = %r, "Degraded")
+            }
+            Outcome::Unreconcilable(r) => {
+                self.metrics.applied(ApplyResult::Unreconcilable);
+                tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
+            }
+        }
+        Ok(())
+    }
 }
 
 fn status_line(j: &Journal) -> String {

@@ -12,5 +12,6 @@ pub mod apply;
 pub mod cli;
 pub mod journal;
 pub mod logging;
+pub mod metrics;
 pub mod source;
 pub mod state;

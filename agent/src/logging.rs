@@ -18,6 +18,9 @@ pub const MSG_DEGRADED: &str = "5a0f1c0e7a9d4c7e9b6d2f1a3c4e5d62";
 /// `MESSAGE_ID` of "the desired config is unreconcilable".
 pub const MSG_UNRECONCILABLE: &str = "5a0f1c0e7a9d4c7e9b6d2f1a3c4e5d63";
 
+/// `MESSAGE_ID` of "a managed file drifted".
+pub const MSG_DRIFT: &str = "5a0f1c0e7a9d4c7e9b6d2f1a3c4e5d64";
+
 /// Sets up logging once: journald under systemd, stderr otherwise. `RUST_LOG` filters.
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));

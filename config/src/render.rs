@@ -59,6 +59,23 @@ pub enum RenderError {
     /// The merged config cannot be represented (should not happen for validated inputs).
     #[error("merging failed: {0}")]
     Merge(String),
+    /// Two configs define the same path as different kinds (a file and a directory, say).
+    #[error("{path:?} is a {first_kind} in MachineConfig {first_config:?} and a {second_kind} in MachineConfig {second_config:?}; a path can be only one of file, directory or link")]
+    PathConflict {
+        /// The path.
+        path: String,
+        /// Kind in the earlier config.
+        first_kind: &'static str,
+        /// The earlier config.
+        first_config: String,
+        /// Kind in the later config.
+        second_kind: &'static str,
+        /// The later config.
+        second_config: String,
+    },
+    /// The merged config is not valid (valid configs that contradict each other once merged).
+    #[error("the merged config is not valid: {}", .0.join("; "))]
+    Invalid(Vec<String>),
 }
 
 /// The pools of a fleet: the given ones plus the MCO's built-in `master` and `worker` when they
@@ -257,43 +274,102 @@ fn rendered(
 /// The sha256 (hex) of the canonical serialisation of a spec: the content address of a rendered
 /// config. The same spec gives the same hash on any machine.
 pub fn spec_hash(spec: &MachineConfigSpec) -> String {
-    let mut spec = spec.clone();
-    spec.config.ignition.version = Some(SpecVersion::LATEST.as_str().to_string());
-    let value = serde_json::to_value(&spec).unwrap_or(Value::Null);
-    let mut out = String::new();
-    canonical_json(&value, &mut out);
-    hex::encode(Sha256::digest(out.as_bytes()))
+    let mut value = serde_json::to_value(spec).unwrap_or(Value::Null);
+    if let Some(ign) = value
+        .get_mut("config")
+        .and_then(|c| c.get_mut("ignition"))
+        .and_then(Value::as_object_mut)
+    {
+        ign.insert(
+            "version".to_string(),
+            Value::String(SpecVersion::LATEST.as_str().to_string()),
+        );
+    }
+    let mut hasher = HashWriter(Sha256::new());
+    write_canonical(&value, &mut hasher);
+    hex::encode(hasher.0.finalize())
 }
 
-/// Writes `value` as JSON with object keys sorted and no white space.
-pub fn canonical_json(value: &Value, out: &mut String) {
+/// Feeds the canonical serialisation straight into the hash, without building the string.
+struct HashWriter(Sha256);
+
+impl CanonicalSink for HashWriter {
+    fn put(&mut self, s: &str) {
+        self.0.update(s.as_bytes());
+    }
+}
+
+impl CanonicalSink for String {
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+}
+
+/// Where canonical JSON goes.
+trait CanonicalSink {
+    fn put(&mut self, s: &str);
+}
+
+fn write_canonical(value: &Value, out: &mut impl CanonicalSink) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort_unstable();
-            out.push('{');
+            out.put("{");
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(",");
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical_json(&map[k], out);
+                write_json_string(k, out);
+                out.put(":");
+                write_canonical(&map[k], out);
             }
-            out.push('}');
+            out.put("}");
         }
         Value::Array(items) => {
-            out.push('[');
+            out.put("[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(",");
                 }
-                canonical_json(v, out);
+                write_canonical(v, out);
             }
-            out.push(']');
+            out.put("]");
         }
-        other => out.push_str(&other.to_string()),
+        Value::String(s) => write_json_string(s, out),
+        other => out.put(&other.to_string()),
     }
+}
+
+/// A JSON string literal, escaped exactly as serde_json escapes it.
+fn write_json_string(s: &str, out: &mut impl CanonicalSink) {
+    out.put("\"");
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let esc: Option<String> = match c {
+            '"' => Some("\\\"".into()),
+            '\\' => Some("\\\\".into()),
+            '\n' => Some("\\n".into()),
+            '\r' => Some("\\r".into()),
+            '\t' => Some("\\t".into()),
+            '\u{8}' => Some("\\b".into()),
+            '\u{c}' => Some("\\f".into()),
+            c if (c as u32) < 0x20 => Some(format!("\\u{:04x}", c as u32)),
+            _ => None,
+        };
+        if let Some(e) = esc {
+            out.put(&s[start..i]);
+            out.put(&e);
+            start = i + c.len_utf8();
+        }
+    }
+    out.put(&s[start..]);
+    out.put("\"");
+}
+
+/// Writes `value` as JSON with object keys sorted and no white space.
+pub fn canonical_json(value: &Value, out: &mut String) {
+    write_canonical(value, out);
 }
 
 /// Keyed lists of the Ignition config: list path → key field.
@@ -326,6 +402,8 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
         rest: Value::Object(Map::new()),
     };
     let mut spec = MachineConfigSpec::default();
+    let mut path_kinds: std::collections::HashMap<String, (&'static str, String)> =
+        std::collections::HashMap::new();
     for mc in configs {
         let s = &mc.spec;
         spec.kernel_arguments
@@ -364,8 +442,39 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                     .expect("all keyed lists are present");
                 for item in items {
                     let k = item.get(key).map(|v| v.to_string()).unwrap_or_default();
+                    if section == "storage" && matches!(list, "files" | "directories" | "links") {
+                        let kind: &'static str = match list {
+                            "files" => "file",
+                            "directories" => "directory",
+                            _ => "link",
+                        };
+                        match path_kinds.get(&k) {
+                            Some((first_kind, first_config)) if *first_kind != kind => {
+                                return Err(RenderError::PathConflict {
+                                    path: item
+                                        .get(key)
+                                        .and_then(Value::as_str)
+                                        .unwrap_or_default()
+                                        .to_string(),
+                                    first_kind,
+                                    first_config: first_config.clone(),
+                                    second_kind: kind,
+                                    second_config: mc.name().to_string(),
+                                });
+                            }
+                            Some(_) => {}
+                            None => {
+                                path_kinds.insert(k.clone(), (kind, mc.name().to_string()));
+                            }
+                        }
+                    }
                     match target.get_mut(&k) {
-                        Some(existing) => merge_value(existing, item),
+                        Some(existing) => {
+                            if list == "units" {
+                                resolve_mask(existing, &item);
+                            }
+                            merge_value(existing, item)
+                        }
                         None => {
                             target.insert(k, item);
                         }
@@ -401,9 +510,35 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     let mut config: Config =
         serde_json::from_value(out).map_err(|e| RenderError::Merge(e.to_string()))?;
     config.ignition.version = Some(SpecVersion::LATEST.as_str().to_string());
+    // Valid configs can still contradict each other once merged: refuse the result rather than
+    // hand a node a config it would refuse.
+    let mut findings = Vec::new();
+    crate::validate::validate_config("spec.config", &config, &mut findings);
+    let errors: Vec<String> = findings
+        .into_iter()
+        .filter(|f| f.is_error)
+        .map(|f| format!("{}: {}", f.path, f.message))
+        .collect();
+    if !errors.is_empty() {
+        return Err(RenderError::Invalid(errors));
+    }
     spec.config = config;
     spec.source_version = Some(SpecVersion::LATEST);
     Ok(spec)
+}
+
+/// A unit cannot be both masked and enabled: the later config's choice wins. A later `mask:
+/// true` drops an earlier `enabled`; a later `enabled: true` drops an earlier mask.
+fn resolve_mask(existing: &mut Value, later: &Value) {
+    let Some(obj) = existing.as_object_mut() else {
+        return;
+    };
+    if later.get("mask") == Some(&Value::Bool(true)) {
+        obj.remove("enabled");
+    }
+    if later.get("enabled") == Some(&Value::Bool(true)) && later.get("mask").is_none() {
+        obj.remove("mask");
+    }
 }
 
 fn merge_into(target: &mut Value, key: &str, value: Value) {
@@ -417,8 +552,10 @@ fn merge_into(target: &mut Value, key: &str, value: Value) {
     }
 }
 
-/// Fields replaced as a whole rather than merged field by field.
-const ATOMIC: [&str; 3] = ["contents", "clevis", "cex"];
+/// Fields replaced as a whole rather than merged field by field: a file's contents (never a
+/// new source with a stale compression or hash) and owners (an owner by id must not pick up an
+/// earlier owner's name).
+const ATOMIC: [&str; 5] = ["contents", "clevis", "cex", "user", "group"];
 
 /// Ignition's merge of a child value into a parent value: objects field by field (a null or
 /// absent child field keeps the parent's), keyed lists by key, lists of plain values as an
@@ -691,11 +828,125 @@ mod tests {
     }
 
     #[test]
+    fn owners_and_masks_take_the_later_choice_and_kinds_cannot_collide() {
+        use crate::ignition::{Directory, NodeOwner};
+        let mut a = mc("00-a", "worker");
+        let mut f = file("/etc/x", "data:,a");
+        f.user = NodeOwner {
+            id: Some(0),
+            name: None,
+        };
+        a.spec.config.storage.files.push(f);
+        a.spec.config.systemd.units.push(Unit {
+            name: "a.service".into(),
+            enabled: Some(true),
+            ..Default::default()
+        });
+        a.spec.config.systemd.units.push(Unit {
+            name: "b.service".into(),
+            mask: Some(true),
+            ..Default::default()
+        });
+        let mut b = mc("10-b", "worker");
+        let mut f = file("/etc/x", "data:,b");
+        f.user = NodeOwner {
+            id: None,
+            name: Some("root".into()),
+        };
+        b.spec.config.storage.files.push(f);
+        b.spec.config.systemd.units.push(Unit {
+            name: "a.service".into(),
+            mask: Some(true),
+            ..Default::default()
+        });
+        b.spec.config.systemd.units.push(Unit {
+            name: "b.service".into(),
+            enabled: Some(true),
+            ..Default::default()
+        });
+        let spec = merge(&[&a, &b]).unwrap();
+        let f = &spec.config.storage.files[0];
+        assert_eq!(
+            f.user,
+            NodeOwner {
+                id: None,
+                name: Some("root".into())
+            }
+        );
+        let ua = spec
+            .config
+            .systemd
+            .units
+            .iter()
+            .find(|u| u.name == "a.service")
+            .unwrap();
+        assert_eq!((ua.mask, ua.enabled), (Some(true), None));
+        let ub = spec
+            .config
+            .systemd
+            .units
+            .iter()
+            .find(|u| u.name == "b.service")
+            .unwrap();
+        assert_eq!((ub.mask, ub.enabled), (None, Some(true)));
+
+        let mut c = mc("20-c", "worker");
+        c.spec.config.storage.directories.push(Directory {
+            path: "/etc/x".into(),
+            ..Default::default()
+        });
+        let err = merge(&[&a, &c]).unwrap_err();
+        assert!(matches!(err, RenderError::PathConflict { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"00-a\"") && msg.contains("\"20-c\"") && msg.contains("directory"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn duplicate_names_are_refused() {
         let configs = vec![mc("a", "worker"), mc("a", "worker")];
         assert_eq!(
             render_pool(&MachineConfigPool::builtin("worker"), &configs),
             Err(RenderError::DuplicateName("a".into()))
+        );
+    }
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use crate::ignition::{File, Resource, Unit};
+
+    /// The content address must never change for the same spec: rendered names are stored by
+    /// servers and nodes. This pins the hash of a fixed spec.
+    #[test]
+    fn spec_hash_is_stable() {
+        let mut spec = MachineConfigSpec {
+            kernel_arguments: vec!["nosmt".into(), "hugepages=32".into()],
+            kernel_type: KernelType::Realtime,
+            extensions: vec!["usbguard".into()],
+            ..Default::default()
+        };
+        spec.config.storage.files.push(File {
+            path: "/etc/chrony.conf".into(),
+            mode: Some(0o644),
+            contents: Resource {
+                source: Some("data:,server%20a%0A".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        spec.config.systemd.units.push(Unit {
+            name: "a.service".into(),
+            enabled: Some(true),
+            contents: Some("[Service]\nExecStart=/bin/true\n".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            spec_hash(&spec),
+            "3962cd1aa27d919cc4071b46086a23b4af88f8d688df3cd00f023a529af0e045"
         );
     }
 }

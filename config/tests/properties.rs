@@ -766,7 +766,6 @@ proptest! {
     /// by `read_machine_config` (what the agent and `hearth plan` use) with the same spec.
     #[test]
     fn rendered_config_reads_back(mcs in machine_configs()) {
-        let mut mcs = mcs;
         let r = render_pool(&infra_pool(), &mcs).unwrap();
         let text = serde_json::to_string_pretty(&r.to_manifest()).unwrap();
         let (back, _warnings) = read_machine_config("rendered.json", &text).map_err(|diags| {

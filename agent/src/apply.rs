@@ -206,10 +206,12 @@ impl Agent {
             .progress
             .as_ref()
             .is_some_and(|p| p.phase == Phase::Rebooting && !self.rebooted_since(p));
-        if waiting_for_reboot && !pending_same {
-            // A new config supersedes the one waiting for its reboot: what is on disk is the
-            // applied config, and its reboot stays pending until the new one is in.
-            tracing::info!("a new config supersedes the pending reboot");
+        let force = opts.force || self.root.stat(FORCE_FILE)?.is_some();
+        if waiting_for_reboot && (!pending_same || force) {
+            // A new config (or the force file) supersedes the one waiting for its reboot: what
+            // is on disk is the applied config, and its reboot stays pending until the new one
+            // is in.
+            tracing::info!("a new config or the force file supersedes the pending reboot");
             j.current = j.desired.clone();
             j.reboot_pending = true;
             j.progress = None;
@@ -219,7 +221,6 @@ impl Agent {
                 return Ok(outcome);
             }
         }
-        let force = opts.force || self.root.stat(FORCE_FILE)?.is_some();
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
             // Nothing to do but make sure the host still matches.
@@ -526,6 +527,25 @@ impl Agent {
         Ok(Outcome::Done)
     }
 
+    /// Asks for the reboot an applied config is waiting for (after the caller took a reboot
+    /// slot). Does nothing unless the node is waiting to reboot.
+    pub async fn reboot_now(&self) -> Result<Outcome, AgentError> {
+        let _lock = self.lock()?;
+        let mut j = Journal::load(&self.root)?;
+        match j.progress.as_ref() {
+            Some(p) if p.phase == Phase::Rebooting && !self.rebooted_since(p) => {
+                self.request_reboot(&mut j, &Options::default()).await
+            }
+            _ => Ok(match j.state {
+                State::Degraded => Outcome::Degraded(j.reason.clone().unwrap_or_default()),
+                State::Unreconcilable => {
+                    Outcome::Unreconcilable(j.reason.clone().unwrap_or_default())
+                }
+                _ => Outcome::Done,
+            }),
+        }
+    }
+
     async fn request_reboot(&self, j: &mut Journal, opts: &Options) -> Result<Outcome, AgentError> {
         if opts.no_reboot {
             return Ok(Outcome::Rebooting {
@@ -829,26 +849,20 @@ impl Agent {
                     .map_err(|e| e.to_string()),
                 Units::Offline => offline::enable(&self.root, name).map_err(|e| e.to_string()),
             },
+            // Disabling a unit that does not exist leaves it not enabled, and a unit that does
+            // not exist has no preset to go back to (as the MCO): nothing to do.
             Action::DisableUnit { name } => match &self.units {
-                // Disabling a unit that does not exist leaves it not enabled: nothing to do.
-                Units::Online(sd) => match sd.disable(std::slice::from_ref(name)).await {
-                    Err(e) if e.is_no_such_unit() => {
-                        tracing::info!(unit = %name, "disable: no such unit; nothing to do");
-                        Ok(())
-                    }
-                    other => other.map_err(|e| e.to_string()),
-                },
+                Units::Online(sd) => missing_is_fine(
+                    name,
+                    "disable",
+                    sd.disable(std::slice::from_ref(name)).await,
+                ),
                 Units::Offline => offline::disable(&self.root, name).map_err(|e| e.to_string()),
             },
             Action::PresetUnit { name } => match &self.units {
-                // As the MCO: a unit that does not exist has no preset to go back to.
-                Units::Online(sd) => match sd.preset(std::slice::from_ref(name)).await {
-                    Err(e) if e.is_no_such_unit() => {
-                        tracing::info!(unit = %name, "preset: no such unit; skipped");
-                        Ok(())
-                    }
-                    other => other.map_err(|e| e.to_string()),
-                },
+                Units::Online(sd) => {
+                    missing_is_fine(name, "preset", sd.preset(std::slice::from_ref(name)).await)
+                }
                 Units::Offline => match offline::preset(&self.root, name) {
                     Err(hearth_hostops::offline::OfflineError::NoSuchUnit { .. }) => Ok(()),
                     other => other.map_err(|e| e.to_string()),
@@ -935,6 +949,21 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+/// `Ok` for a result that failed only because the unit does not exist.
+fn missing_is_fine(
+    unit: &str,
+    op: &str,
+    result: Result<(), hearth_hostops::systemd::SystemdError>,
+) -> Result<(), String> {
+    match result {
+        Err(e) if e.is_no_such_unit() => {
+            tracing::info!(unit, "{op}: no such unit; nothing to do");
+            Ok(())
+        }
+        other => other.map_err(|e| e.to_string()),
     }
 }
 

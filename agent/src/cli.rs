@@ -76,9 +76,38 @@ enum Command {
     /// Run as a daemon: finish any interrupted apply, then apply every new config that appears
     /// at the watched file or directory (the newest *.yaml/*.yml/*.json of a directory).
     Run {
-        /// File or directory to watch for the desired config.
-        #[arg(long, value_name = "PATH")]
+        /// File or directory to watch for the desired config (when not following a server).
+        #[arg(long, value_name = "PATH", default_value = "/etc/hearth/desired")]
         watch: PathBuf,
+        /// Follow hearth-server at this URL instead of watching a path.
+        #[arg(long, value_name = "URL", env = "HEARTH_SERVER")]
+        server: Option<String>,
+        /// The fleet CA (PEM) that signs the server's certificate.
+        #[arg(
+            long,
+            value_name = "FILE",
+            env = "HEARTH_CA",
+            default_value = "/etc/hearth/ca.crt"
+        )]
+        ca: PathBuf,
+        /// A file holding the pool's bootstrap token, for the first enrollment.
+        #[arg(long, value_name = "FILE", env = "HEARTH_BOOTSTRAP_TOKEN_FILE")]
+        bootstrap_token_file: Option<PathBuf>,
+        /// The pool's bootstrap token itself (as the first-boot config writes it into
+        /// /etc/hearth/agent.env).
+        #[arg(
+            long,
+            value_name = "TOKEN",
+            env = "HEARTH_BOOTSTRAP_TOKEN",
+            hide_env_values = true
+        )]
+        bootstrap_token: Option<String>,
+        /// This node's name (default: the host name).
+        #[arg(long, value_name = "NAME", env = "HEARTH_NODE_NAME")]
+        node_name: Option<String>,
+        /// A label to enroll with, KEY=VALUE (repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
         #[command(flatten)]
         target: Target,
         /// MachineConfiguration manifests with node-disruption policies.
@@ -266,6 +295,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run {
             watch,
+            server,
+            ca,
+            bootstrap_token_file,
+            bootstrap_token,
+            node_name,
+            labels,
             target,
             policy,
             interval,
@@ -282,6 +317,45 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("cannot serve metrics on {listen}"))?;
             }
+            let source = match server {
+                Some(url) => {
+                    let ca_pem = std::fs::read(&ca)
+                        .with_context(|| format!("cannot read the fleet CA {}", ca.display()))?;
+                    let bootstrap_token = match &bootstrap_token_file {
+                        None if bootstrap_token.is_some() => bootstrap_token,
+                        Some(f) => Some(
+                            std::fs::read_to_string(f)
+                                .with_context(|| format!("cannot read {}", f.display()))?
+                                .trim()
+                                .to_string(),
+                        ),
+                        None => None,
+                    };
+                    let node = match node_name {
+                        Some(n) => n,
+                        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                            .context("cannot read the host name; give --node-name")?
+                            .trim()
+                            .to_string(),
+                    };
+                    let mut label_map = std::collections::BTreeMap::new();
+                    for l in &labels {
+                        let (k, v) = l
+                            .split_once('=')
+                            .ok_or_else(|| anyhow::anyhow!("--label {l:?}: expected KEY=VALUE"))?;
+                        label_map.insert(k.to_string(), v.to_string());
+                    }
+                    Source::Server(crate::follow::Server {
+                        url,
+                        ca_pem,
+                        bootstrap_token,
+                        node,
+                        labels: label_map,
+                        wait: Duration::from_secs(30),
+                    })
+                }
+                None => Source::Watch(watch),
+            };
             let daemon = Daemon {
                 agent: &agent,
                 root_path: target.root.clone(),
@@ -290,7 +364,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 metrics: counters,
             };
             daemon
-                .run(&watch, Duration::from_secs(interval.max(1)))
+                .run(source, Duration::from_secs(interval.max(1)))
                 .await
         }
         Command::Status { root, output } => {
@@ -333,6 +407,14 @@ fn report(outcome: &Outcome) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Where the daemon gets its desired config.
+enum Source {
+    /// A watched file or directory.
+    Watch(PathBuf),
+    /// hearth-server.
+    Server(crate::follow::Server),
 }
 
 struct Daemon<'a> {
@@ -413,7 +495,12 @@ impl Daemon<'_> {
         Ok(())
     }
 
-    async fn run(&self, watch: &Path, interval: Duration) -> Result<ExitCode> {
+    async fn run(&self, source: Source, interval: Duration) -> Result<ExitCode> {
+        let watch = match source {
+            Source::Watch(path) => path,
+            Source::Server(server) => return self.follow(server).await,
+        };
+        let watch = watch.as_path();
         let notify = crate::logging::Notifier::new();
         let mut j = Journal::load(self.agent.root())?;
         if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
@@ -489,14 +576,73 @@ impl Daemon<'_> {
         }
     }
 
-    async fn apply_logged(&self, desired: NamedConfig) -> Result<()> {
+    /// The daemon following hearth-server.
+    async fn follow(&self, server: crate::follow::Server) -> Result<ExitCode> {
+        use crate::follow;
+        let notify = crate::logging::Notifier::new();
+        let mut j = Journal::load(self.agent.root())?;
+        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
+            tracing::info!(?outcome, "finished an interrupted apply");
+        }
+        let (drift, mut drift_events) = self.start_drift()?;
+        let (mut remote, mut state) = follow::connect(self.agent.root(), &server).await?;
+        notify.ready(&status_line(&Journal::load(self.agent.root())?));
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            notify.watchdog();
+            let j = Journal::load(self.agent.root())?;
+            self.metrics.set_state(j.state);
+            notify.status(&status_line(&j));
+            if let Err(e) = remote
+                .report(&follow::report_document(&j, &state.node))
+                .await
+            {
+                tracing::warn!(error = %e, "cannot report status");
+            }
+            match follow::reboot_with_slot(self.agent, &remote, &mut state).await {
+                Ok(Some(wait)) => {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "reboot slot"),
+            }
+            let known = j.desired.as_ref().map(|d| d.name.clone());
+            tokio::select! {
+                r = remote.desired(known.as_deref(), server.wait) => match r {
+                    Ok(Some(desired)) => {
+                        backoff = Duration::from_secs(1);
+                        let name = desired.name.clone();
+                        let control = drift.clone();
+                        tokio::task::spawn_blocking(move || control.pause()).await?;
+                        let outcome = follow::apply(self.agent, desired).await;
+                        drift.set_expected(self.expected());
+                        drift.resume();
+                        self.count(&name, &outcome?);
+                    }
+                    Ok(None) => backoff = Duration::from_secs(1),
+                    Err(e) if e.needs_enrollment() => {
+                        tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
+                        (remote, state) = follow::enroll(self.agent.root(), &server).await?;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "cannot reach the server; working from the journal");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(60));
+                    }
+                },
+                ev = drift_events.recv() => {
+                    if let Some(ev) = ev {
+                        self.record_drift(ev)?;
+                    }
+                }
+            }
+        }
+    }
+
+    fn count(&self, name: &str, outcome: &Outcome) {
         use crate::metrics::ApplyResult;
-        let name = desired.name.clone();
-        let outcome = self
-            .agent
-            .sync(desired, self.policies.clone(), &Options::default())
-            .await?;
-        match &outcome {
+        match outcome {
             Outcome::Done => {
                 self.metrics.applied(ApplyResult::Done);
                 tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
@@ -514,6 +660,15 @@ impl Daemon<'_> {
                 tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
             }
         }
+    }
+
+    async fn apply_logged(&self, desired: NamedConfig) -> Result<()> {
+        let name = desired.name.clone();
+        let outcome = self
+            .agent
+            .sync(desired, self.policies.clone(), &Options::default())
+            .await?;
+        self.count(&name, &outcome);
         Ok(())
     }
 }

@@ -10,7 +10,6 @@ use crate::state::{transition, Event, InvalidTransition, State};
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
 use hearth_hostops::fs::{FsError, Root};
 use serde::{Deserialize, Serialize};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Where the journal lives in the target root.
 pub const JOURNAL_PATH: &str = "/var/lib/hearth/journal.json";
@@ -225,42 +224,12 @@ impl Journal {
 
 /// The current time as RFC 3339 (UTC, seconds).
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
-}
-
-/// Formats seconds since the epoch as RFC 3339 in UTC.
-pub fn rfc3339(secs: u64) -> String {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+    hearth_config::time::rfc3339(hearth_config::time::now())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_795_305_600), "2026-11-22T00:00:00Z");
-    }
 
     #[test]
     fn round_trip_and_transitions() {

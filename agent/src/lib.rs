@@ -10,8 +10,10 @@
 //! See `docs/agent.md`.
 pub mod apply;
 pub mod cli;
+pub mod follow;
 pub mod journal;
 pub mod logging;
 pub mod metrics;
+pub mod remote;
 pub mod source;
 pub mod state;

@@ -143,6 +143,41 @@ mod tests {
         assert!(s.contains("spec.kernelType"), "{s}");
     }
 
+    /// `--once-from https://...`-style fetches, against a real HTTP server on loopback (plain
+    /// HTTP; TLS to hearth-server is tested with the server).
+    #[tokio::test]
+    async fn fetches_a_config_over_http_and_reports_http_errors() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: from-url}\nspec: {kernelArguments: [nosmt]}\n";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            for _ in 0..2 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap();
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let resp = if req.starts_with("GET /config.yaml") {
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                } else {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_string()
+                };
+                s.write_all(resp.as_bytes()).await.unwrap();
+            }
+        });
+        let got = fetch(&format!("http://{addr}/config.yaml")).await.unwrap();
+        assert_eq!(got.name, "from-url");
+        assert_eq!(got.spec.kernel_arguments, ["nosmt"]);
+        let err = fetch(&format!("http://{addr}/missing.yaml"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("404"), "{err}");
+    }
+
     #[test]
     fn newest_file_of_a_directory() {
         let d = tempfile::tempdir().unwrap();

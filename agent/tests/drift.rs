@@ -18,21 +18,9 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 #[test]
 fn hand_edits_are_reported_or_reverted_and_counted() {
     let host = host_with_agent();
-    std::fs::copy(
-        env!("CARGO_BIN_EXE_hearth-agent"),
-        host.path("/usr/bin/hearth-agent"),
-    )
-    .unwrap();
-    let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../units/hearth-agent.service"
-    ))
-    .unwrap();
-    put(&host, "/etc/systemd/system/hearth-agent.service", &unit);
-    put(
+    install_service(
         &host,
-        "/etc/systemd/system/hearth-agent.service.d/10-test.conf",
-        "[Service]\nExecStart=\nExecStart=/usr/bin/hearth-agent run --watch /etc/hearth/desired --interval 1 --policy /etc/hearth/policy.yaml --drift /etc/drift/revert.conf=revert --metrics unix:/run/hearth/metrics.sock\n",
+        Some("[Service]\nExecStart=\nExecStart=/usr/bin/hearth-agent run --watch /etc/hearth/desired --interval 1 --policy /etc/hearth/policy.yaml --drift /etc/drift/revert.conf=revert --metrics unix:/run/hearth/metrics.sock\n"),
     );
     put(
         &host,
@@ -47,7 +35,6 @@ fn hand_edits_are_reported_or_reverted_and_counted() {
             "  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n      - path: /etc/drift/report.conf\n        contents:\n          source: data:,report%0A\n      - path: /etc/drift/revert.conf\n        mode: 0640\n        contents:\n          source: data:,revert%0A\n",
         ),
     );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
     host.exec_ok(&["systemctl", "start", "hearth-agent.service"])
         .unwrap();
     wait_for("Done", Duration::from_secs(30), || {

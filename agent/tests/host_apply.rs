@@ -20,19 +20,8 @@ fn seed_000() -> String {
 fn seed_000_applies_through_a_real_reboot_with_the_agent_as_a_service() {
     let mut host = host_with_agent();
     // Install the agent the way a node runs it: the unit from units/ and /usr/bin/hearth-agent.
-    std::fs::copy(
-        env!("CARGO_BIN_EXE_hearth-agent"),
-        host.path("/usr/bin/hearth-agent"),
-    )
-    .unwrap();
-    let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../units/hearth-agent.service"
-    ))
-    .unwrap();
-    put(&host, "/etc/systemd/system/hearth-agent.service", &unit);
+    install_service(&host, None);
     put(&host, "/etc/hearth/desired/worker.yaml", &seed_000());
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
     host.exec_ok(&[
         "systemctl",
         "enable",
@@ -150,16 +139,7 @@ fn corpus_units_are_written_enabled_disabled_and_masked_and_systemctl_agrees() {
     );
     host.exec_ok(&["mkdir", "-p", "/etc/systemd/system/multi-user.target.wants"])
         .unwrap();
-    let out = agent(
-        &host,
-        &[
-            "apply",
-            "--once-from",
-            "/etc/hearth/chrony.yaml",
-            "--no-reboot",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(3), "{out}");
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/chrony.yaml"), Some(3));
     assert_eq!(is_enabled(&host, "chronyd.service"), "disabled");
     assert!(get(&host, "/etc/systemd/system/chronyd.service")
         .unwrap()
@@ -189,16 +169,7 @@ fn a_file_dropped_from_the_config_gets_its_original_back() {
     );
     put(&host, "/etc/hearth/with.yaml", &with);
     put(&host, "/etc/hearth/without.yaml", &without);
-    let out = agent(
-        &host,
-        &[
-            "apply",
-            "--once-from",
-            "/etc/hearth/with.yaml",
-            "--no-reboot",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(3), "{out}");
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/with.yaml"), Some(3));
     assert_eq!(get(&host, "/etc/hearth-demo.conf").unwrap(), "managed\n");
     assert_eq!(
         host.exec_ok(&["stat", "-c", "%a", "/etc/hearth-demo.conf"])
@@ -207,26 +178,8 @@ fn a_file_dropped_from_the_config_gets_its_original_back() {
         "600"
     );
     // Re-applying the same config is a no-op that keeps the pending reboot.
-    let out = agent(
-        &host,
-        &[
-            "apply",
-            "--once-from",
-            "/etc/hearth/with.yaml",
-            "--no-reboot",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(3), "{out}");
-    let out = agent(
-        &host,
-        &[
-            "apply",
-            "--once-from",
-            "/etc/hearth/without.yaml",
-            "--no-reboot",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(3), "{out}");
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/with.yaml"), Some(3));
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/without.yaml"), Some(3));
     assert_eq!(get(&host, "/etc/hearth-demo.conf").unwrap(), "original\n");
     assert_eq!(
         host.exec_ok(&["stat", "-c", "%a", "/etc/hearth-demo.conf"])
@@ -487,4 +440,47 @@ fn an_offline_image_root_gets_files_units_and_keys_and_systemctl_agrees() {
     let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(st["state"], "Done");
     assert_eq!(st["current"], "image");
+}
+
+#[test]
+fn the_force_file_rewrites_everything_and_seed_001_infra_file_appears() {
+    let host = host_with_agent();
+    // Seed 001's infra MachineConfig (Ignition 2.2, `data:,test`, mode 0644).
+    let seed =
+        std::fs::read_to_string(shared().join("seeds").join("001_aa7317c4db8c56ec.txt")).unwrap();
+    let start = seed.find("kind: MachineConfig\n").unwrap();
+    let start = seed[..start].rfind("apiVersion:").unwrap();
+    let body = &seed[start..];
+    let infra = &body[..body.find("\nEOF").unwrap()];
+    put(&host, "/etc/hearth/infra.yaml", infra);
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/infra.yaml"), Some(3));
+    assert_eq!(get(&host, "/etc/testinfra").unwrap(), "test");
+    assert_eq!(
+        host.exec_ok(&["stat", "-c", "%a", "/etc/testinfra"])
+            .unwrap()
+            .trim(),
+        "644"
+    );
+
+    // A hand edit survives a plain re-apply (the host already has the config: only verified,
+    // and reported as drift) but not the force file.
+    host.exec_ok(&["sh", "-c", "echo edited > /etc/testinfra"])
+        .unwrap();
+    assert_eq!(apply_no_reboot(&host, "/etc/hearth/infra.yaml"), Some(3));
+    host.exec_ok(&["touch", "/run/hearth-force"]).unwrap();
+    let out = agent(
+        &host,
+        &[
+            "apply",
+            "--once-from",
+            "/etc/hearth/infra.yaml",
+            "--no-reboot",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out}");
+    assert_eq!(
+        get(&host, "/etc/testinfra").unwrap(),
+        "test",
+        "the force file rewrote it"
+    );
 }

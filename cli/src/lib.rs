@@ -4,6 +4,7 @@
 //! `validate`, `render`, `plan` and `convert`. Exit codes: 0 success, 1 invalid input (every
 //! problem is printed to stderr, one per line, with file, line, object and field), 2 usage error.
 
+pub mod remote;
 pub mod yaml;
 
 use anyhow::{anyhow, Context};
@@ -78,6 +79,26 @@ enum Command {
         #[arg(short = 'f', long = "filename", value_name = "FILE")]
         file: PathBuf,
     },
+    /// Save the server's URL, CA and admin token for the commands below.
+    Login(remote::LoginArgs),
+    /// Apply manifests to the server (all or nothing).
+    Apply(remote::ApplyArgs),
+    /// List objects on the server: mc, mcp, nodes.
+    Get(remote::GetArgs),
+    /// Show one node or pool in detail, with its events.
+    Describe(remote::DescribeArgs),
+    /// Delete MachineConfigs, pools or nodes on the server.
+    Delete(remote::DeleteArgs),
+    /// Set (k=v) or remove (k-) labels of a node.
+    Label(remote::LabelArgs),
+    /// Pause a pool's rollouts.
+    Pause(remote::PauseArgs),
+    /// Resume a pool's rollouts.
+    Resume(remote::PauseArgs),
+    /// Make a new bootstrap token for a pool (replacing the old one) and print it.
+    BootstrapToken(remote::TokenArgs),
+    /// Follow a pool's rollout: `hearth rollout status POOL [--watch]`.
+    Rollout(remote::RolloutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +207,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ignition_version,
             file,
         } => convert(&ignition_version, &file),
+        Command::Login(a) => remote::login(&a),
+        Command::Apply(a) => remote::apply(&a),
+        Command::Get(a) => remote::get(&a),
+        Command::Describe(a) => remote::describe(&a),
+        Command::Delete(a) => remote::delete(&a),
+        Command::Label(a) => remote::label(&a),
+        Command::Pause(a) => remote::pause(&a, true),
+        Command::Resume(a) => remote::pause(&a, false),
+        Command::BootstrapToken(a) => remote::bootstrap_token(&a),
+        Command::Rollout(a) => remote::rollout(&a),
     }
 }
 

@@ -9,4 +9,5 @@ pub mod model;
 pub mod node;
 pub mod plan;
 pub mod render;
+pub mod time;
 pub mod validate;

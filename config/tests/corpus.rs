@@ -362,3 +362,43 @@ fn corpus_worker_configs_render_together() {
         r.name()
     );
 }
+
+#[test]
+fn seed_004_kernel_arguments_and_realtime_kernel_show_in_the_plan_with_a_reboot() {
+    use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+    use hearth_config::plan::{plan, Action};
+    let mut m = seed("004_", 138);
+    m.extend(seed("004_", 156));
+    let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
+    let pools = render::with_builtin_pools(&[]);
+    let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
+    let rendered = render::render_pool(worker, &configs).unwrap();
+    let p = plan(
+        &MachineConfigSpec::default(),
+        &rendered.spec,
+        &DisruptionPolicies::default(),
+    );
+    assert!(
+        p.actions.contains(&Action::KernelArguments {
+            delete: vec![],
+            append: vec!["selinux=0".into()]
+        }),
+        "{p}"
+    );
+    assert!(
+        p.actions.iter().any(|a| matches!(
+            a,
+            Action::KernelType {
+                to: KernelType::Realtime,
+                ..
+            }
+        )),
+        "{p}"
+    );
+    assert!(p.disruption.reboot(), "{p}");
+    let text = p.to_string();
+    assert!(
+        text.contains("reboot: kernel arguments changed") && text.contains("kernel type changed"),
+        "{text}"
+    );
+}

@@ -3,6 +3,7 @@ pub mod drift;
 pub mod files;
 pub mod fs;
 pub mod offline;
+pub mod os;
 pub mod passwd;
 pub mod reboot;
 pub mod systemd;

@@ -1,7 +1,30 @@
 //! `hearth-server`: the fleet's config server and rollout controller.
 //!
-//! It will store MachineConfigs, pools and nodes in an embedded crash-safe store (with an etcd
-//! backend later), render pools with `hearth-config`, serve Ignition to first-booting machines
-//! and desired configs to agents over authenticated TLS, and roll changes out under
-//! `maxUnavailable`, pauses and maintenance windows. It is built in the server issue; for now it
-//! only fixes the crate's place in the workspace.
+//! - [`store`]: the store trait (get, list, atomic commit with compare-and-swap, watch) and its
+//!   embedded implementation on a `redb` database file.
+//! - [`records`], [`fleet`]: the stored documents, and the fleet decoded in memory (reads never
+//!   touch the store).
+//! - [`controller`], [`rollout`]: rendering with `hearth-config`, pool targets, desired configs
+//!   under `maxUnavailable`, garbage collection of rendered configs. Pure.
+//! - [`app`]: the operations (apply, delete, label, pause, enroll, report, reboot slots), each
+//!   one atomic commit.
+//! - [`http`], [`api`], [`views`], [`firstboot`], [`error`]: the HTTPS API.
+//! - [`pki`]: the CA, the serving certificate and the tokens in the state directory.
+//! - [`serve`]: start it all.
+//!
+//! See `docs/server.md` and `docs/api.md`.
+pub mod api;
+pub mod app;
+pub mod controller;
+pub mod error;
+pub mod firstboot;
+pub mod fleet;
+pub mod http;
+pub mod metrics;
+pub mod pki;
+pub mod records;
+pub mod rollout;
+pub mod serve;
+pub mod store;
+pub mod time;
+pub mod views;

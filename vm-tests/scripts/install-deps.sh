@@ -9,6 +9,12 @@
 #   wget                    debootstrap downloads with it
 #   dbus                    D-Bus tools on the build machine (the hosts bring their own bus)
 #   util-linux              nsenter (runs commands inside a host), mountpoint
+#   ostree                  the ostree CLI: builds the OS images (images/build-images.sh) and
+#                           the test sysroots of the ostree tier (src/ostree.rs)
+#   e2fsprogs               chattr: deployment directories are immutable; cleanup clears it
+#   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
+#   libglib2.0-dev          and its GLib headers, found with pkg-config
+#   pkg-config
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -21,8 +27,11 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux \
     >/dev/null
+apt-get install -y -qq --no-install-recommends \
+    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config \
+    >/dev/null
 
-for tool in systemd-nspawn debootstrap nsenter; do
+for tool in systemd-nspawn debootstrap nsenter ostree chattr pkg-config; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

@@ -145,6 +145,9 @@ enum RootKind {
     Overlay,
     /// A full copy of the rootfs at `root`.
     Copy,
+    /// `root` is booted as it is (an ostree deployment directory, see `crate::ostree`):
+    /// nothing is mounted or copied, and nothing below it is removed.
+    Direct,
 }
 
 /// A real systemd host: a Debian 12 tree booted with `systemd-nspawn -b`, with its own
@@ -192,14 +195,37 @@ impl SystemdHost {
             None => rootfs::cached_rootfs()?,
         };
         let (name, dir) = create_host_dir(&base)?;
+        let root = dir.join("root");
+        Self::start(opts, tools, lower, name, dir, root, RootKind::None)
+    }
+
+    /// Boots `root` itself (no overlay, no copy): the machine-id is the one in the tree. Used
+    /// by `crate::ostree` to boot ostree deployments.
+    pub(crate) fn boot_direct(opts: HostOptions, root: PathBuf) -> Result<Self> {
+        let tools = util::host_tools()?;
+        let base = base_dir();
+        reap_stale_hosts_once(&base);
+        let (name, dir) = create_host_dir(&base)?;
+        Self::start(opts, tools, root.clone(), name, dir, root, RootKind::Direct)
+    }
+
+    fn start(
+        opts: HostOptions,
+        tools: Tools,
+        lower: PathBuf,
+        name: String,
+        dir: PathBuf,
+        root: PathBuf,
+        root_kind: RootKind,
+    ) -> Result<Self> {
         let mut host = SystemdHost {
-            root: dir.join("root"),
+            root,
             bus_dir: dir.join("bus"),
             log_path: dir.join("nspawn.log"),
             name,
             dir,
             lower,
-            root_kind: RootKind::None,
+            root_kind,
             machine_id: String::new(),
             cgroup: None,
             tools,
@@ -223,8 +249,16 @@ impl SystemdHost {
         let me = std::process::id() as i32;
         let start = util::process_start_time(me).unwrap_or_default();
         fs::write(self.dir.join("owner"), format!("{me} {start}\n"))?;
-        fs::create_dir(&self.root)?;
         fs::create_dir(&self.bus_dir)?;
+        if self.root_kind == RootKind::Direct {
+            let machine_id_path = self.root.join("etc/machine-id");
+            self.machine_id = fs::read_to_string(&machine_id_path)
+                .with_context(|| format!("reading {}", machine_id_path.display()))?
+                .trim()
+                .to_string();
+            return self.create_cgroup();
+        }
+        fs::create_dir(&self.root)?;
 
         let started = Instant::now();
         if env_flag(COPY_ROOT_ENV) {
@@ -255,7 +289,10 @@ impl SystemdHost {
         let _ = fs::remove_file(&machine_id_path);
         fs::write(&machine_id_path, format!("{}\n", self.machine_id))
             .with_context(|| format!("writing {}", machine_id_path.display()))?;
+        self.create_cgroup()
+    }
 
+    fn create_cgroup(&mut self) -> Result<()> {
         let cgroup = HostCgroup::create(&self.name)?;
         let list: Vec<String> = cgroup
             .dirs()
@@ -600,6 +637,17 @@ impl SystemdHost {
     /// runs. `timeout` covers both. Fails if the container exits otherwise (e.g. power-off)
     /// or does not go down in time; the error includes the tail of the nspawn log.
     pub fn wait_for_reboot(&mut self, timeout: Duration) -> Result<BootInfo> {
+        self.wait_for_reboot_then(timeout, |_| Ok(()))
+    }
+
+    /// Like [`SystemdHost::wait_for_reboot`], calling `before_boot` between the exit and the
+    /// next boot (where `crate::ostree` plays bootloader: it picks the deployment to boot and
+    /// calls [`SystemdHost::set_boot_root`]).
+    pub(crate) fn wait_for_reboot_then(
+        &mut self,
+        timeout: Duration,
+        before_boot: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<BootInfo> {
         let deadline = Instant::now() + timeout;
         let nspawn = self
             .nspawn
@@ -620,7 +668,17 @@ impl SystemdHost {
             return Err(self.with_log(e));
         }
         info!(host = %self.name, boot = self.boots, "host rebooting");
+        before_boot(self).map_err(|e| self.with_log(e))?;
         self.launch(deadline)
+    }
+
+    /// For a host booted with `boot_direct`: the tree and the extra nspawn arguments of the
+    /// next boot.
+    pub(crate) fn set_boot_root(&mut self, root: PathBuf, extra_nspawn_args: Vec<String>) {
+        debug_assert_eq!(self.root_kind, RootKind::Direct);
+        self.root = root.clone();
+        self.lower = root;
+        self.opts.extra_nspawn_args = extra_nspawn_args;
     }
 
     /// Stops the host and removes everything it made; reports what could not be cleaned up
@@ -871,8 +929,9 @@ fn remove_propagate_dir(name: &str) {
 }
 
 /// Removes hosts left behind by test processes that died without cleaning up (SIGKILL,
-/// abort): runs once per process, before the first boot.
-fn reap_stale_hosts_once(base: &Path) {
+/// abort): runs once per process, before the first boot (and before `crate::ostree` reaps
+/// stale sysroots, which such hosts may still run on).
+pub(crate) fn reap_stale_hosts_once(base: &Path) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| reap_stale_hosts(base));
 }

@@ -62,6 +62,7 @@ mod cgroup;
 mod exec;
 mod host;
 mod mounts;
+pub mod ostree;
 mod rootfs;
 mod util;
 

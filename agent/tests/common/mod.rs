@@ -78,3 +78,34 @@ pub fn mc(name: &str, spec: &str) -> String {
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n{spec}"
     )
 }
+
+/// Installs the agent as the node runs it: `/usr/bin/hearth-agent` and the unit from `units/`,
+/// with an optional drop-in (e.g. to change `ExecStart=`).
+pub fn install_service(host: &SystemdHost, dropin: Option<&str>) {
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_hearth-agent"),
+        host.path("/usr/bin/hearth-agent"),
+    )
+    .unwrap();
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../units/hearth-agent.service"
+    ))
+    .unwrap();
+    put(host, "/etc/systemd/system/hearth-agent.service", &unit);
+    if let Some(d) = dropin {
+        put(
+            host,
+            "/etc/systemd/system/hearth-agent.service.d/10-test.conf",
+            d,
+        );
+    }
+    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
+}
+
+/// `hearth-agent apply --once-from PATH --no-reboot` inside the host; its exit code.
+pub fn apply_no_reboot(host: &SystemdHost, path: &str) -> Option<i32> {
+    let out = agent(host, &["apply", "--once-from", path, "--no-reboot"]);
+    eprintln!("{out}");
+    out.status.code()
+}

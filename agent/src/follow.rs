@@ -1,0 +1,191 @@
+//! Following hearth-server: enroll once with the pool's bootstrap token, then long-poll the
+//! desired config, apply it, report every state, and take a reboot slot before rebooting (given
+//! back after the node booted and verified). When the server is unreachable the agent keeps
+//! working from its journal (resuming, reporting drift) and catches up when it returns.
+
+use crate::apply::{Agent, Options, Outcome};
+use crate::journal::{Journal, Phase};
+use crate::remote::{Remote, RemoteError};
+use crate::state::State;
+use hearth_hostops::fs::Root;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Where the agent keeps its server credential (0600).
+pub const SERVER_STATE: &str = "/var/lib/hearth/server.json";
+
+/// What the agent remembers about its server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerState {
+    /// Server URL.
+    pub url: String,
+    /// This node's name.
+    pub node: String,
+    /// The pool the server put it in.
+    pub pool: String,
+    /// The node's own credential (a bearer token).
+    pub credential: String,
+    /// Whether this node holds a reboot slot (given back after a verified boot).
+    #[serde(default)]
+    pub slot_held: bool,
+}
+
+impl ServerState {
+    /// Reads the saved state, if any.
+    pub fn load(root: &Root) -> Option<ServerState> {
+        root.read(SERVER_STATE)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// Saves it atomically, readable by root only.
+    pub fn save(&self, root: &Root) -> anyhow::Result<()> {
+        root.write_atomic(SERVER_STATE, &serde_json::to_vec_pretty(self)?, 0o600, None)?;
+        Ok(())
+    }
+}
+
+/// How to reach the server.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// URL, e.g. `https://hearth.example:22623`.
+    pub url: String,
+    /// The fleet CA (PEM).
+    pub ca_pem: Vec<u8>,
+    /// The pool's bootstrap token, for the first enrollment.
+    pub bootstrap_token: Option<String>,
+    /// This node's name.
+    pub node: String,
+    /// Labels to enroll with.
+    pub labels: BTreeMap<String, String>,
+    /// How long one long-poll waits.
+    pub wait: Duration,
+}
+
+/// The connection to the server: the saved state, or a new enrollment (retried until it works,
+/// so a node that boots before its server comes up simply waits).
+pub async fn connect(root: &Root, server: &Server) -> anyhow::Result<(Remote, ServerState)> {
+    if let Some(state) = ServerState::load(root).filter(|s| s.url == server.url) {
+        let remote = Remote::new(&state.url, &server.ca_pem, &state.credential)?;
+        return Ok((remote, state));
+    }
+    enroll(root, server).await
+}
+
+/// Enrolls with the bootstrap token and saves the credential.
+pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, ServerState)> {
+    let token = server.bootstrap_token.as_deref().ok_or_else(|| {
+        anyhow::anyhow!("this node is not enrolled with {} and has no bootstrap token (give --bootstrap-token-file)", server.url)
+    })?;
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match Remote::enroll(
+            &server.url,
+            &server.ca_pem,
+            token,
+            &server.node,
+            &server.labels,
+        )
+        .await
+        {
+            Ok(remote) => {
+                let state = ServerState {
+                    url: server.url.clone(),
+                    node: server.node.clone(),
+                    pool: String::new(),
+                    credential: remote.credential().to_string(),
+                    slot_held: false,
+                };
+                state.save(root)?;
+                tracing::info!(server = %server.url, node = %server.node, "enrolled");
+                return Ok((remote, state));
+            }
+            Err(e @ (RemoteError::Unauthorized(_) | RemoteError::Forbidden(_))) => {
+                return Err(anyhow::anyhow!("enrollment refused: {e}"));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot enroll yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// The status document the agent reports (the journal's, plus the node and boot id).
+pub fn report_document(j: &Journal, node: &str) -> serde_json::Value {
+    let mut doc = crate::cli::status_json(j);
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert("node".into(), serde_json::Value::String(node.to_string()));
+        if let Some(id) = crate::apply::boot_id() {
+            obj.insert("bootId".into(), serde_json::Value::String(id));
+        }
+    }
+    doc
+}
+
+/// One turn of the reboot-slot dance: a node waiting to reboot takes a slot, then reboots; a
+/// node that holds a slot and is no longer waiting gives it back. Returns how long to wait before
+/// asking again when the slot was not granted.
+pub async fn reboot_with_slot(
+    agent: &Agent,
+    remote: &Remote,
+    state: &mut ServerState,
+) -> anyhow::Result<Option<Duration>> {
+    let j = Journal::load(agent.root())?;
+    let waiting = j.state == State::Rebooting
+        && j.progress
+            .as_ref()
+            .is_some_and(|p| p.phase == Phase::Rebooting);
+    if waiting {
+        if !state.slot_held {
+            let answer = remote.reboot_slot(true).await?;
+            if !answer.granted {
+                tracing::info!(
+                    retry_after = answer.retry_after_seconds,
+                    "no reboot slot free yet"
+                );
+                return Ok(Some(Duration::from_secs(answer.retry_after_seconds.max(1))));
+            }
+            state.slot_held = true;
+            state.save(agent.root())?;
+        }
+        match agent.reboot_now().await? {
+            Outcome::Rebooting {
+                inhibited: Some(why),
+                ..
+            } => tracing::warn!(%why, "reboot blocked"),
+            other => tracing::info!(?other, "reboot"),
+        }
+    } else if state.slot_held && j.state != State::Working {
+        remote.reboot_slot(false).await?;
+        state.slot_held = false;
+        state.save(agent.root())?;
+        tracing::info!("reboot slot given back");
+    }
+    Ok(None)
+}
+
+/// Applies a desired config from the server (never rebooting by itself: reboots wait for a
+/// slot).
+pub async fn apply(
+    agent: &Agent,
+    desired: crate::remote::DesiredConfig,
+) -> anyhow::Result<Outcome> {
+    let (config, policies) = desired.into_parts();
+    let mut config = config;
+    config.spec.source_version = None;
+    Ok(agent
+        .sync(
+            config,
+            policies,
+            &Options {
+                force: false,
+                no_reboot: true,
+            },
+        )
+        .await?)
+}

@@ -1,0 +1,362 @@
+//! The agent's client of hearth-server: enroll with a pool's bootstrap token, long-poll the
+//! desired config, report status, take and give back reboot slots. Over HTTPS, trusting only
+//! the fleet CA (never the system roots).
+//!
+//! This module is self-contained; persisting the credential and driving the calls belong to the
+//! agent's `run` loop. The wire types mirror `hearth_server::api` and are checked against it by
+//! the server's `tests/wire.rs`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hearth_agent::remote::RemoteError> {
+//! use hearth_agent::remote::Remote;
+//! use std::time::Duration;
+//! let ca = std::fs::read("/etc/hearth/ca.crt").unwrap();
+//! let remote = Remote::enroll("https://hearth:22623", &ca, "hearth-bootstrap-...", "worker-0",
+//!     &Default::default()).await?;
+//! // Persist remote.credential() in the agent's state directory, then:
+//! let mut known: Option<String> = None;
+//! loop {
+//!     if let Some(d) = remote.desired(known.as_deref(), Duration::from_secs(60)).await? {
+//!         known = Some(d.name.clone());
+//!         // apply d.spec with d.policies, then remote.report(&status_json).await?
+//!     }
+//! }
+//! # }
+//! ```
+
+use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::journal::NamedConfig;
+
+/// `POST /api/v1/enroll` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrollRequest {
+    /// The node's name.
+    pub node: String,
+    /// Labels for a node the server does not know yet (empty: the pool's own labels).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The pool's bootstrap token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<String>,
+}
+
+/// `POST /api/v1/enroll` response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrollResponse {
+    /// The node's name.
+    pub node: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its labels as the server keeps them.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The node's credential (keep it secret, mode 0600).
+    pub credential: String,
+}
+
+/// The desired config (`GET /api/v1/agent/desired`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredConfig {
+    /// The rendered config's name.
+    pub name: String,
+    /// Its spec.
+    pub spec: MachineConfigSpec,
+    /// The node-disruption policies in force.
+    #[serde(default)]
+    pub policies: DisruptionPolicies,
+}
+
+impl DesiredConfig {
+    /// The config and the policies, as `Agent::sync` takes them.
+    pub fn into_parts(self) -> (NamedConfig, DisruptionPolicies) {
+        (
+            NamedConfig {
+                name: self.name,
+                spec: self.spec,
+            },
+            self.policies,
+        )
+    }
+}
+
+/// `POST /api/v1/agent/reboot-slot` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotRequest {
+    /// `acquire` or `release`.
+    pub action: SlotAction,
+}
+
+/// What to do with the reboot slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SlotAction {
+    /// Before a reboot.
+    Acquire,
+    /// After the boot was verified.
+    Release,
+}
+
+/// The answer to a reboot-slot request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotAnswer {
+    /// The node holds a slot now.
+    pub granted: bool,
+    /// When not granted: ask again after this many seconds.
+    #[serde(default)]
+    pub retry_after_seconds: u64,
+}
+
+/// Errors talking to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The credential (or bootstrap token) is unknown, expired or revoked: enroll again.
+    #[error("hearth-server refused the credentials: {0}")]
+    Unauthorized(String),
+    /// The credentials are valid but not for this.
+    #[error("hearth-server refused the request: {0}")]
+    Forbidden(String),
+    /// Any other error answer.
+    #[error("hearth-server answered {status}: {message}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// The server could not be reached, or TLS failed (a wrong CA ends here).
+    #[error("cannot reach hearth-server at {url}: {message}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// Why.
+        message: String,
+    },
+    /// The CA or an answer could not be read.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl RemoteError {
+    /// True when the agent should enroll again (its credential no longer works).
+    pub fn needs_enrollment(&self) -> bool {
+        matches!(self, RemoteError::Unauthorized(_))
+    }
+}
+
+/// A connection to hearth-server as one enrolled node.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    base_url: String,
+    client: reqwest::Client,
+    credential: String,
+    /// The node's pool, when known (from enrollment).
+    pub pool: Option<String>,
+}
+
+/// An HTTPS client that trusts only `ca_pem`.
+pub fn client(ca_pem: &[u8]) -> Result<reqwest::Client, RemoteError> {
+    let certs = reqwest::Certificate::from_pem_bundle(ca_pem)
+        .map_err(|e| RemoteError::Invalid(format!("the CA is not a PEM certificate: {e}")))?;
+    if certs.is_empty() {
+        return Err(RemoteError::Invalid(
+            "the CA file holds no certificate".into(),
+        ));
+    }
+    reqwest::Client::builder()
+        .tls_certs_only(certs)
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("hearth-agent/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| RemoteError::Invalid(format!("cannot set up HTTPS: {e}")))
+}
+
+fn transport(url: &str, e: reqwest::Error) -> RemoteError {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    RemoteError::Transport {
+        url: url.to_string(),
+        message,
+    }
+}
+
+async fn error_from(resp: reqwest::Response) -> RemoteError {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or(text);
+    match status {
+        401 => RemoteError::Unauthorized(message),
+        403 => RemoteError::Forbidden(message),
+        _ => RemoteError::Status { status, message },
+    }
+}
+
+impl Remote {
+    /// A connection with a credential the agent already has.
+    pub fn new(base_url: &str, ca_pem: &[u8], credential: &str) -> Result<Remote, RemoteError> {
+        Ok(Remote {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            client: client(ca_pem)?,
+            credential: credential.trim().to_string(),
+            pool: None,
+        })
+    }
+
+    /// Enrolls `node_name` with its pool's bootstrap token; the returned connection holds the
+    /// node's new credential ([`Remote::credential`]), which the caller persists.
+    pub async fn enroll(
+        base_url: &str,
+        ca_pem: &[u8],
+        bootstrap_token: &str,
+        node_name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Remote, RemoteError> {
+        let client = client(ca_pem)?;
+        let base = base_url.trim_end_matches('/').to_string();
+        let url = format!("{base}/api/v1/enroll");
+        let body = serde_json::to_vec(&EnrollRequest {
+            node: node_name.to_string(),
+            labels: labels.clone(),
+            bootstrap_token: Some(bootstrap_token.trim().to_string()),
+        })
+        .map_err(|e| RemoteError::Invalid(e.to_string()))?;
+        let resp = client
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| transport(&url, e))?;
+        if !resp.status().is_success() {
+            return Err(error_from(resp).await);
+        }
+        let bytes = resp.bytes().await.map_err(|e| transport(&url, e))?;
+        let answer: EnrollResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| RemoteError::Invalid(format!("unexpected enrollment answer: {e}")))?;
+        Ok(Remote {
+            base_url: base,
+            client,
+            credential: answer.credential,
+            pool: Some(answer.pool),
+        })
+    }
+
+    /// The node's credential.
+    pub fn credential(&self) -> &str {
+        &self.credential
+    }
+
+    /// The server's URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The desired config if it is not `known`; otherwise waits up to `wait` for it to change
+    /// and returns `None` if it did not.
+    pub async fn desired(
+        &self,
+        known: Option<&str>,
+        wait: Duration,
+    ) -> Result<Option<DesiredConfig>, RemoteError> {
+        let mut url = reqwest::Url::parse(&format!("{}/api/v1/agent/desired", self.base_url))
+            .map_err(|e| RemoteError::Invalid(format!("bad server URL: {e}")))?;
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(k) = known {
+                q.append_pair("known", k);
+            }
+            q.append_pair("wait", &wait.as_secs().to_string());
+        }
+        let shown = url.to_string();
+        let resp = self
+            .client
+            .get(url)
+            .bearer_auth(&self.credential)
+            .timeout(wait + Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| transport(&shown, e))?;
+        match resp.status().as_u16() {
+            304 => Ok(None),
+            200 => {
+                let bytes = resp.bytes().await.map_err(|e| transport(&shown, e))?;
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| RemoteError::Invalid(format!("unexpected desired config: {e}")))
+            }
+            _ => Err(error_from(resp).await),
+        }
+    }
+
+    /// Reports the agent's status document (`hearth-agent status -o json`).
+    pub async fn report(&self, status_json: &serde_json::Value) -> Result<(), RemoteError> {
+        let url = format!("{}/api/v1/agent/status", self.base_url);
+        let body =
+            serde_json::to_vec(status_json).map_err(|e| RemoteError::Invalid(e.to_string()))?;
+        let resp = self
+            .client
+            .post(&url)
+            .bearer_auth(&self.credential)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| transport(&url, e))?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(error_from(resp).await)
+        }
+    }
+
+    /// Takes (`acquire`) or gives back a reboot slot.
+    pub async fn reboot_slot(&self, acquire: bool) -> Result<SlotAnswer, RemoteError> {
+        let url = format!("{}/api/v1/agent/reboot-slot", self.base_url);
+        let body = serde_json::to_vec(&SlotRequest {
+            action: if acquire {
+                SlotAction::Acquire
+            } else {
+                SlotAction::Release
+            },
+        })
+        .map_err(|e| RemoteError::Invalid(e.to_string()))?;
+        let resp = self
+            .client
+            .post(&url)
+            .bearer_auth(&self.credential)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| transport(&url, e))?;
+        if !resp.status().is_success() {
+            return Err(error_from(resp).await);
+        }
+        let bytes = resp.bytes().await.map_err(|e| transport(&url, e))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| RemoteError::Invalid(format!("unexpected reboot-slot answer: {e}")))
+    }
+}

@@ -1,0 +1,160 @@
+//! The offline commands, run as a user runs them: the `hearth` binary, its stdout, stderr and
+//! exit codes (0 success, 1 invalid input, 2 usage error).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn hearth(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn corpus(name: &str) -> String {
+    let shared = std::env::var("HEARTH_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared")));
+    shared
+        .join("corpus/mco-e2e")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn validate_reports_every_problem_with_file_line_object_and_field() {
+    let (code, out, err) = hearth(&["validate", "-f", "examples/fleet"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok: 4 MachineConfig(s), 2 pool(s), 3 node(s)"),
+        "{out}"
+    );
+
+    let bad = corpus("extra-disks.yaml");
+    let (code, _, err) = hearth(&["validate", "-f", &bad, "-f", &corpus("change-fips.yaml")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("extra-disks.yaml:14: error: MachineConfig/extra-disks: spec.config.storage.disks[0].device: expected a string, found null"), "{err}");
+    assert!(
+        err.contains("change-fips.yaml:9: error: MachineConfig/change-fips: spec.fips:"),
+        "{err}"
+    );
+    assert!(err.contains("2 error(s)"), "{err}");
+
+    let (code, out, _) = hearth(&["validate", "-o", "json", "-f", &bad]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["problems"][0]["path"],
+        "spec.config.storage.disks[0].device"
+    );
+    assert_eq!(v["problems"][0]["line"], 14);
+}
+
+#[test]
+fn render_a_pool_and_a_node_and_read_it_back() {
+    let (code, out, err) = hearth(&["render", "--pool", "infra", "-f", "examples/fleet"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("name: rendered-infra-"), "{out}");
+    assert!(out.contains("kernelType: realtime"), "{out}");
+    // The YAML output reads back: plan it from nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rendered.yaml");
+    std::fs::write(&file, &out).unwrap();
+    let (code, plan, err) = hearth(&["plan", "--to", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("kernel arguments: +default_hugepagesz=1G +hugepagesz=1G +hugepages=32"),
+        "{plan}"
+    );
+    assert!(plan.contains("disruption: reboot"), "{plan}");
+
+    let (code, out, _) = hearth(&[
+        "render",
+        "--node",
+        "worker-1",
+        "-f",
+        "examples/fleet",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("rendered-worker-worker-1-"));
+    let (code, _, err) = hearth(&["render", "--node", "nobody", "-f", "examples/fleet"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no node named \"nobody\""), "{err}");
+}
+
+#[test]
+fn plan_for_a_node_names_its_disruption() {
+    let (code, out, err) = hearth(&["plan", "--node", "worker-1", "-f", "examples/fleet"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("reload NetworkManager.service"), "{out}");
+    assert!(
+        out.contains("(user policy for /etc/NetworkManager/system-connections)"),
+        "{out}"
+    );
+    let (code, out, _) = hearth(&[
+        "plan",
+        "--node",
+        "worker-1",
+        "-f",
+        "examples/fleet",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["disruption"]["outcome"]["type"], "Reboot");
+}
+
+#[test]
+fn convert_gives_each_version_or_says_what_it_cannot_express() {
+    let mc = corpus("add-ignition-kernel-arguments.yaml");
+    let (code, out, err) = hearth(&["convert", "--ignition-version", "3.4.0", "-f", &mc]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ignition"]["version"], "3.4.0");
+    assert_eq!(v["kernelArguments"]["shouldExist"][0], "enforcing=0");
+    let (code, _, err) = hearth(&["convert", "--ignition-version", "3.2.0", "-f", &mc]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("spec.config.kernelArguments: needs Ignition spec 3.3.0 or newer"),
+        "{err}"
+    );
+    let (code, out, _) = hearth(&[
+        "convert",
+        "--ignition-version",
+        "2.2.0",
+        "-f",
+        &corpus("change-policy-json.yaml"),
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["storage"]["files"][0]["filesystem"], "root");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(
+        hearth(&["convert", "--ignition-version", "3.9.0", "-f", "x"]).0,
+        2
+    );
+    assert_eq!(
+        hearth(&["render", "-f", "examples/fleet"]).0,
+        2,
+        "--pool or --node is required"
+    );
+    assert_eq!(hearth(&["validate", "--no-such-flag"]).0, 2);
+    assert_eq!(hearth(&["--help"]).0, 0);
+}

@@ -1,0 +1,469 @@
+//! The `hearth` binary against a real hearth-server (in-process on 127.0.0.1:0, real TLS with
+//! the server's generated CA): login, apply, get, describe, label, pause/resume, delete,
+//! bootstrap-token, and the exit codes.
+
+use hearth_server::serve::{self, Running};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Env {
+    _rt: tokio::runtime::Runtime,
+    server: Running,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+fn setup() -> Env {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = rt
+        .block_on(serve::start(serve::Config {
+            state_dir: dir.path().join("state"),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            sans: vec!["localhost".into(), "127.0.0.1".into()],
+            options: Default::default(),
+        }))
+        .unwrap();
+    let url = format!("https://127.0.0.1:{}", server.addr.port());
+    Env {
+        _rt: rt,
+        server,
+        dir,
+        url,
+    }
+}
+
+impl Env {
+    fn state(&self, f: &str) -> PathBuf {
+        self.dir.path().join("state").join(f)
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(self.state("admin.token"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("home/config.json")
+    }
+
+    /// Runs `hearth` with the login file of this test (and no HEARTH_* from outside).
+    fn hearth(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(args)
+            .env("HEARTH_CONFIG", self.config())
+            .env_remove("HEARTH_SERVER")
+            .env_remove("HEARTH_CA")
+            .env_remove("HEARTH_TOKEN")
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.hearth(args);
+        assert!(
+            o.status.success(),
+            "hearth {args:?}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn login(&self) {
+        let ca = self.state("pki/ca.crt");
+        let out = self.ok(&[
+            "login",
+            "--server",
+            &self.url,
+            "--ca",
+            ca.to_str().unwrap(),
+            "--token",
+            &self.token(),
+        ]);
+        assert!(out.contains("Logged in"), "{out}");
+    }
+
+    /// A blocking HTTPS client for acting as a node.
+    fn http(&self) -> reqwest::blocking::Client {
+        let pem = std::fs::read(self.state("pki/ca.crt")).unwrap();
+        reqwest::blocking::Client::builder()
+            .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).unwrap())
+            .build()
+            .unwrap()
+    }
+
+    fn enroll(&self, node: &str) -> String {
+        let token = std::fs::read_to_string(self.state("tokens/worker.token")).unwrap();
+        let r: Value = self
+            .http()
+            .post(format!("{}/api/v1/enroll", self.url))
+            .header("content-type", "application/json")
+            .body(json!({"node": node, "bootstrapToken": token.trim()}).to_string())
+            .send()
+            .unwrap()
+            .json_value();
+        r["credential"].as_str().unwrap().to_string()
+    }
+
+    fn report(&self, credential: &str, body: Value) {
+        let r = self
+            .http()
+            .post(format!("{}/api/v1/agent/status", self.url))
+            .bearer_auth(credential)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 204);
+    }
+
+    fn desired(&self, credential: &str) -> String {
+        let r: Value = self
+            .http()
+            .get(format!("{}/api/v1/agent/desired", self.url))
+            .bearer_auth(credential)
+            .send()
+            .unwrap()
+            .json_value();
+        r["name"].as_str().unwrap().to_string()
+    }
+}
+
+trait JsonValue {
+    fn json_value(self) -> Value;
+}
+
+impl JsonValue for reqwest::blocking::Response {
+    fn json_value(self) -> Value {
+        serde_json::from_str(&self.text().unwrap()).unwrap()
+    }
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")
+}
+
+fn columns(table: &str, name: &str) -> Vec<String> {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in\n{table}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn login_apply_get_describe_label_pause() {
+    let env = setup();
+    // Not configured yet: a usage error.
+    let o = env.hearth(&["get", "mcp"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hearth login"));
+
+    env.login();
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(env.config()).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // apply
+    let out = env.ok(&["apply", "-f", examples().to_str().unwrap()]);
+    assert!(out.contains("machineconfigpool/infra created"), "{out}");
+    assert!(
+        out.contains("machineconfig/80-worker-1-static-ip created"),
+        "{out}"
+    );
+    assert!(out.contains("node/worker-0 created"), "{out}");
+    let out = env.ok(&["apply", "-f", examples().to_str().unwrap()]);
+    assert!(out.lines().all(|l| l.ends_with(" unchanged")), "{out}");
+
+    // get mcp: the oc columns
+    let out = env.ok(&["get", "mcp"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "CONFIG",
+            "UPDATED",
+            "UPDATING",
+            "DEGRADED",
+            "MACHINECOUNT",
+            "READYMACHINECOUNT",
+            "UPDATEDMACHINECOUNT",
+            "DEGRADEDMACHINECOUNT",
+            "AGE"
+        ]
+    );
+    let worker = columns(&out, "worker");
+    assert_eq!(
+        &worker[2..9],
+        ["False", "True", "False", "2", "0", "0", "0"],
+        "{out}"
+    );
+    // get mc: user configs and rendered ones
+    let out = env.ok(&["get", "mc"]);
+    let row = columns(&out, "80-worker-1-static-ip");
+    assert_eq!(row[1], "3.4.0", "{out}");
+    let rendered = out
+        .lines()
+        .find(|l| l.starts_with("rendered-worker-"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(rendered.contains("hearth-server"), "{rendered}");
+    // -o json / yaml / name
+    let v: Value = serde_json::from_str(&env.ok(&["get", "mcp", "worker", "-o", "json"])).unwrap();
+    assert_eq!(v["kind"], "MachineConfigPool");
+    let y = env.ok(&["get", "nodes", "-o", "yaml"]);
+    assert!(
+        y.contains("kind: List") && y.contains("name: worker-0"),
+        "{y}"
+    );
+    let names = env.ok(&["get", "nodes", "-o", "name"]);
+    assert!(names.contains("node/infra-0"), "{names}");
+
+    // A node reports Degraded: the pool and describe show why.
+    let cred = env.enroll("worker-0");
+    let d = env.desired(&cred);
+    env.report(
+        &cred,
+        json!({
+            "state": "Degraded",
+            "reason": "step 3 of 7 (write unit chronyd.service): Permission denied (os error 13)",
+            "current": null,
+            "desired": d,
+            "progress": {"phase": "rollingBack", "step": 2, "total": 7, "failure": "Permission denied"},
+            "history": [
+                {"time": "2026-01-01T00:00:00Z", "state": "Working", "desired": d},
+                {"time": "2026-01-01T00:00:05Z", "state": "Degraded", "desired": d, "reason": "step 3 of 7 (write unit chronyd.service): Permission denied (os error 13)"}
+            ]
+        }),
+    );
+    let out = env.ok(&["get", "mcp"]);
+    let worker = columns(&out, "worker");
+    assert_eq!(worker[4], "True", "DEGRADED\n{out}");
+    assert_eq!(worker[8], "1", "DEGRADEDMACHINECOUNT\n{out}");
+    let out = env.ok(&["describe", "node", "worker-0"]);
+    assert!(out.contains("State:          Degraded"), "{out}");
+    assert!(out.contains("write unit chronyd.service"), "{out}");
+    assert!(out.contains("History:"), "{out}");
+    assert!(out.contains(&format!("Desired config: {d}")), "{out}");
+    assert!(out.contains("Events:") && out.contains("Enrolled"), "{out}");
+    let out = env.ok(&["get", "nodes", "-o", "wide"]);
+    let row = columns(&out, "worker-0");
+    assert_eq!(row[2], "Degraded", "{out}");
+    let out = env.ok(&["describe", "mcp", "worker"]);
+    assert!(
+        out.contains("NodeDegraded") && out.contains("1 degraded"),
+        "{out}"
+    );
+
+    // label
+    env.ok(&["label", "node", "worker-1", "rack=r1"]);
+    let v: Value =
+        serde_json::from_str(&env.ok(&["get", "node", "worker-1", "-o", "json"])).unwrap();
+    assert_eq!(v["metadata"]["labels"]["rack"], "r1");
+    let o = env.hearth(&["label", "node", "worker-1", "rack=r2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
+    env.ok(&["label", "node", "worker-1", "rack=r2", "--overwrite"]);
+    env.ok(&["label", "node", "worker-1", "rack-"]);
+    let v: Value =
+        serde_json::from_str(&env.ok(&["get", "node", "worker-1", "-o", "json"])).unwrap();
+    assert!(v["metadata"]["labels"].get("rack").is_none());
+
+    // pause / resume
+    assert!(env
+        .ok(&["pause", "mcp", "worker"])
+        .contains("machineconfigpool/worker paused"));
+    let out = env.ok(&["get", "mcp", "-o", "wide"]);
+    assert_eq!(columns(&out, "worker")[10], "True", "PAUSED\n{out}");
+    assert!(env.ok(&["resume", "mcp", "worker"]).contains("resumed"));
+
+    // delete
+    assert!(env
+        .ok(&["delete", "mc", "50-examplecorp-chrony"])
+        .contains("deleted"));
+    let o = env.hearth(&["delete", "mc", "50-examplecorp-chrony"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
+
+    // bootstrap-token
+    let t = env.ok(&["bootstrap-token", "infra", "--ttl", "600"]);
+    assert!(t.trim().starts_with("hearth-bootstrap-"), "{t}");
+    drop(env.server);
+}
+
+#[test]
+fn invalid_manifests_and_flags_and_env() {
+    let env = setup();
+    let ca = env.state("pki/ca.crt");
+    let bad = env.dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: bad\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: etc/relative\n        contents:\n          source: data:,x\n",
+    )
+    .unwrap();
+    // Flags instead of a login file.
+    let o = env.hearth(&[
+        "apply",
+        "-f",
+        bad.to_str().unwrap(),
+        "--server",
+        &env.url,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--token",
+        &env.token(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:11: error: MachineConfig/bad: spec.config.storage.files[0].path",
+            bad.display()
+        )),
+        "{err}"
+    );
+    // The environment works too, and nothing was stored.
+    let o = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["get", "mc", "-o", "name"])
+        .env("HEARTH_CONFIG", env.config())
+        .env("HEARTH_SERVER", &env.url)
+        .env("HEARTH_CA", &ca)
+        .env("HEARTH_TOKEN", env.token())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("machineconfig/bad"));
+    // A wrong token is a server error (exit 1), a wrong CA a TLS error (exit 1).
+    let o = env.hearth(&[
+        "get",
+        "mcp",
+        "--server",
+        &env.url,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--token",
+        "nope",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("401"));
+    let other = tempfile::tempdir().unwrap();
+    hearth_server::pki::init(
+        &hearth_server::pki::Layout {
+            dir: other.path().to_path_buf(),
+        },
+        &["localhost".into()],
+    )
+    .unwrap();
+    let o = env.hearth(&[
+        "get",
+        "mcp",
+        "--server",
+        &env.url,
+        "--ca",
+        other.path().join("pki/ca.crt").to_str().unwrap(),
+        "--token",
+        &env.token(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
+    assert!(
+        err.contains("certificate") || err.contains("unknownissuer"),
+        "{err}"
+    );
+    // Usage errors exit 2.
+    let o = env.hearth(&["get", "things"]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = Path::new("");
+}
+
+#[test]
+fn rollout_status_follows_a_rollout() {
+    let env = setup();
+    env.login();
+    let mc = |content: &str| {
+        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
+    };
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, mc("one")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let nodes: Vec<String> = (0..2).map(|i| env.enroll(&format!("w{i}"))).collect();
+    for n in &nodes {
+        let d = env.desired(n);
+        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
+    }
+    let out = env.ok(&["rollout", "status", "worker", "--watch", "--timeout", "10"]);
+    assert!(
+        out.contains("2/2 updated") && out.contains("every node runs"),
+        "{out}"
+    );
+
+    std::fs::write(&file, mc("two")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let out = env.ok(&["rollout", "status", "worker"]);
+    assert!(
+        out.contains("pool worker: 0 of 2 node(s) run rendered-worker-"),
+        "{out}"
+    );
+    assert!(
+        columns(&out, "w0")[2] == "in" && columns(&out, "w1")[2] == "waiting",
+        "{out}"
+    );
+
+    // Follow it while the nodes update one after the other.
+    let watcher = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["rollout", "status", "worker", "--watch", "--timeout", "30"])
+        .env("HEARTH_CONFIG", env.config())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The watcher polls every second: leave each state up for longer than that.
+    for n in &nodes {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let d = env.desired(n);
+        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
+    }
+    let o = watcher.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("1/2 updated") && out.contains("2/2 updated"),
+        "{out}"
+    );
+
+    // A degraded node halts the rollout: --watch says so and exits 1.
+    std::fs::write(&file, mc("three")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let d = env.desired(&nodes[0]);
+    env.report(
+        &nodes[0],
+        json!({"state": "Degraded", "current": null, "desired": d, "reason": "step 1 of 1 (write file /etc/a): EIO"}),
+    );
+    let o = env.hearth(&["rollout", "status", "worker", "--watch", "--timeout", "10"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("halted: node w0 is degraded: step 1 of 1 (write file /etc/a): EIO"),
+        "{err}"
+    );
+}

@@ -1,0 +1,309 @@
+//! The kernel argument ledger: which kernel arguments hearth added itself.
+//!
+//! hearth removes a kernel argument only if it added it: arguments that the image, the installer
+//! or an admin set are never removed (the MCO does not own them either). The ledger lives in
+//! `/var/lib/hearth/kargs.json` (shared by all deployments, like all of `/var`) and is written
+//! atomically **before** a deployment is staged.
+//!
+//! Each entry is keyed by a deployment's **whole kernel argument list** and says which of its
+//! arguments (with multiplicity) hearth appended:
+//!
+//! ```json
+//! {"version": 1, "entries": [
+//!   {"kernelArgs": ["rw", "quiet", "hugepages=32"], "hearthAdded": ["hugepages=32"]},
+//!   {"kernelArgs": ["rw", "quiet"], "hearthAdded": []}
+//! ]}
+//! ```
+//!
+//! Keying by the list rather than by a deployment id makes the ledger follow the deployments
+//! without knowing them: after a rollback the older deployment's list finds its own entry; a
+//! deployment that an admin made with `ostree admin upgrade` (same arguments) finds its
+//! predecessor's; a crash after the ledger was written but before the deployment was staged
+//! leaves an entry that nothing matches. When no entry matches the booted list exactly (an admin
+//! changed the arguments by hand), the newest entry's arguments that are still present count as
+//! hearth's. Newest entries come first; at most [`MAX_ENTRIES`] are kept.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{OsError, SkippedKarg};
+use crate::fs::Root;
+
+/// Where the ledger is kept, inside the root.
+pub const LEDGER_PATH: &str = "/var/lib/hearth/kargs.json";
+
+/// How many entries are kept.
+pub const MAX_ENTRIES: usize = 32;
+
+/// The ledger file's content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerFile {
+    /// Format version (1).
+    pub version: u32,
+    /// Newest first.
+    pub entries: Vec<LedgerEntry>,
+}
+
+/// The arguments hearth added to one kernel argument list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerEntry {
+    /// The whole list (without `ostree=`).
+    pub kernel_args: Vec<String>,
+    /// Those hearth appended, with multiplicity.
+    pub hearth_added: Vec<String>,
+}
+
+/// The result of applying a kernel argument change under the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KargPlan {
+    /// The new list.
+    pub kernel_args: Vec<String>,
+    /// hearth's arguments in the new list.
+    pub hearth_added: Vec<String>,
+    /// Deletions that were not done.
+    pub skipped: Vec<SkippedKarg>,
+}
+
+/// Removes one occurrence of `arg` from `list`; whether there was one.
+fn take(list: &mut Vec<String>, arg: &str) -> bool {
+    match list.iter().position(|a| a == arg) {
+        Some(i) => {
+            list.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// `owned ∩ present`, as multisets, in the order of `owned`.
+fn intersect(owned: &[String], present: &[String]) -> Vec<String> {
+    let mut pool = present.to_vec();
+    owned
+        .iter()
+        .filter(|a| take(&mut pool, a))
+        .cloned()
+        .collect()
+}
+
+impl LedgerFile {
+    /// hearth's arguments in a deployment whose list is `kargs`.
+    pub fn hearth_added(&self, kargs: &[String]) -> Vec<String> {
+        if let Some(e) = self.entries.iter().find(|e| e.kernel_args == kargs) {
+            return intersect(&e.hearth_added, kargs);
+        }
+        match self.entries.first() {
+            Some(newest) => intersect(&newest.hearth_added, kargs),
+            None => Vec::new(),
+        }
+    }
+
+    /// Records an entry as the newest (replacing one with the same list).
+    pub fn record(&mut self, kargs: &[String], hearth_added: &[String]) {
+        self.version = 1;
+        self.entries.retain(|e| e.kernel_args != kargs);
+        self.entries.insert(
+            0,
+            LedgerEntry {
+                kernel_args: kargs.to_vec(),
+                hearth_added: intersect(hearth_added, kargs),
+            },
+        );
+        self.entries.truncate(MAX_ENTRIES);
+    }
+}
+
+/// Applies `delete` then `append` to `current` (the booted deployment's list) with the semantics
+/// of [`hearth_config::plan::apply_kernel_argument_ops`], deleting only arguments hearth added
+/// (`owned`, with multiplicity). Skipped deletions carry their reason; `ledger` names the
+/// ledger in it.
+pub fn plan_kernel_args(
+    current: &[String],
+    owned: &[String],
+    delete: &[String],
+    append: &[String],
+    ledger: &str,
+) -> KargPlan {
+    let mut remaining = current.to_vec();
+    let mut owned_left = owned.to_vec();
+    let mut allowed = Vec::new();
+    let mut skipped = Vec::new();
+    for arg in delete {
+        if !remaining.contains(arg) {
+            skipped.push(SkippedKarg {
+                argument: arg.clone(),
+                reason: format!(
+                    "kernel argument {arg} is not in the booted deployment's arguments: nothing \
+                     to delete"
+                ),
+            });
+            // An argument hearth added that someone removed by hand is no longer hearth's.
+            take(&mut owned_left, arg);
+            continue;
+        }
+        if take(&mut owned_left, arg) {
+            take(&mut remaining, arg);
+            allowed.push(arg.clone());
+        } else {
+            skipped.push(SkippedKarg {
+                argument: arg.clone(),
+                reason: format!(
+                    "kernel argument {arg} was not added by hearth (the image, the installer or \
+                     an admin set it; ledger {ledger}): hearth only removes kernel arguments it \
+                     added, so it stays"
+                ),
+            });
+        }
+    }
+    let kernel_args = hearth_config::plan::apply_kernel_argument_ops(current, &allowed, append);
+    let mut hearth_added = owned_left;
+    hearth_added.extend(append.iter().cloned());
+    let hearth_added = intersect(&hearth_added, &kernel_args);
+    KargPlan {
+        kernel_args,
+        hearth_added,
+        skipped,
+    }
+}
+
+/// The ledger of a root.
+#[derive(Debug, Clone)]
+pub struct KargLedger {
+    root: std::path::PathBuf,
+}
+
+impl KargLedger {
+    /// The ledger at `<root>/var/lib/hearth/kargs.json`.
+    pub fn new(root: &Path) -> KargLedger {
+        KargLedger {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// The ledger file's path on this machine.
+    pub fn path(&self) -> std::path::PathBuf {
+        super::inside(&self.root, LEDGER_PATH)
+    }
+
+    fn err(&self, cause: impl std::fmt::Display) -> OsError {
+        OsError::Ledger {
+            path: LEDGER_PATH.to_string(),
+            cause: cause.to_string(),
+        }
+    }
+
+    /// Reads the ledger (empty when the file does not exist).
+    pub fn load(&self) -> Result<LedgerFile, OsError> {
+        let root = Root::open(&self.root).map_err(|e| self.err(e))?;
+        match root.read(LEDGER_PATH).map_err(|e| self.err(e))? {
+            None => Ok(LedgerFile::default()),
+            Some(bytes) => {
+                let file: LedgerFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| self.err(format!("not a valid ledger: {e}")))?;
+                if file.version != 1 {
+                    return Err(self.err(format!("unknown version {}", file.version)));
+                }
+                Ok(file)
+            }
+        }
+    }
+
+    /// Writes the ledger atomically (mode 0644, root-owned).
+    pub fn store(&self, file: &LedgerFile) -> Result<(), OsError> {
+        let root = Root::open(&self.root).map_err(|e| self.err(e))?;
+        let mut json = serde_json::to_vec_pretty(file).map_err(|e| self.err(e))?;
+        json.push(b'\n');
+        root.write_atomic(LEDGER_PATH, &json, 0o644, Some((0, 0)))
+            .map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn only_hearths_arguments_are_deleted() {
+        let current = s(&["rw", "quiet", "hugepages=32", "selinux=0"]);
+        let owned = s(&["hugepages=32", "selinux=0"]);
+        let p = plan_kernel_args(
+            &current,
+            &owned,
+            &s(&["hugepages=32", "quiet"]),
+            &s(&["nosmt"]),
+            LEDGER_PATH,
+        );
+        assert_eq!(p.kernel_args, s(&["rw", "quiet", "selinux=0", "nosmt"]));
+        assert_eq!(p.hearth_added, s(&["selinux=0", "nosmt"]));
+        assert_eq!(p.skipped.len(), 1);
+        assert_eq!(p.skipped[0].argument, "quiet");
+        assert!(p.skipped[0].reason.contains("not added by hearth"));
+    }
+
+    #[test]
+    fn duplicates_follow_apply_kernel_argument_ops() {
+        // The image has `a`; hearth appended another `a` and `b`.
+        let current = s(&["a", "x", "a", "b"]);
+        let owned = s(&["a", "b"]);
+        let p = plan_kernel_args(&current, &owned, &s(&["a", "a"]), &[], LEDGER_PATH);
+        // One `a` is hearth's: one deletion is done (the first occurrence, as
+        // apply_kernel_argument_ops does), the second is skipped.
+        assert_eq!(p.kernel_args, s(&["x", "a", "b"]));
+        assert_eq!(p.hearth_added, s(&["b"]));
+        assert_eq!(p.skipped.len(), 1);
+    }
+
+    #[test]
+    fn deleting_an_absent_argument_is_skipped() {
+        let p = plan_kernel_args(&s(&["rw"]), &s(&["gone"]), &s(&["gone"]), &[], LEDGER_PATH);
+        assert_eq!(p.kernel_args, s(&["rw"]));
+        assert!(p.hearth_added.is_empty());
+        assert!(p.skipped[0].reason.contains("nothing to delete"));
+    }
+
+    #[test]
+    fn the_ledger_follows_kernel_argument_lists() {
+        let mut l = LedgerFile::default();
+        assert!(l.hearth_added(&s(&["rw"])).is_empty());
+        l.record(&s(&["rw"]), &[]);
+        l.record(&s(&["rw", "h=1"]), &s(&["h=1"]));
+        l.record(&s(&["rw", "h=1", "s=0"]), &s(&["h=1", "s=0"]));
+        // Exact matches (a rollback finds its own entry).
+        assert_eq!(l.hearth_added(&s(&["rw", "h=1"])), s(&["h=1"]));
+        assert!(l.hearth_added(&s(&["rw"])).is_empty());
+        // No exact match: the newest entry's arguments still present.
+        assert_eq!(l.hearth_added(&s(&["rw", "s=0", "admin"])), s(&["s=0"]));
+        // Recording an existing list moves it to the front.
+        l.record(&s(&["rw"]), &[]);
+        assert_eq!(l.entries[0].kernel_args, s(&["rw"]));
+        assert_eq!(l.entries.len(), 3);
+        // Entries never claim arguments their list lacks.
+        l.record(&s(&["rw"]), &s(&["nope"]));
+        assert!(l.entries[0].hearth_added.is_empty());
+        for i in 0..100 {
+            l.record(&[format!("x={i}")], &[]);
+        }
+        assert_eq!(l.entries.len(), MAX_ENTRIES);
+    }
+
+    #[test]
+    fn the_ledger_file_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = KargLedger::new(dir.path());
+        assert_eq!(ledger.load().unwrap(), LedgerFile::default());
+        let mut f = LedgerFile::default();
+        f.record(&s(&["rw", "h=1"]), &s(&["h=1"]));
+        ledger.store(&f).unwrap();
+        assert_eq!(ledger.load().unwrap(), f);
+        assert!(ledger.path().ends_with("var/lib/hearth/kargs.json"));
+        std::fs::write(ledger.path(), "{").unwrap();
+        let e = ledger.load().unwrap_err().to_string();
+        assert!(e.contains("/var/lib/hearth/kargs.json"), "{e}");
+    }
+}

@@ -1,0 +1,1067 @@
+//! The server's state and its operations: every change goes through [`App::mutate`], which
+//! changes a copy of the fleet, reconciles it, commits the difference to the store in one
+//! transaction and only then publishes the copy. Reads use the published snapshot.
+
+use crate::api::{
+    AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState, SlotAction, SlotAnswer,
+};
+use crate::controller::{self, Scope, Settings};
+use crate::error::ApiError;
+use crate::fleet::{put, update, Fleet, POLICIES_NAME};
+use crate::metrics::Metrics;
+use crate::pki::{self, Layout};
+use crate::records::{
+    bootstrap_token_name, EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord,
+    TokenRecord, TokenScope, ADMIN_TOKEN,
+};
+use crate::store::{Store, StoreError};
+use crate::time::now;
+use hearth_config::diag::Diagnostic;
+use hearth_config::manifest::{check_object_name, read_str, Manifests};
+use hearth_config::render;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Server settings that are not the store's.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Controller settings.
+    pub settings: Settings,
+    /// The URL first-booting nodes are told to use (none: from the request's `Host`).
+    pub advertise_url: Option<String>,
+    /// The longest long-poll.
+    pub max_wait: Duration,
+    /// A node not heard from for this long is not ready, and unavailable for rollouts.
+    pub stale_after: Duration,
+    /// How often rollouts are re-evaluated without any change (for nodes going silent or
+    /// coming back).
+    pub tick: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            settings: Settings::default(),
+            advertise_url: None,
+            max_wait: Duration::from_secs(300),
+            stale_after: Duration::from_secs(600),
+            tick: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The admin token.
+    Admin,
+    /// A node, by its credential.
+    Node(String),
+    /// A pool's bootstrap token (the token itself is kept to embed it in first-boot configs).
+    Bootstrap {
+        /// The pool.
+        pool: String,
+        /// The token.
+        token: String,
+    },
+}
+
+/// One file of an apply.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ApplyFile {
+    /// File name (for diagnostics).
+    pub name: String,
+    /// Its text (YAML or JSON).
+    pub text: String,
+}
+
+/// What an apply did to one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResult {
+    /// `MachineConfig`, `MachineConfigPool`, `Node`, `MachineConfiguration`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// `created`, `configured` or `unchanged`.
+    pub action: String,
+}
+
+/// The answer to an apply.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyOutcome {
+    /// Per object, in the order read.
+    pub results: Vec<ApplyResult>,
+    /// Warnings (unknown fields, ignored settings).
+    pub warnings: Vec<Diagnostic>,
+    /// Each pool's target after the apply.
+    pub pools: Vec<PoolTarget>,
+    /// True when nothing was stored (dry run).
+    pub dry_run: bool,
+}
+
+/// A pool's target after an apply.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolTarget {
+    /// Pool.
+    pub name: String,
+    /// Target rendered config.
+    pub target: Option<String>,
+    /// Why rendering failed.
+    pub render_error: Option<String>,
+}
+
+/// Encoded desired-config answers by rendered name, valid for one policies revision.
+type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
+
+/// A desired config's name and its encoded answer.
+pub type DesiredBody = (String, Arc<Vec<u8>>);
+
+/// The server state.
+pub struct App<S: Store> {
+    store: S,
+    fleet: RwLock<Arc<Fleet>>,
+    write: tokio::sync::Mutex<()>,
+    desired_tx: watch::Sender<u64>,
+    /// Options.
+    pub options: Options,
+    /// The fleet CA (PEM).
+    pub ca_pem: String,
+    /// Counters.
+    pub metrics: Metrics,
+    last_seen: Mutex<HashMap<String, u64>>,
+    body_cache: Mutex<BodyCache>,
+}
+
+impl<S: Store> std::fmt::Debug for App<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("revision", &self.snapshot().revision)
+            .finish()
+    }
+}
+
+fn meta_object(kind: &str, name: &str) -> String {
+    format!("{kind}/{name}")
+}
+
+impl<S: Store> App<S> {
+    /// Loads the fleet from `store`.
+    pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
+        let fleet = Fleet::load(&store).await?;
+        let (desired_tx, _) = watch::channel(0);
+        Ok(App {
+            store,
+            fleet: RwLock::new(Arc::new(fleet)),
+            write: tokio::sync::Mutex::new(()),
+            desired_tx,
+            options,
+            ca_pem,
+            metrics: Metrics::default(),
+            last_seen: Mutex::new(HashMap::new()),
+            body_cache: Mutex::new((0, HashMap::new())),
+        })
+    }
+
+    /// The published snapshot.
+    pub fn snapshot(&self) -> Arc<Fleet> {
+        self.fleet.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Ticks whenever some node's desired config changes (or a node goes away).
+    pub fn desired_watch(&self) -> watch::Receiver<u64> {
+        self.desired_tx.subscribe()
+    }
+
+    /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
+    /// difference is committed in one transaction. A conflict with another writer reloads the
+    /// fleet from the store and runs `f` again (up to three times).
+    pub async fn mutate<T>(
+        &self,
+        scope: Scope,
+        dry_run: bool,
+        mut f: impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let _guard = self.write.lock().await;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let old = self.snapshot();
+            let mut new = (*old).clone();
+            let t = now();
+            let out = f(&mut new, t)?;
+            let silent = self.silent(&new);
+            let events =
+                controller::reconcile_with(&mut new, scope, t, &self.options.settings, &silent);
+            new.record_events(events);
+            let ops = new.diff(&old)?;
+            if dry_run || ops.is_empty() {
+                return Ok(out);
+            }
+            match self.store.commit(ops.clone()).await {
+                Ok(revision) => {
+                    self.metrics.commit();
+                    new.stamp(&ops, revision);
+                    let (changed, credentials) = node_changes(&old, &new);
+                    if credentials {
+                        new.index_credentials();
+                    }
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+                    if changed {
+                        self.desired_tx.send_modify(|v| *v += 1);
+                    }
+                    return Ok(out);
+                }
+                Err(StoreError::Conflict { .. }) if attempts < 3 => {
+                    self.metrics.conflict();
+                    tracing::warn!("store conflict: reloading the fleet and retrying");
+                    let fresh = Fleet::load(&self.store).await?;
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                    self.desired_tx.send_modify(|v| *v += 1);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// First-start and every-start setup: the built-in pools, the admin token's hash and the
+    /// bootstrap tokens of the built-in pools (written to the state directory when created).
+    /// Returns the pools whose bootstrap token was created now.
+    pub async fn ensure_defaults(
+        &self,
+        layout: &Layout,
+        admin_token: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        let mut created = Vec::new();
+        let mut files: Vec<(String, String)> = Vec::new();
+        for role in ["master", "worker"] {
+            let name = bootstrap_token_name(role);
+            if !self.snapshot().tokens.contains_key(&name) {
+                let path = layout.bootstrap_token(role);
+                let token = match std::fs::read_to_string(&path) {
+                    Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+                    _ => {
+                        let t = pki::new_token(pki::BOOTSTRAP_PREFIX)?;
+                        pki::write_private(&path, format!("{t}\n").as_bytes())?;
+                        created.push(role.to_string());
+                        t
+                    }
+                };
+                files.push((role.to_string(), token));
+            }
+        }
+        let admin_hash = pki::token_hash(admin_token);
+        self.mutate(Scope::Full, false, |fleet, t| {
+            for role in ["master", "worker"] {
+                if !fleet.pools.contains_key(role) {
+                    put(&mut fleet.pools, role, PoolRecord::builtin(role, t));
+                }
+            }
+            let admin = TokenRecord {
+                sha256: admin_hash.clone(),
+                scope: TokenScope::Admin,
+                created_at: t,
+                expires_at: None,
+            };
+            let same = fleet
+                .tokens
+                .get(ADMIN_TOKEN)
+                .is_some_and(|r| r.value.sha256 == admin_hash);
+            if !same {
+                put(&mut fleet.tokens, ADMIN_TOKEN, admin.clone());
+            }
+            for (pool, token) in &files {
+                put(
+                    &mut fleet.tokens,
+                    &bootstrap_token_name(pool),
+                    TokenRecord {
+                        sha256: pki::token_hash(token),
+                        scope: TokenScope::Bootstrap { pool: pool.clone() },
+                        created_at: t,
+                        expires_at: None,
+                    },
+                );
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(created)
+    }
+
+    /// Who holds `token`.
+    pub fn authenticate(&self, token: &str) -> Result<Caller, ApiError> {
+        let hash = pki::token_hash(token);
+        let fleet = self.snapshot();
+        if let Some(node) = fleet.credentials.get(&hash) {
+            return Ok(Caller::Node(node.clone()));
+        }
+        for rec in fleet.tokens.values() {
+            if rec.value.sha256 != hash {
+                continue;
+            }
+            if let Some(exp) = rec.value.expires_at {
+                if now() >= exp {
+                    return Err(ApiError::unauthorized(format!(
+                        "the token expired at {}",
+                        crate::time::rfc3339(exp)
+                    )));
+                }
+            }
+            return Ok(match &rec.value.scope {
+                TokenScope::Admin => Caller::Admin,
+                TokenScope::Bootstrap { pool } => Caller::Bootstrap {
+                    pool: pool.clone(),
+                    token: token.trim().to_string(),
+                },
+            });
+        }
+        Err(ApiError::unauthorized(
+            "unknown token (a node whose record was deleted must enroll again)",
+        ))
+    }
+
+    /// Notes that a node was heard from.
+    pub fn seen(&self, node: &str) {
+        if let Ok(mut m) = self.last_seen.lock() {
+            m.insert(node.to_string(), now());
+        }
+    }
+
+    /// When a node was last heard from (a request, or its last report).
+    pub fn last_seen(&self, node: &NodeRecord) -> Option<u64> {
+        let mem = self
+            .last_seen
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&node.name).copied());
+        match (mem, node.report_at) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The nodes that have reported once but have not been heard from within `stale_after`.
+    pub fn silent(&self, fleet: &Fleet) -> std::collections::HashSet<String> {
+        fleet
+            .nodes
+            .values()
+            .filter(|n| n.value.report.is_some() && !self.is_fresh(&n.value))
+            .map(|n| n.value.name.clone())
+            .collect()
+    }
+
+    /// Re-evaluates the rollouts (nodes going silent or coming back are no events of their
+    /// own); commits only if something changed.
+    pub async fn tick(&self) -> Result<(), ApiError> {
+        self.mutate(Scope::Rollout, false, |_, _| Ok(())).await
+    }
+
+    /// Whether the node was heard from within `stale_after`.
+    pub fn is_fresh(&self, node: &NodeRecord) -> bool {
+        self.last_seen(node)
+            .is_some_and(|t| now().saturating_sub(t) <= self.options.stale_after.as_secs())
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Admin operations.
+
+    /// Applies manifests: all or nothing.
+    pub async fn apply(
+        &self,
+        files: &[ApplyFile],
+        dry_run: bool,
+    ) -> Result<ApplyOutcome, ApiError> {
+        let (m, warnings) = read_manifests(files)?;
+        let results = self
+            .mutate(Scope::Full, dry_run, |fleet, t| {
+                Ok(apply_manifests(fleet, &m, t))
+            })
+            .await?;
+        self.metrics.apply();
+        let pools = if dry_run {
+            Vec::new()
+        } else {
+            self.snapshot()
+                .pools
+                .values()
+                .map(|p| PoolTarget {
+                    name: p.value.metadata.name.clone(),
+                    target: p.value.status.target.clone(),
+                    render_error: p.value.status.render_error.clone(),
+                })
+                .collect()
+        };
+        Ok(ApplyOutcome {
+            results,
+            warnings,
+            pools,
+            dry_run,
+        })
+    }
+
+    /// Deletes a MachineConfig.
+    pub async fn delete_machine_config(&self, name: &str) -> Result<(), ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            if fleet.mcs.remove(name).is_none() {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfig {name:?} not found"
+                )));
+            }
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("MachineConfig", name),
+                "Deleted",
+                "deleted".into(),
+            )]);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a pool (a built-in pool goes back to its built-in definition).
+    pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            let Some(existing) = fleet.pools.get(name).map(|p| p.value.clone()) else {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfigPool {name:?} not found"
+                )));
+            };
+            let what = if matches!(name, "master" | "worker") {
+                if existing.builtin {
+                    return Err(ApiError::conflict(format!(
+                        "{name} is a built-in pool; it cannot be deleted"
+                    )));
+                }
+                let mut b = PoolRecord::builtin(name, existing.created_at);
+                b.status = existing.status.clone();
+                put(&mut fleet.pools, name, b);
+                "reset to its built-in definition"
+            } else {
+                fleet.pools.remove(name);
+                fleet.tokens.remove(&bootstrap_token_name(name));
+                "deleted"
+            };
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("MachineConfigPool", name),
+                "Deleted",
+                what.into(),
+            )]);
+            Ok(what.to_string())
+        })
+        .await
+    }
+
+    /// Deletes a node (its credential stops working).
+    pub async fn delete_node(&self, name: &str) -> Result<(), ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            if fleet.nodes.remove(name).is_none() {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            }
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("Node", name),
+                "Deleted",
+                "deleted; its credential no longer works".into(),
+            )]);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sets and removes labels of a node.
+    pub async fn label_node(
+        &self,
+        name: &str,
+        set: &BTreeMap<String, String>,
+        remove: &[String],
+        overwrite: bool,
+    ) -> Result<BTreeMap<String, String>, ApiError> {
+        for k in set.keys().chain(remove.iter()) {
+            if k.is_empty() || k.contains(char::is_whitespace) {
+                return Err(ApiError::bad_request(format!("invalid label key {k:?}")));
+            }
+        }
+        self.mutate(Scope::Full, false, |fleet, t| {
+            let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            };
+            let mut labels = node.labels.clone();
+            for (k, v) in set {
+                if let Some(old) = labels.get(k) {
+                    if old != v && !overwrite {
+                        return Err(ApiError::conflict(format!(
+                            "node {name} already has a value ({old:?}) for label {k}; use --overwrite to change it"
+                        )));
+                    }
+                }
+                labels.insert(k.clone(), v.clone());
+            }
+            for k in remove {
+                labels.remove(k);
+            }
+            if labels != node.labels {
+                update(&mut fleet.nodes, name, |n| n.labels = labels.clone());
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("Node", name),
+                    "Labeled",
+                    format!("labels are now {}", format_labels(&labels)),
+                )]);
+            }
+            Ok(labels)
+        })
+        .await
+    }
+
+    /// Pauses or resumes a pool's rollouts.
+    pub async fn set_paused(&self, pool: &str, paused: bool) -> Result<bool, ApiError> {
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(p) = fleet.pools.get(pool) else {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfigPool {pool:?} not found"
+                )));
+            };
+            let changed = p.value.spec.paused != paused;
+            if changed {
+                update(&mut fleet.pools, pool, |p| p.spec.paused = paused);
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("MachineConfigPool", pool),
+                    if paused { "Paused" } else { "Resumed" },
+                    if paused {
+                        "rollouts paused".into()
+                    } else {
+                        "rollouts resumed".into()
+                    },
+                )]);
+            }
+            Ok(changed)
+        })
+        .await
+    }
+
+    /// A new bootstrap token for a pool (replacing the old one).
+    pub async fn new_bootstrap_token(
+        &self,
+        pool: &str,
+        ttl: Option<Duration>,
+    ) -> Result<(String, Option<u64>), ApiError> {
+        let token =
+            pki::new_token(pki::BOOTSTRAP_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
+        let hash = pki::token_hash(&token);
+        let expires = self
+            .mutate(Scope::Rollout, false, |fleet, t| {
+                if !fleet.pools.contains_key(pool) {
+                    return Err(ApiError::not_found(format!(
+                        "MachineConfigPool {pool:?} not found"
+                    )));
+                }
+                let expires_at = ttl.map(|d| t + d.as_secs());
+                put(
+                    &mut fleet.tokens,
+                    &bootstrap_token_name(pool),
+                    TokenRecord {
+                        sha256: hash.clone(),
+                        scope: TokenScope::Bootstrap {
+                            pool: pool.to_string(),
+                        },
+                        created_at: t,
+                        expires_at,
+                    },
+                );
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("MachineConfigPool", pool),
+                    "BootstrapTokenCreated",
+                    match expires_at {
+                        Some(e) => format!(
+                            "a new bootstrap token replaces the old one; it expires at {}",
+                            crate::time::rfc3339(e)
+                        ),
+                        None => "a new bootstrap token replaces the old one".into(),
+                    },
+                )]);
+                Ok(expires_at)
+            })
+            .await?;
+        Ok((token, expires))
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Agent operations.
+
+    /// Enrolls a node with its pool's bootstrap token.
+    pub async fn enroll(
+        &self,
+        token_pool: &str,
+        req: &EnrollRequest,
+    ) -> Result<EnrollResponse, ApiError> {
+        if let Some(msg) = check_object_name(&req.node) {
+            return Err(ApiError::bad_request(format!("node: {msg}")));
+        }
+        let credential =
+            pki::new_token(pki::NODE_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
+        let hash = pki::token_hash(&credential);
+        let (labels, pool) = self
+            .mutate(Scope::Full, false, |fleet, t| {
+                let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
+                let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
+                    return Err(ApiError::forbidden(format!(
+                        "pool {token_pool:?} of this bootstrap token no longer exists"
+                    )));
+                };
+                let labels = match &existing {
+                    Some(n) if !n.labels.is_empty() => n.labels.clone(),
+                    _ if !req.labels.is_empty() => req.labels.clone(),
+                    _ => token_pool_rec
+                        .value
+                        .spec
+                        .node_selector
+                        .match_labels
+                        .clone(),
+                };
+                let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
+                let pools = render::with_builtin_pools(&models);
+                let probe = NodeRecord {
+                    name: req.node.clone(),
+                    labels: labels.clone(),
+                    ..Default::default()
+                };
+                let pool = render::pool_for_node(&pools, &probe.to_model())
+                    .map_err(|e| ApiError::forbidden(e.to_string()))?
+                    .name()
+                    .to_string();
+                if pool != token_pool {
+                    return Err(ApiError::forbidden(format!(
+                        "node {} with labels {} belongs to pool {pool}, but the bootstrap token is for pool {token_pool}",
+                        req.node,
+                        format_labels(&labels)
+                    )));
+                }
+                let mut node = existing.clone().unwrap_or_else(|| NodeRecord {
+                    name: req.node.clone(),
+                    created_at: t,
+                    ..Default::default()
+                });
+                node.labels = labels.clone();
+                let reenrolled = node.credential_sha256.is_some();
+                node.credential_sha256 = Some(hash.clone());
+                node.enrolled_at = Some(t);
+                put(&mut fleet.nodes, &req.node, node);
+                fleet.record_events(vec![if reenrolled {
+                    EventRecord::warning(
+                        t,
+                        meta_object("Node", &req.node),
+                        "Enrolled",
+                        format!("enrolled again into pool {pool}; the previous credential was revoked"),
+                    )
+                } else {
+                    EventRecord::normal(
+                        t,
+                        meta_object("Node", &req.node),
+                        "Enrolled",
+                        format!("enrolled into pool {pool}"),
+                    )
+                }]);
+                Ok((labels, pool))
+            })
+            .await?;
+        self.seen(&req.node);
+        Ok(EnrollResponse {
+            node: req.node.clone(),
+            pool,
+            labels,
+            credential,
+        })
+    }
+
+    /// The desired config of `node` as a JSON body (cached per rendered config).
+    pub fn desired_body(&self, node: &str) -> Result<Option<DesiredBody>, ApiError> {
+        let fleet = self.snapshot();
+        let Some(n) = fleet.nodes.get(node) else {
+            return Err(ApiError::unauthorized(format!(
+                "node {node} is no longer known; enroll again"
+            )));
+        };
+        let Some(name) = n.value.desired.clone() else {
+            return Ok(None);
+        };
+        let policies_rev = fleet
+            .policies
+            .get(POLICIES_NAME)
+            .map(|p| p.mod_revision)
+            .unwrap_or(0);
+        {
+            let mut cache = self.body_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.0 != policies_rev {
+                *cache = (policies_rev, HashMap::new());
+            }
+            if let Some(b) = cache.1.get(&name) {
+                return Ok(Some((name, b.clone())));
+            }
+        }
+        let Some(r) = fleet.rendered.get(&name) else {
+            return Err(ApiError::internal(format!(
+                "rendered config {name} is missing (this is a bug: referenced configs are never collected)"
+            )));
+        };
+        let body = serde_json::to_vec(&DesiredConfig {
+            name: name.clone(),
+            spec: r.value.spec.clone(),
+            policies: fleet.policies(),
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let body = Arc::new(body);
+        let mut cache = self.body_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.0 == policies_rev {
+            if cache.1.len() > 1024 {
+                cache.1.clear();
+            }
+            cache.1.insert(name.clone(), body.clone());
+        }
+        Ok(Some((name, body)))
+    }
+
+    /// Records a status report.
+    pub async fn report(&self, node: &str, status: AgentStatus) -> Result<(), ApiError> {
+        self.seen(node);
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+                return Err(ApiError::unauthorized(format!(
+                    "node {node} is no longer known; enroll again"
+                )));
+            };
+            let before = n.state();
+            let mut events = Vec::new();
+            if before != Some(status.state)
+                || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref()
+            {
+                let object = meta_object("Node", node);
+                let reason = status.reason.clone().unwrap_or_default();
+                let desired = status.desired.clone().unwrap_or_else(|| "-".into());
+                events.push(match status.state {
+                    NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
+                        t,
+                        object,
+                        status.state.as_str(),
+                        format!("{desired}: {reason}"),
+                    ),
+                    s => EventRecord::normal(
+                        t,
+                        object,
+                        s.as_str(),
+                        if reason.is_empty() {
+                            desired
+                        } else {
+                            format!("{desired}: {reason}")
+                        },
+                    ),
+                });
+            }
+            let release = status.state == NodeState::Done
+                && status.current.is_some()
+                && status.current == n.desired
+                && n.reboot_slot.is_some();
+            update(&mut fleet.nodes, node, |n| {
+                n.report = Some(status.clone());
+                n.report_at = Some(t);
+                if release {
+                    n.reboot_slot = None;
+                }
+            });
+            fleet.record_events(events);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Takes or gives back a reboot slot: granted while fewer than the pool's `maxUnavailable`
+    /// nodes hold one.
+    pub async fn reboot_slot(
+        &self,
+        node: &str,
+        action: SlotAction,
+    ) -> Result<SlotAnswer, ApiError> {
+        self.seen(node);
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+                return Err(ApiError::unauthorized(format!(
+                    "node {node} is no longer known; enroll again"
+                )));
+            };
+            match action {
+                SlotAction::Release => {
+                    if n.reboot_slot.is_some() {
+                        update(&mut fleet.nodes, node, |n| n.reboot_slot = None);
+                        fleet.record_events(vec![EventRecord::normal(
+                            t,
+                            meta_object("Node", node),
+                            "RebootSlotReleased",
+                            "released its reboot slot".into(),
+                        )]);
+                    }
+                    Ok(SlotAnswer {
+                        granted: false,
+                        retry_after_seconds: 0,
+                    })
+                }
+                SlotAction::Acquire => {
+                    if n.reboot_slot.is_some() {
+                        return Ok(SlotAnswer {
+                            granted: true,
+                            retry_after_seconds: 0,
+                        });
+                    }
+                    let Some(pool) = n
+                        .pool
+                        .clone()
+                        .and_then(|p| fleet.pools.get(&p).map(|r| r.value.clone()))
+                    else {
+                        return Err(ApiError::conflict(format!("node {node} is in no pool")));
+                    };
+                    let members: Vec<&NodeRecord> = fleet
+                        .nodes
+                        .values()
+                        .map(|x| &x.value)
+                        .filter(|x| x.pool.as_deref() == Some(pool.name()))
+                        .collect();
+                    let held = members.iter().filter(|x| x.reboot_slot.is_some()).count();
+                    let max = pool.spec.max_unavailable.resolve(members.len());
+                    if held >= max {
+                        return Ok(SlotAnswer {
+                            granted: false,
+                            retry_after_seconds: 30,
+                        });
+                    }
+                    update(&mut fleet.nodes, node, |n| n.reboot_slot = Some(t));
+                    fleet.record_events(vec![EventRecord::normal(
+                        t,
+                        meta_object("Node", node),
+                        "RebootSlotAcquired",
+                        format!(
+                            "took a reboot slot ({} of {max} in pool {})",
+                            held + 1,
+                            pool.name()
+                        ),
+                    )]);
+                    Ok(SlotAnswer {
+                        granted: true,
+                        retry_after_seconds: 0,
+                    })
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Whether some node's desired config (or the set of nodes), and whether some credential,
+/// changed between two snapshots.
+fn node_changes(old: &Fleet, new: &Fleet) -> (bool, bool) {
+    let mut desired = old.nodes.len() != new.nodes.len();
+    let mut credentials = desired;
+    for (name, n) in &new.nodes {
+        match old.nodes.get(name) {
+            Some(o) if Arc::ptr_eq(o, n) => {}
+            Some(o) => {
+                desired |= o.value.desired != n.value.desired;
+                credentials |= o.value.credential_sha256 != n.value.credential_sha256;
+            }
+            None => {
+                desired = true;
+                credentials = true;
+            }
+        }
+        if desired && credentials {
+            break;
+        }
+    }
+    (desired || credentials, credentials)
+}
+
+/// `k=v, k2=v2` (or `none`).
+pub fn format_labels(labels: &BTreeMap<String, String>) -> String {
+    if labels.is_empty() {
+        return "none".into();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads every file; refuses the whole apply on any error (422 with every diagnostic).
+pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>), ApiError> {
+    let mut all = Manifests::default();
+    let mut diags = Vec::new();
+    for f in files {
+        let (m, d) = read_str(&f.name, &f.text);
+        all.extend(m);
+        diags.extend(d);
+    }
+    // The same object twice in one apply.
+    let mut seen: HashMap<(String, String), String> = HashMap::new();
+    let mut dup = |kind: &str, name: &str, origin: &hearth_config::model::Origin| {
+        let key = (kind.to_string(), name.to_string());
+        match seen.get(&key) {
+            Some(first) => Some(
+                Diagnostic::error(
+                    &origin.file,
+                    Some(origin.line),
+                    "metadata.name",
+                    format!("{kind} {name:?} is given twice in this apply (first at {first}); names must be unique"),
+                )
+                .with_object(Some(format!("{kind}/{name}"))),
+            ),
+            None => {
+                seen.insert(key, origin.to_string());
+                None
+            }
+        }
+    };
+    let mut dups = Vec::new();
+    for s in &all.machine_configs {
+        dups.extend(dup("MachineConfig", s.item.name(), &s.origin));
+    }
+    for s in &all.pools {
+        dups.extend(dup("MachineConfigPool", s.item.name(), &s.origin));
+    }
+    for s in &all.nodes {
+        dups.extend(dup("Node", &s.item.metadata.name, &s.origin));
+    }
+    diags.extend(dups);
+    let count = all.machine_configs.len() + all.pools.len() + all.nodes.len() + all.policies.len();
+    if diags.iter().any(Diagnostic::is_error) {
+        let errors = diags.iter().filter(|d| d.is_error()).count();
+        return Err(ApiError::invalid(
+            format!("{errors} error(s) in the manifests; nothing was applied"),
+            diags,
+        ));
+    }
+    if count == 0 {
+        return Err(ApiError::invalid(
+            "no objects to apply (hearth takes MachineConfig, MachineConfigPool, Node and MachineConfiguration)",
+            diags,
+        ));
+    }
+    Ok((all, diags))
+}
+
+fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult> {
+    let mut results = Vec::new();
+    let mut events = Vec::new();
+    let mut record = |kind: &str, name: &str, action: &str, events: &mut Vec<EventRecord>| {
+        results.push(ApplyResult {
+            kind: kind.into(),
+            name: name.into(),
+            action: action.into(),
+        });
+        if action != "unchanged" {
+            events.push(EventRecord::normal(
+                t,
+                meta_object(kind, name),
+                if action == "created" {
+                    "Created"
+                } else {
+                    "Configured"
+                },
+                format!("{action} by apply"),
+            ));
+        }
+    };
+    for s in &m.machine_configs {
+        let mc = &s.item;
+        let mut spec = mc.spec.clone();
+        spec.source_version = None;
+        let existing = fleet.mcs.get(mc.name()).map(|r| r.value.clone());
+        let new = McRecord {
+            metadata: mc.metadata.clone(),
+            spec,
+            source_version: mc.spec.source_version.map(|v| v.as_str().to_string()),
+            created_at: existing.as_ref().map(|e| e.created_at).unwrap_or(t),
+            updated_at: t,
+        };
+        let action = match &existing {
+            Some(e) if e.same_content(&new) => "unchanged",
+            Some(_) => "configured",
+            None => "created",
+        };
+        if action != "unchanged" {
+            put(&mut fleet.mcs, mc.name(), new);
+        }
+        record("MachineConfig", mc.name(), action, &mut events);
+    }
+    for s in &m.pools {
+        let p = &s.item;
+        let existing = fleet.pools.get(p.name()).map(|r| r.value.clone());
+        let mut new = PoolRecord::from_model(p, false, t);
+        if let Some(e) = &existing {
+            new.created_at = e.created_at;
+            new.status = e.status.clone();
+        }
+        let action = match &existing {
+            Some(e) if e.metadata == new.metadata && e.spec == new.spec && !e.builtin => {
+                "unchanged"
+            }
+            Some(_) => "configured",
+            None => "created",
+        };
+        if action != "unchanged" {
+            put(&mut fleet.pools, p.name(), new);
+        }
+        record("MachineConfigPool", p.name(), action, &mut events);
+    }
+    for s in &m.nodes {
+        let n = &s.item.metadata;
+        let action = match fleet.nodes.get(&n.name).map(|r| r.value.clone()) {
+            Some(e) if e.labels == n.labels => "unchanged",
+            Some(_) => {
+                update(&mut fleet.nodes, &n.name, |x| x.labels = n.labels.clone());
+                "configured"
+            }
+            None => {
+                put(
+                    &mut fleet.nodes,
+                    &n.name,
+                    NodeRecord {
+                        name: n.name.clone(),
+                        labels: n.labels.clone(),
+                        created_at: t,
+                        ..Default::default()
+                    },
+                );
+                "created"
+            }
+        };
+        record("Node", &n.name, action, &mut events);
+    }
+    if !m.policies.is_empty() {
+        let policies = m.disruption_policies();
+        let action = match fleet.policies.get(POLICIES_NAME) {
+            Some(p) if p.value.policies == policies => "unchanged",
+            Some(_) => "configured",
+            None => "created",
+        };
+        if action != "unchanged" {
+            put(
+                &mut fleet.policies,
+                POLICIES_NAME,
+                PoliciesRecord {
+                    policies,
+                    updated_at: t,
+                },
+            );
+        }
+        record("MachineConfiguration", POLICIES_NAME, action, &mut events);
+    }
+    fleet.record_events(events);
+    results
+}

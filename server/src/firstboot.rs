@@ -1,0 +1,205 @@
+//! First boot: which Ignition version a client asked for, and the config it receives (the pool's
+//! rendered config plus the agent's bootstrap files).
+
+use hearth_config::dataurl;
+use hearth_config::ignition::{Config, File, Resource, SpecVersion, Unit};
+
+/// The media type Ignition asks for.
+pub const IGNITION_MEDIA_TYPE: &str = "application/vnd.coreos.ignition+json";
+
+/// Where the agent's bootstrap settings are written.
+pub const AGENT_ENV_PATH: &str = "/etc/hearth/agent.env";
+/// Where the fleet CA is written.
+pub const CA_PATH: &str = "/etc/hearth/ca.crt";
+/// The agent's unit, enabled on first boot.
+pub const AGENT_UNIT: &str = "hearth-agent.service";
+
+/// The version to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Negotiated {
+    /// This version.
+    Version(SpecVersion),
+    /// The client asked only for versions hearth does not produce (the text names them).
+    Unsupported(String),
+}
+
+/// Chooses the Ignition spec version from an `Accept` header, as the MCO's config server does:
+/// media ranges are taken by descending `q`; the first `application/vnd.coreos.ignition+json`
+/// range whose `version` hearth produces wins. Ignition ranges that name only unknown versions
+/// give [`Negotiated::Unsupported`]; a header without any versioned Ignition range (curl, a
+/// browser) gets the newest version, 3.5.0.
+pub fn negotiate(accept: Option<&str>) -> Negotiated {
+    let Some(accept) = accept else {
+        return Negotiated::Version(SpecVersion::LATEST);
+    };
+    let mut ranges: Vec<(f32, usize, String)> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    for (i, range) in accept.split(',').enumerate() {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        if media != IGNITION_MEDIA_TYPE {
+            continue;
+        }
+        let mut version = None;
+        let mut q = 1.0f32;
+        for p in parts {
+            let Some((k, v)) = p.split_once('=') else {
+                continue;
+            };
+            let v = v.trim().trim_matches('"');
+            match k.trim().to_ascii_lowercase().as_str() {
+                "version" => version = Some(v.to_string()),
+                "q" => q = v.parse().unwrap_or(0.0),
+                _ => {}
+            }
+        }
+        if let Some(v) = version {
+            ranges.push((q, i, v));
+        }
+    }
+    // Descending q; the header's order among equals.
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (q, _, v) in &ranges {
+        if *q <= 0.0 {
+            continue;
+        }
+        // Exact versions only ("3.4.0"); Ignition v0.x also lists "version=1" as a fallback.
+        match SpecVersion::parse(v).filter(|s| s.as_str() == v) {
+            Some(s) => return Negotiated::Version(s),
+            None => unknown.push(v.clone()),
+        }
+    }
+    if unknown.is_empty() {
+        Negotiated::Version(SpecVersion::LATEST)
+    } else {
+        Negotiated::Unsupported(unknown.join(", "))
+    }
+}
+
+/// What a first-booting node needs to come up managed.
+#[derive(Debug, Clone)]
+pub struct Bootstrap<'a> {
+    /// The server's URL.
+    pub server_url: &'a str,
+    /// The fleet CA (PEM).
+    pub ca_pem: &'a str,
+    /// The pool.
+    pub pool: &'a str,
+    /// The pool's bootstrap token, when the request carried it.
+    pub bootstrap_token: Option<&'a str>,
+}
+
+/// The contents of `/etc/hearth/agent.env`.
+pub fn agent_env(b: &Bootstrap<'_>) -> String {
+    let mut out = String::from(
+        "# Written by hearth-server at first boot: how hearth-agent reaches its server.\n",
+    );
+    out.push_str(&format!("HEARTH_SERVER={}\n", b.server_url));
+    out.push_str(&format!("HEARTH_CA={CA_PATH}\n"));
+    out.push_str(&format!("HEARTH_POOL={}\n", b.pool));
+    match b.bootstrap_token {
+        Some(t) => out.push_str(&format!("HEARTH_BOOTSTRAP_TOKEN={t}\n")),
+        None => out.push_str(
+            "# HEARTH_BOOTSTRAP_TOKEN is not included: this config was fetched with the admin token.\n",
+        ),
+    }
+    out
+}
+
+/// The pool's rendered Ignition config plus the bootstrap files and the agent's unit.
+pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
+    let mut c = config.clone();
+    let mut add = |path: &str, bytes: &[u8], mode: i64| {
+        c.storage.files.retain(|f| f.path != path);
+        c.storage.files.push(File {
+            path: path.to_string(),
+            overwrite: Some(true),
+            contents: Resource {
+                source: Some(dataurl::encode(bytes)),
+                ..Default::default()
+            },
+            mode: Some(mode),
+            ..Default::default()
+        });
+    };
+    add(CA_PATH, b.ca_pem.as_bytes(), 0o644);
+    add(AGENT_ENV_PATH, agent_env(b).as_bytes(), 0o600);
+    if !c.systemd.units.iter().any(|u| u.name == AGENT_UNIT) {
+        c.systemd.units.push(Unit {
+            name: AGENT_UNIT.to_string(),
+            enabled: Some(true),
+            ..Default::default()
+        });
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Negotiated {
+        Negotiated::Version(SpecVersion::parse(s).unwrap())
+    }
+
+    #[test]
+    fn accept_headers() {
+        assert_eq!(negotiate(None), v("3.5.0"));
+        assert_eq!(negotiate(Some("*/*")), v("3.5.0"));
+        assert_eq!(
+            negotiate(Some("application/vnd.coreos.ignition+json;version=3.4.0")),
+            v("3.4.0")
+        );
+        // What Ignition 2.x sends.
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.coreos.ignition+json;version=3.2.0, */*;q=0.1"
+            )),
+            v("3.2.0")
+        );
+        // What Ignition 0.x sends.
+        assert_eq!(
+            negotiate(Some("application/vnd.coreos.ignition+json; version=2.2.0, application/vnd.coreos.ignition+json; version=1; q=0.5, */*; q=0.1")),
+            v("2.2.0")
+        );
+        // q orders the ranges.
+        assert_eq!(
+            negotiate(Some("application/vnd.coreos.ignition+json;version=2.2.0;q=0.5, application/vnd.coreos.ignition+json;version=3.1.0")),
+            v("3.1.0")
+        );
+        match negotiate(Some(
+            "application/vnd.coreos.ignition+json;version=3.9.0, */*;q=0.1",
+        )) {
+            Negotiated::Unsupported(s) => assert_eq!(s, "3.9.0"),
+            other => panic!("{other:?}"),
+        }
+        // An unknown first choice falls back to a known later one.
+        assert_eq!(
+            negotiate(Some("application/vnd.coreos.ignition+json;version=3.9.0, application/vnd.coreos.ignition+json;version=3.4.0;q=0.8")),
+            v("3.4.0")
+        );
+    }
+
+    #[test]
+    fn bootstrap_files_are_added_once() {
+        let b = Bootstrap {
+            server_url: "https://h:22623",
+            ca_pem: "PEM",
+            pool: "worker",
+            bootstrap_token: Some("tok"),
+        };
+        let c = with_bootstrap(&with_bootstrap(&Config::default(), &b), &b);
+        assert_eq!(c.storage.files.len(), 2);
+        assert_eq!(c.systemd.units.len(), 1);
+        let env = c
+            .storage
+            .files
+            .iter()
+            .find(|f| f.path == AGENT_ENV_PATH)
+            .unwrap();
+        assert_eq!(env.mode, Some(0o600));
+        let text = dataurl::decode(env.contents.source.as_deref().unwrap(), None).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("HEARTH_BOOTSTRAP_TOKEN=tok"), "{text}");
+    }
+}

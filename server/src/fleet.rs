@@ -1,0 +1,241 @@
+//! The fleet in memory: every stored object, decoded, with its revisions.
+//!
+//! The server answers reads from a [`Fleet`] (an immutable snapshot behind an `Arc`) and never
+//! from the store, so a long-poll or a `get` costs a map lookup. A change is made on a copy (cheap:
+//! the maps hold `Arc`s, and only changed entries are replaced), the controller reconciles the
+//! copy, [`diff`] turns the difference into one atomic store commit with a compare-and-swap
+//! precondition per object, and only after the commit succeeds does the copy become the snapshot.
+
+use crate::records::{
+    EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, Record, RenderedRecord,
+    TokenRecord,
+};
+use crate::store::{Expect, Kind, Op, Store, StoreError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A decoded object with its revisions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rec<T> {
+    /// The document.
+    pub value: T,
+    /// The revision that created it (0: not stored yet).
+    pub create_revision: u64,
+    /// The revision that last changed it (0: not stored yet).
+    pub mod_revision: u64,
+}
+
+/// Objects of one kind, by name.
+pub type Map<T> = BTreeMap<String, Arc<Rec<T>>>;
+
+/// How many events are kept.
+pub const EVENTS_KEPT: usize = 1000;
+
+/// Everything the server stores, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// MachineConfigs.
+    pub mcs: Map<McRecord>,
+    /// Pools.
+    pub pools: Map<PoolRecord>,
+    /// Nodes.
+    pub nodes: Map<NodeRecord>,
+    /// Rendered configs.
+    pub rendered: Map<RenderedRecord>,
+    /// Node-disruption policies (at most one object, `cluster`).
+    pub policies: Map<PoliciesRecord>,
+    /// Tokens.
+    pub tokens: Map<TokenRecord>,
+    /// Events, oldest first (names are zero-padded sequence numbers).
+    pub events: Map<EventRecord>,
+    /// Node credential hash → node name.
+    pub credentials: Arc<HashMap<String, String>>,
+    /// The store revision this snapshot reflects.
+    pub revision: u64,
+}
+
+/// The name of the policies object.
+pub const POLICIES_NAME: &str = "cluster";
+
+/// Inserts or replaces `name` (revisions are taken from the old snapshot when diffing).
+pub fn put<T>(map: &mut Map<T>, name: &str, value: T) {
+    let (create_revision, mod_revision) = map
+        .get(name)
+        .map(|r| (r.create_revision, r.mod_revision))
+        .unwrap_or((0, 0));
+    map.insert(
+        name.to_string(),
+        Arc::new(Rec {
+            value,
+            create_revision,
+            mod_revision,
+        }),
+    );
+}
+
+/// Changes `name` in place, if present; returns whether it was.
+pub fn update<T: Clone>(map: &mut Map<T>, name: &str, f: impl FnOnce(&mut T)) -> bool {
+    match map.get_mut(name) {
+        Some(rec) => {
+            f(&mut Arc::make_mut(rec).value);
+            true
+        }
+        None => false,
+    }
+}
+
+impl Fleet {
+    /// Reads everything from the store.
+    pub async fn load<S: Store>(store: &S) -> Result<Fleet, StoreError> {
+        let revision = store.revision();
+        let mut fleet = Fleet {
+            mcs: load_kind(store, Kind::MachineConfig).await?,
+            pools: load_kind(store, Kind::Pool).await?,
+            nodes: load_kind(store, Kind::Node).await?,
+            rendered: load_kind(store, Kind::Rendered).await?,
+            policies: load_kind(store, Kind::Policies).await?,
+            tokens: load_kind(store, Kind::Token).await?,
+            events: load_kind(store, Kind::Event).await?,
+            credentials: Arc::default(),
+            revision,
+        };
+        fleet.index_credentials();
+        Ok(fleet)
+    }
+
+    /// Rebuilds the credential index.
+    pub fn index_credentials(&mut self) {
+        let index: HashMap<String, String> = self
+            .nodes
+            .values()
+            .filter_map(|n| {
+                n.value
+                    .credential_sha256
+                    .clone()
+                    .map(|h| (h, n.value.name.clone()))
+            })
+            .collect();
+        self.credentials = Arc::new(index);
+    }
+
+    /// The node-disruption policies in force.
+    pub fn policies(&self) -> hearth_config::model::DisruptionPolicies {
+        self.policies
+            .get(POLICIES_NAME)
+            .map(|p| p.value.policies.clone())
+            .unwrap_or_default()
+    }
+
+    /// Appends events, dropping the oldest beyond [`EVENTS_KEPT`].
+    pub fn record_events(&mut self, events: Vec<EventRecord>) {
+        if events.is_empty() {
+            return;
+        }
+        let next = self
+            .events
+            .keys()
+            .next_back()
+            .and_then(|k| k.parse::<u64>().ok())
+            .map(|n| n + 1)
+            .unwrap_or(1);
+        for (i, e) in events.into_iter().enumerate() {
+            put(&mut self.events, &format!("{:016}", next + i as u64), e);
+        }
+        while self.events.len() > EVENTS_KEPT {
+            self.events.pop_first();
+        }
+    }
+
+    /// The store ops that turn `old` into `self`, each guarded by the object's revision in
+    /// `old`.
+    pub fn diff(&self, old: &Fleet) -> Result<Vec<Op>, StoreError> {
+        let mut ops = Vec::new();
+        diff_kind(Kind::MachineConfig, &old.mcs, &self.mcs, &mut ops)?;
+        diff_kind(Kind::Pool, &old.pools, &self.pools, &mut ops)?;
+        diff_kind(Kind::Node, &old.nodes, &self.nodes, &mut ops)?;
+        diff_kind(Kind::Rendered, &old.rendered, &self.rendered, &mut ops)?;
+        diff_kind(Kind::Policies, &old.policies, &self.policies, &mut ops)?;
+        diff_kind(Kind::Token, &old.tokens, &self.tokens, &mut ops)?;
+        diff_kind(Kind::Event, &old.events, &self.events, &mut ops)?;
+        Ok(ops)
+    }
+
+    /// After `ops` were committed at `revision`: records the new revisions. (The credential
+    /// index is the caller's: see [`Fleet::index_credentials`].)
+    pub fn stamp(&mut self, ops: &[Op], revision: u64) {
+        for op in ops {
+            if let Op::Put { kind, name, .. } = op {
+                match kind {
+                    Kind::MachineConfig => stamp_one(&mut self.mcs, name, revision),
+                    Kind::Pool => stamp_one(&mut self.pools, name, revision),
+                    Kind::Node => stamp_one(&mut self.nodes, name, revision),
+                    Kind::Rendered => stamp_one(&mut self.rendered, name, revision),
+                    Kind::Policies => stamp_one(&mut self.policies, name, revision),
+                    Kind::Token => stamp_one(&mut self.tokens, name, revision),
+                    Kind::Event => stamp_one(&mut self.events, name, revision),
+                }
+            }
+        }
+        self.revision = revision;
+    }
+}
+
+async fn load_kind<S: Store, T: Record>(store: &S, kind: Kind) -> Result<Map<T>, StoreError> {
+    let mut out = Map::new();
+    for (name, v) in store.list(kind).await? {
+        let value: T = serde_json::from_slice(&v.value)
+            .map_err(|e| StoreError::Backend(format!("{kind}/{name} is unreadable: {e}")))?;
+        out.insert(
+            name,
+            Arc::new(Rec {
+                value,
+                create_revision: v.create_revision,
+                mod_revision: v.mod_revision,
+            }),
+        );
+    }
+    Ok(out)
+}
+
+fn diff_kind<T: Record>(
+    kind: Kind,
+    old: &Map<T>,
+    new: &Map<T>,
+    ops: &mut Vec<Op>,
+) -> Result<(), StoreError> {
+    for (name, rec) in new {
+        let expect = match old.get(name) {
+            Some(o) if Arc::ptr_eq(o, rec) || o.value == rec.value => continue,
+            Some(o) => Expect::Revision(o.mod_revision),
+            None => Expect::Absent,
+        };
+        let value = serde_json::to_vec(&rec.value)
+            .map_err(|e| StoreError::Backend(format!("cannot encode {kind}/{name}: {e}")))?;
+        ops.push(Op::Put {
+            kind,
+            name: name.clone(),
+            value,
+            expect,
+        });
+    }
+    for (name, o) in old {
+        if !new.contains_key(name) {
+            ops.push(Op::Delete {
+                kind,
+                name: name.clone(),
+                expect: Expect::Revision(o.mod_revision),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn stamp_one<T: Clone>(map: &mut Map<T>, name: &str, revision: u64) {
+    if let Some(rec) = map.get_mut(name) {
+        let r = Arc::make_mut(rec);
+        if r.create_revision == 0 {
+            r.create_revision = revision;
+        }
+        r.mod_revision = revision;
+    }
+}

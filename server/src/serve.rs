@@ -1,0 +1,224 @@
+//! Starting the server: the state directory, the store, the TLS listener.
+
+use crate::app::{App, Options};
+use crate::http;
+use crate::pki::{self, Layout};
+use crate::store::RedbStore;
+use anyhow::{Context, Result};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+/// How to start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Names and addresses for the serving certificate.
+    pub sans: Vec<String>,
+    /// Everything else.
+    pub options: Options,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// Its state.
+    pub app: Arc<App<RedbStore>>,
+    /// Where its files are.
+    pub layout: Layout,
+    /// True when this start created the CA (first start).
+    pub first_start: bool,
+    /// Pools whose bootstrap token was created by this start.
+    pub new_bootstrap_tokens: Vec<String>,
+    /// The fleet CA's sha256 fingerprint.
+    pub ca_fingerprint: String,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// The URL clients use (`https://<first SAN>:<port>` unless advertised otherwise).
+    pub fn url(&self) -> String {
+        if let Some(u) = &self.app.options.advertise_url {
+            return u.clone();
+        }
+        format!("https://localhost:{}", self.addr.port())
+    }
+
+    /// Stops accepting, cuts open connections and closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+
+    /// How to use this server, for people (printed at first start).
+    pub fn instructions(&self, url: &str) -> String {
+        let l = &self.layout;
+        let mut out = String::new();
+        out.push_str(&format!(
+            "hearth-server: listening on {} ({url})\n",
+            self.addr
+        ));
+        if self.first_start {
+            out.push_str(&format!(
+                "First start: created a CA, a serving certificate and an admin token in {}.\n",
+                l.dir.display()
+            ));
+        }
+        out.push_str(&format!(
+            "CA certificate: {} (sha256 {})\n",
+            l.ca_cert().display(),
+            self.ca_fingerprint
+        ));
+        out.push_str("\nPoint the CLI at this server:\n");
+        out.push_str(&format!(
+            "  hearth login --server {url} --ca {} --token \"$(cat {})\"\n",
+            l.ca_cert().display(),
+            l.admin_token().display()
+        ));
+        out.push_str(&format!(
+            "  (or set HEARTH_SERVER={url} HEARTH_CA={} HEARTH_TOKEN=...)\n",
+            l.ca_cert().display()
+        ));
+        out.push_str("\nEnroll a node (first boot): point Ignition at the pool's config with its bootstrap token, e.g.\n");
+        out.push_str(&format!(
+            "  ignition.config.url={url}/config/worker?token=$(cat {})\n",
+            l.bootstrap_token("worker").display()
+        ));
+        out.push_str("  with the CA above in the pointer config's ignition.security.tls.certificateAuthorities.\n");
+        out.push_str(&format!(
+            "  Bootstrap tokens: {}/<pool>.token (master, worker); `hearth bootstrap-token POOL` makes one for any pool.\n",
+            l.dir.join("tokens").display()
+        ));
+        out
+    }
+}
+
+/// Starts the server: sets up the state directory, opens the store, binds, serves.
+pub async fn start(config: Config) -> Result<Running> {
+    let layout = Layout {
+        dir: config.state_dir.clone(),
+    };
+    let init = pki::init(&layout, &config.sans)?;
+    let store = RedbStore::open(&layout.database())?;
+    let app = Arc::new(
+        App::new(store, config.options.clone(), init.tls.ca_pem.clone())
+            .await
+            .context("cannot load the store")?,
+    );
+    let new_bootstrap_tokens = app.ensure_defaults(&layout, &init.admin_token).await?;
+
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS setup")?
+        .with_no_client_auth()
+        .with_single_cert(init.tls.chain.clone(), init.tls.key.clone_key())
+        .context("the serving certificate does not match its key")?;
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let router = http::router(app.clone());
+    let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let ticker = {
+        let app = app.clone();
+        let every = config.options.tick.max(Duration::from_millis(100));
+        let mut stop = shutdown.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(every) => {
+                        if let Err(e) = app.tick().await {
+                            tracing::warn!(error = %e, "periodic reconcile failed");
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                accepted = listener.accept() => {
+                    let (tcp, peer) = match accepted {
+                        Ok(x) => x,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = tcp.set_nodelay(true);
+                    let acceptor = acceptor.clone();
+                    let router = router.clone();
+                    conns.spawn(async move {
+                        let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                return;
+                            }
+                        };
+                        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                            router.clone().oneshot(req.map(axum::body::Body::new))
+                        });
+                        let mut builder = auto::Builder::new(TokioExecutor::new());
+                        // A client gets 30 s to send a request's headers (no slow-loris).
+                        builder
+                            .http1()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(Duration::from_secs(30));
+                        builder
+                            .http2()
+                            .timer(TokioTimer::new())
+                            .keep_alive_interval(Duration::from_secs(60));
+                        if let Err(e) = builder
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await
+                        {
+                            tracing::debug!(%peer, error = %e, "connection ended");
+                        }
+                    });
+                }
+            }
+        }
+        conns.abort_all();
+        while conns.join_next().await.is_some() {}
+        let _ = ticker.await;
+    });
+
+    Ok(Running {
+        addr,
+        app,
+        layout,
+        first_start: init.created_ca,
+        new_bootstrap_tokens,
+        ca_fingerprint: init.tls.ca_fingerprint.clone(),
+        shutdown,
+        task,
+    })
+}

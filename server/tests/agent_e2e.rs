@@ -1,0 +1,207 @@
+//! End to end on a real host: hearth-server, the hearth-agent service and the hearth CLI run in a
+//! booted Debian systemd container (its network is private, so all three run inside). The agent
+//! enrolls with the pool's bootstrap token, receives a config by long-poll, applies it, reports
+//! Done; a config that needs a reboot is applied, the agent takes a reboot slot, the host
+//! reboots, and after the boot the agent verifies, reports Done and gives the slot back.
+
+use hearth_vm_tests::SystemdHost;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A sibling binary of this test's package build (hearth-agent, hearth), built if missing.
+fn binary(package: &str, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_hearth-server"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-q", "-p", package, "--bin", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building {name} failed");
+    }
+    assert!(
+        path.exists(),
+        "{} not found after the build",
+        path.display()
+    );
+    path
+}
+
+fn install(host: &SystemdHost, from: &Path, to: &str) {
+    let dest = host.path(to);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(from, &dest).unwrap();
+}
+
+fn put(host: &SystemdHost, path: &str, content: &str) {
+    let p = host.path(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs the hearth CLI inside the host, as the admin.
+fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput {
+    let token = std::fs::read_to_string(host.path("/var/lib/hearth-server/admin.token")).unwrap();
+    let mut argv = vec![
+        "env".to_string(),
+        "HEARTH_SERVER=https://127.0.0.1:22623".to_string(),
+        "HEARTH_CA=/var/lib/hearth-server/pki/ca.crt".to_string(),
+        format!("HEARTH_TOKEN={}", token.trim()),
+        "/usr/local/bin/hearth".to_string(),
+    ];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    host.exec(&argv).unwrap()
+}
+
+fn node_state(host: &SystemdHost) -> serde_json::Value {
+    let out = hearth(host, &["get", "nodes", "-o", "json"]);
+    if !out.status.success() {
+        return serde_json::Value::Null;
+    }
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+    let items = v.get("items").cloned().unwrap_or(v);
+    items
+        .as_array()
+        .and_then(|a| a.first().cloned())
+        .unwrap_or_default()
+}
+
+fn mc(name: &str, files: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n{files}"
+    )
+}
+
+#[test]
+fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
+    let mut host = SystemdHost::boot().expect("boot a test host (root, systemd-nspawn)");
+    install(
+        &host,
+        Path::new(env!("CARGO_BIN_EXE_hearth-server")),
+        "/usr/local/bin/hearth-server",
+    );
+    install(
+        &host,
+        &binary("hearth-agent", "hearth-agent"),
+        "/usr/bin/hearth-agent",
+    );
+    install(
+        &host,
+        &binary("hearth-cli", "hearth"),
+        "/usr/local/bin/hearth",
+    );
+
+    // The server, as a service (it must come back after the reboot).
+    put(
+        &host,
+        "/etc/systemd/system/hearth-test-server.service",
+        "[Unit]\nDescription=hearth-server for the test\n[Service]\nExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n",
+    );
+    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
+    host.exec_ok(&["systemctl", "enable", "--now", "hearth-test-server.service"])
+        .unwrap();
+    wait_for("the server's first start", Duration::from_secs(30), || {
+        host.path("/var/lib/hearth-server/tokens/worker.token")
+            .exists()
+            && host.path("/var/lib/hearth-server/pki/ca.crt").exists()
+    });
+    // Changes under /etc/demo need no reboot.
+    put(
+        &host,
+        "/root/fleet/policy.yaml",
+        "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/demo\n      actions: [{type: None}]\n",
+    );
+    put(
+        &host,
+        "/root/fleet/demo.yaml",
+        &mc("50-demo", "      - path: /etc/demo/motd\n        contents:\n          source: data:,hello%20from%20the%20server%0A\n"),
+    );
+    let out = hearth(&host, &["apply", "-f", "/root/fleet"]);
+    assert!(out.status.success(), "hearth apply: {out}");
+
+    // The agent, as the node runs it: first-boot style environment file.
+    let token =
+        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
+    put(
+        &host,
+        "/etc/hearth/agent.env",
+        &format!(
+            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME=node-a\n",
+            token.trim()
+        ),
+    );
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../units/hearth-agent.service"
+    ))
+    .unwrap();
+    put(&host, "/etc/systemd/system/hearth-agent.service", &unit);
+    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
+    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
+        .unwrap();
+
+    wait_for("the file from the server", Duration::from_secs(60), || {
+        std::fs::read_to_string(host.path("/etc/demo/motd"))
+            .is_ok_and(|s| s == "hello from the server\n")
+    });
+    wait_for("node-a Done in get nodes", Duration::from_secs(60), || {
+        node_state(&host).to_string().contains("Done")
+    });
+    let pools = hearth(&host, &["get", "mcp"]);
+    assert!(pools.status.success(), "{pools}");
+    let worker = pools
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("worker"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(worker.contains("rendered-worker-"), "{}", pools.stdout);
+
+    // A change with no disruption policy: the node reboots, through a reboot slot.
+    put(
+        &host,
+        "/root/fleet/reboot.yaml",
+        &mc("60-reboot", "      - path: /etc/needs-reboot.conf\n        contents:\n          source: data:,x%0A\n"),
+    );
+    let out = hearth(&host, &["apply", "-f", "/root/fleet/reboot.yaml"]);
+    assert!(out.status.success(), "hearth apply: {out}");
+    let boot = host
+        .wait_for_reboot(Duration::from_secs(120))
+        .expect("the agent rebooted the host");
+    assert_eq!(boot.boot_count, 2);
+    wait_for("Done after the reboot", Duration::from_secs(90), || {
+        let st = host
+            .exec(&["/usr/bin/hearth-agent", "status", "-o", "json"])
+            .unwrap();
+        st.stdout.contains("\"state\": \"Done\"") && st.stdout.contains("rendered-worker-")
+    });
+    assert_eq!(
+        std::fs::read_to_string(host.path("/etc/needs-reboot.conf")).unwrap(),
+        "x\n"
+    );
+    // The slot was given back once the node verified its config.
+    wait_for("the slot given back", Duration::from_secs(60), || {
+        std::fs::read_to_string(host.path("/var/lib/hearth/server.json"))
+            .is_ok_and(|s| s.contains("\"slotHeld\": false"))
+    });
+    let history = host
+        .exec_ok(&["/usr/bin/hearth-agent", "status", "-o", "json"])
+        .unwrap();
+    assert!(history.contains("Rebooting"), "{history}");
+    wait_for("the server sees Done", Duration::from_secs(60), || {
+        node_state(&host).to_string().contains("Done")
+    });
+}

@@ -1,0 +1,293 @@
+//! Helpers for the server's tests: a real server (in-process on 127.0.0.1:0, or the built
+//! binary), a real TLS client that trusts the server's generated CA, and the shared corpus.
+#![allow(dead_code)]
+
+use hearth_server::app::Options;
+use hearth_server::controller::Settings;
+use hearth_server::serve::{self, Running};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The shared directory (`../shared` beside the repository), or `HEARTH_SHARED`.
+pub fn shared() -> PathBuf {
+    if let Ok(p) = std::env::var("HEARTH_SHARED") {
+        return PathBuf::from(p);
+    }
+    let candidate = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+    assert!(
+        candidate.join("corpus").is_dir(),
+        "the shared corpus is not at {} (set HEARTH_SHARED to its location)",
+        candidate.display()
+    );
+    candidate
+}
+
+/// The repository's `examples/fleet`.
+pub fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")
+}
+
+/// Server options for tests.
+pub fn options(retention: usize) -> Options {
+    Options {
+        settings: Settings { retention },
+        ..Options::default()
+    }
+}
+
+/// Starts a server in-process on 127.0.0.1:0 with its state in `dir`.
+pub async fn start(dir: &Path, options: Options) -> Running {
+    serve::start(serve::Config {
+        state_dir: dir.to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        sans: vec!["localhost".into(), "127.0.0.1".into()],
+        options,
+    })
+    .await
+    .expect("server starts")
+}
+
+/// An HTTPS client trusting only `ca_pem`.
+pub fn client(ca_pem: &[u8]) -> Client {
+    Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(ca_pem).unwrap())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// A caller of the API with one token.
+#[derive(Debug, Clone)]
+pub struct Api {
+    /// `https://127.0.0.1:PORT`.
+    pub base: String,
+    /// The client.
+    pub client: Client,
+    /// The bearer token (empty: none).
+    pub token: String,
+}
+
+/// An answer: status and JSON body (Null when empty or not JSON).
+#[derive(Debug)]
+pub struct Answer {
+    /// Status.
+    pub status: StatusCode,
+    /// Body.
+    pub json: Value,
+    /// Raw body.
+    pub text: String,
+    /// Headers.
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Api {
+    /// For `running` with its admin token.
+    pub fn admin(running: &Running) -> Api {
+        let dir = &running.layout.dir;
+        Api {
+            base: format!("https://127.0.0.1:{}", running.addr.port()),
+            client: client(&std::fs::read(dir.join("pki/ca.crt")).unwrap()),
+            token: std::fs::read_to_string(dir.join("admin.token"))
+                .unwrap()
+                .trim()
+                .to_string(),
+        }
+    }
+
+    /// The same server with another token.
+    pub fn with_token(&self, token: &str) -> Api {
+        Api {
+            token: token.to_string(),
+            ..self.clone()
+        }
+    }
+
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.client.request(method, format!("{}{path}", self.base));
+        if self.token.is_empty() {
+            r
+        } else {
+            r.bearer_auth(&self.token)
+        }
+    }
+
+    /// Sends a request.
+    pub async fn send(&self, r: reqwest::RequestBuilder) -> Answer {
+        let resp = r.send().await.expect("request");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer {
+            status,
+            json,
+            text,
+            headers,
+        }
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send(self.req(reqwest::Method::GET, path)).await
+    }
+
+    /// GET with headers.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut r = self.req(reqwest::Method::GET, path);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        self.send(r).await
+    }
+
+    /// POST JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> Answer {
+        self.send(
+            self.req(reqwest::Method::POST, path)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(body).unwrap()),
+        )
+        .await
+    }
+
+    /// DELETE.
+    pub async fn delete(&self, path: &str) -> Answer {
+        self.send(self.req(reqwest::Method::DELETE, path)).await
+    }
+
+    /// Applies files (name, text) in one request.
+    pub async fn apply(&self, files: &[(String, String)]) -> Answer {
+        let body = serde_json::json!({
+            "files": files.iter().map(|(n, t)| serde_json::json!({"name": n, "text": t})).collect::<Vec<_>>()
+        });
+        self.send(
+            self.req(reqwest::Method::POST, "/api/v1/manifests")
+                .header("content-type", "application/vnd.hearth.apply+json")
+                .body(serde_json::to_vec(&body).unwrap()),
+        )
+        .await
+    }
+
+    /// Applies one YAML text.
+    pub async fn apply_text(&self, name: &str, text: &str) -> Answer {
+        self.apply(&[(name.to_string(), text.to_string())]).await
+    }
+
+    /// Enrolls a node with a bootstrap token; returns an Api acting as the node.
+    pub async fn enroll(&self, bootstrap: &str, node: &str, labels: Value) -> Api {
+        let a = self
+            .with_token("")
+            .post(
+                "/api/v1/enroll",
+                &serde_json::json!({"node": node, "labels": labels, "bootstrapToken": bootstrap}),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::OK, "enroll {node}: {}", a.text);
+        self.with_token(a.json["credential"].as_str().unwrap())
+    }
+
+    /// Reports a status as a node.
+    pub async fn report(
+        &self,
+        state: &str,
+        current: Option<&str>,
+        desired: Option<&str>,
+        reason: Option<&str>,
+    ) {
+        let a = self
+            .post(
+                "/api/v1/agent/status",
+                &serde_json::json!({
+                    "apiVersion": "hearth.io/v1", "kind": "AgentStatus",
+                    "state": state, "current": current, "desired": desired, "reason": reason,
+                    "lastTransition": "2026-01-01T00:00:00Z", "pendingReboot": false,
+                    "progress": null, "drift": [], "history": [],
+                }),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::NO_CONTENT, "report: {}", a.text);
+    }
+
+    /// The desired config's name (no wait).
+    pub async fn desired_name(&self) -> Option<String> {
+        let a = self.get("/api/v1/agent/desired?wait=0").await;
+        match a.status {
+            StatusCode::OK => a.json["name"].as_str().map(str::to_string),
+            StatusCode::NOT_MODIFIED => None,
+            s => panic!("desired: {s} {}", a.text),
+        }
+    }
+}
+
+/// The text of a worker MachineConfig writing `/etc/hearth-test` with `content`.
+pub fn worker_mc(name: &str, content: &str) -> String {
+    format!(
+        r#"apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: {name}
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+      - path: /etc/hearth-test-{name}
+        mode: 0644
+        contents:
+          source: "data:,{content}"
+"#
+    )
+}
+
+/// The example fleet's files.
+pub fn example_files() -> Vec<(String, String)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(examples())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            (
+                format!(
+                    "examples/fleet/{}",
+                    p.file_name().unwrap().to_string_lossy()
+                ),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A pool from `get mcp`.
+pub async fn pool(api: &Api, name: &str) -> Value {
+    let a = api.get(&format!("/api/v1/pools/{name}")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    a.json
+}
+
+/// The status counts of a pool: (machine, ready, updated, degraded).
+pub async fn counts(api: &Api, name: &str) -> (u64, u64, u64, u64) {
+    let p = pool(api, name).await;
+    let s = &p["status"];
+    (
+        s["machineCount"].as_u64().unwrap(),
+        s["readyMachineCount"].as_u64().unwrap(),
+        s["updatedMachineCount"].as_u64().unwrap(),
+        s["degradedMachineCount"].as_u64().unwrap(),
+    )
+}
+
+/// The bootstrap token of a built-in pool from the state directory.
+pub fn bootstrap_token(running: &Running, pool: &str) -> String {
+    std::fs::read_to_string(running.layout.bootstrap_token(pool))
+        .unwrap()
+        .trim()
+        .to_string()
+}

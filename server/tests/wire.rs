@@ -1,0 +1,224 @@
+//! The agent's wire types (`hearth_agent::remote`) and the server's (`hearth_server::api`) are
+//! defined twice (the agent does not depend on the server): each is serialised on one side and
+//! read on the other, so they cannot drift apart. Then the agent's own client talks to a real
+//! server.
+
+mod common;
+
+use common::*;
+use hearth_agent::journal::{HistoryEntry, Journal, NamedConfig};
+use hearth_agent::remote;
+use hearth_agent::state::State;
+use hearth_config::model::{DisruptionPolicies, MachineConfigSpec, PolicyAction, UnitPolicy};
+use hearth_server::api;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+fn across<A: Serialize, B: DeserializeOwned + Serialize>(a: &A) -> B {
+    let json = serde_json::to_value(a).unwrap();
+    let b: B = serde_json::from_value(json.clone()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(serde_json::to_value(&b).unwrap(), json, "lossless");
+    b
+}
+
+fn spec() -> MachineConfigSpec {
+    MachineConfigSpec {
+        kernel_arguments: vec!["nosmt".into()],
+        os_image_url: "quay.io/x@sha256:00".into(),
+        ..Default::default()
+    }
+}
+
+fn policies() -> DisruptionPolicies {
+    DisruptionPolicies {
+        units: vec![UnitPolicy {
+            name: "chronyd.service".into(),
+            actions: vec![PolicyAction::Restart {
+                service: "chronyd.service".into(),
+            }],
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn wire_types_round_trip_both_ways() {
+    let labels = BTreeMap::from([("a".to_string(), "b".to_string())]);
+    let r: api::EnrollRequest = across(&remote::EnrollRequest {
+        node: "w0".into(),
+        labels: labels.clone(),
+        bootstrap_token: Some("t".into()),
+    });
+    assert_eq!(r.bootstrap_token.as_deref(), Some("t"));
+    let _: remote::EnrollRequest = across(&r);
+    let e: remote::EnrollResponse = across(&api::EnrollResponse {
+        node: "w0".into(),
+        pool: "worker".into(),
+        labels,
+        credential: "c".into(),
+    });
+    let _: api::EnrollResponse = across(&e);
+    let d: remote::DesiredConfig = across(&api::DesiredConfig {
+        name: "rendered-worker-1".into(),
+        spec: spec(),
+        policies: policies(),
+    });
+    assert_eq!(d.spec, spec());
+    assert_eq!(d.policies, policies());
+    let _: api::DesiredConfig = across(&d);
+    for (a, b) in [
+        (api::SlotAction::Acquire, remote::SlotAction::Acquire),
+        (api::SlotAction::Release, remote::SlotAction::Release),
+    ] {
+        let x: remote::SlotRequest = across(&api::SlotRequest { action: a });
+        assert_eq!(x.action, b);
+        let _: api::SlotRequest = across(&x);
+    }
+    let s: remote::SlotAnswer = across(&api::SlotAnswer {
+        granted: false,
+        retry_after_seconds: 30,
+    });
+    assert_eq!(s.retry_after_seconds, 30);
+    let _: api::SlotAnswer = across(&s);
+}
+
+#[test]
+fn the_agents_status_document_is_what_the_server_reads() {
+    let mut j = Journal {
+        current: Some(NamedConfig {
+            name: "rendered-worker-a".into(),
+            spec: spec(),
+        }),
+        desired: Some(NamedConfig {
+            name: "rendered-worker-b".into(),
+            spec: spec(),
+        }),
+        state: State::Degraded,
+        reason: Some("step 3 (write file /etc/x): disk full".into()),
+        drift: vec!["/etc/y: contents changed".into()],
+        ..Default::default()
+    };
+    j.history.push(HistoryEntry {
+        time: "2026-01-01T00:00:00Z".into(),
+        state: State::Degraded,
+        reason: j.reason.clone(),
+        desired: Some("rendered-worker-b".into()),
+    });
+    let doc = hearth_agent::cli::status_json(&j);
+    let s: api::AgentStatus =
+        serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{e}: {doc}"));
+    assert_eq!(s.state, api::NodeState::Degraded);
+    assert_eq!(s.current.as_deref(), Some("rendered-worker-a"));
+    assert_eq!(s.desired.as_deref(), Some("rendered-worker-b"));
+    assert_eq!(s.reason, j.reason);
+    assert_eq!(s.drift, j.drift);
+    assert_eq!(s.history.len(), 1);
+    assert_eq!(s.history[0].state, api::NodeState::Degraded);
+    // Every agent state maps to a server state of the same name.
+    for st in [
+        State::Done,
+        State::Working,
+        State::Degraded,
+        State::Unreconcilable,
+        State::Rebooting,
+    ] {
+        let a: api::NodeState = serde_json::from_value(serde_json::to_value(st).unwrap()).unwrap();
+        assert_eq!(a.as_str(), st.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_client_against_a_real_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let admin = Api::admin(&s);
+    admin.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
+    let token = bootstrap_token(&s, "worker");
+
+    // A wrong token and a wrong CA are told apart.
+    let e = remote::Remote::enroll(&admin.base, &ca, "nope", "w0", &BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(e.needs_enrollment(), "{e}");
+    let other = tempfile::tempdir().unwrap();
+    hearth_server::pki::init(
+        &hearth_server::pki::Layout {
+            dir: other.path().to_path_buf(),
+        },
+        &["localhost".into()],
+    )
+    .unwrap();
+    let wrong_ca = std::fs::read(other.path().join("pki/ca.crt")).unwrap();
+    let e = remote::Remote::enroll(&admin.base, &wrong_ca, &token, "w0", &BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, remote::RemoteError::Transport { .. }), "{e}");
+
+    let r = remote::Remote::enroll(&admin.base, &ca, &token, "w0", &BTreeMap::new())
+        .await
+        .unwrap();
+    assert_eq!(r.pool.as_deref(), Some("worker"));
+    let again = remote::Remote::new(&admin.base, &ca, r.credential()).unwrap();
+    let d = again
+        .desired(None, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(d.name.starts_with("rendered-worker-"));
+    assert_eq!(
+        again
+            .desired(Some(&d.name), Duration::from_secs(1))
+            .await
+            .unwrap(),
+        None
+    );
+    let (named, _policies) = d.clone().into_parts();
+
+    // Report through the agent's own status document.
+    let j = Journal {
+        current: Some(named.clone()),
+        desired: Some(named.clone()),
+        ..Default::default()
+    };
+    again
+        .report(&hearth_agent::cli::status_json(&j))
+        .await
+        .unwrap();
+    let n = admin.get("/api/v1/nodes/w0").await.json;
+    assert_eq!(n["status"]["state"], "Done");
+    assert_eq!(n["status"]["current"], d.name.as_str());
+    assert_eq!(counts(&admin, "worker").await, (1, 1, 1, 0));
+
+    let slot = again.reboot_slot(true).await.unwrap();
+    assert!(slot.granted);
+    assert!(!again.reboot_slot(false).await.unwrap().granted);
+
+    // An idle agent sees a change within a second.
+    let waiter = {
+        let again = again.clone();
+        let known = d.name.clone();
+        tokio::spawn(async move {
+            let got = again.desired(Some(&known), Duration::from_secs(60)).await;
+            (got, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    admin.apply_text("mc.yaml", &worker_mc("10-a", "two")).await;
+    let (got, when) = waiter.await.unwrap();
+    let got = got.unwrap().unwrap();
+    assert_ne!(got.name, d.name);
+    assert!(when.duration_since(sent) < Duration::from_secs(2));
+
+    // Deleted: the agent is told to enroll again.
+    admin.delete("/api/v1/nodes/w0").await;
+    let e = again
+        .desired(None, Duration::from_secs(0))
+        .await
+        .unwrap_err();
+    assert!(e.needs_enrollment(), "{e}");
+    s.shutdown().await;
+}

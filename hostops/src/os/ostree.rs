@@ -30,8 +30,8 @@
 //! One operation at a time per process: the worker holds a process-wide mutex. The agent never
 //! runs two anyway; the tests, which drive many sysroots from one process in parallel, once hit
 //! a GLib assertion (`g_hash_table_lookup: assertion 'hash_table != NULL' failed`) followed by a
-//! crash while two libostree operations on different sysroots ran at the same time (1 run in
-//! about 10), and none since the operations are serialized.
+//! crash while libostree operations on different sysroots ran at the same time (once in nine
+//! runs of the suite), and none in the six runs since the operations are serialized.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;

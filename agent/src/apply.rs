@@ -225,8 +225,11 @@ impl Agent {
         if same && !force && j.state == State::Done {
             // Nothing to do but make sure the host still matches.
             let mismatches = self.verify(&desired.spec.config).await;
-            j.drift = mismatches.iter().map(|m| m.to_string()).collect();
-            j.save(&self.root)?;
+            let drift: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
+            if drift != j.drift {
+                j.drift = drift;
+                j.save(&self.root)?;
+            }
             return Ok(Outcome::Done);
         }
 

@@ -5,7 +5,7 @@
 //! and a reboot is pending (requested, inhibited, or `--no-reboot`).
 
 use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
-use crate::journal::{Journal, NamedConfig, Phase};
+use crate::journal::{Journal, NamedConfig, Phase, Summary};
 use crate::source;
 use crate::state::State;
 use anyhow::{Context, Result};
@@ -206,6 +206,10 @@ impl DriftPolicies {
                 .into_iter()
                 .map(|mut m| {
                     m.policy = self.policy(&m.path);
+                    // The expected bytes are needed only to put a file back.
+                    if m.policy != DriftPolicy::Revert {
+                        m.content = None;
+                    }
                     m
                 })
                 .filter(|m| m.policy != DriftPolicy::Ignore)
@@ -507,9 +511,10 @@ impl Daemon<'_> {
             tracing::info!(?outcome, "finished an interrupted apply");
         }
         let (drift, mut drift_events) = self.start_drift()?;
-        let j = Journal::load(self.agent.root())?;
-        self.metrics.set_state(j.state);
-        notify.ready(&status_line(&j));
+        let summary = Summary::load(self.agent.root())?;
+        self.metrics.set_state(summary.state);
+        notify.ready(&summary.status_line());
+        crate::memory::trim_heap();
         let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
         loop {
             notify.watchdog();
@@ -536,6 +541,7 @@ impl Daemon<'_> {
                                 let result = self.apply_logged(desired).await;
                                 drift.set_expected(self.expected());
                                 drift.resume();
+                                crate::memory::trim_heap();
                                 result?;
                             }
                             Err(e) => tracing::error!("{e:#}"),
@@ -546,19 +552,22 @@ impl Daemon<'_> {
                 Ok(None) => {}
                 Err(e) => tracing::error!("{e}"),
             }
-            let j = Journal::load(self.agent.root())?;
-            if j.state == State::Rebooting
-                && j.progress
+            let summary = Summary::load(self.agent.root())?;
+            let summary = if summary.state == State::Rebooting
+                && summary
+                    .progress
                     .as_ref()
                     .is_some_and(|p| p.phase == Phase::Rebooting)
             {
                 // A reboot that was blocked (or not yet asked for): try again.
-                let mut j = j;
+                let mut j = Journal::load(self.agent.root())?;
                 let _ = self.agent.resume(&mut j, &Options::default()).await?;
-            }
-            let j = Journal::load(self.agent.root())?;
-            self.metrics.set_state(j.state);
-            notify.status(&status_line(&j));
+                Summary::load(self.agent.root())?
+            } else {
+                summary
+            };
+            self.metrics.set_state(summary.state);
+            notify.status(&summary.status_line());
             // Wait for the next look, recording drift as it comes.
             let deadline = tokio::time::Instant::now() + interval;
             loop {
@@ -637,6 +646,7 @@ impl Daemon<'_> {
                     }
                 }
             }
+            crate::memory::trim_heap();
         }
     }
 

@@ -173,6 +173,56 @@ pub enum JournalError {
     Transition(#[from] InvalidTransition),
 }
 
+/// The small part of the journal: what a status line or a tick of the daemon needs, read
+/// without building the configs (serde skips them).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// State.
+    pub state: State,
+    /// Reason.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The apply in progress.
+    #[serde(default)]
+    pub progress: Option<Progress>,
+    /// The desired config's name.
+    #[serde(default, deserialize_with = "name_only")]
+    pub desired: Option<String>,
+}
+
+fn name_only<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct NameOnly {
+        name: String,
+    }
+    Ok(Option::<NameOnly>::deserialize(d)?.map(|n| n.name))
+}
+
+impl Summary {
+    /// Reads the summary (a fresh node's when there is no journal).
+    pub fn load(root: &Root) -> Result<Summary, JournalError> {
+        let Some(bytes) = root.read(JOURNAL_PATH)? else {
+            return Ok(Summary {
+                state: State::Done,
+                reason: None,
+                progress: None,
+                desired: None,
+            });
+        };
+        serde_json::from_slice(&bytes).map_err(|e| JournalError::Parse(e.to_string()))
+    }
+
+    /// The status line (`STATUS=`): state, desired config, reason.
+    pub fn status_line(&self) -> String {
+        let desired = self.desired.as_deref().unwrap_or("-");
+        match &self.reason {
+            Some(r) => format!("{} {desired}: {r}", self.state),
+            None => format!("{} {desired}", self.state),
+        }
+    }
+}
+
 impl Journal {
     /// Reads the journal, or a fresh one when there is none.
     pub fn load(root: &Root) -> Result<Journal, JournalError> {

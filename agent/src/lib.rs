@@ -13,6 +13,7 @@ pub mod cli;
 pub mod follow;
 pub mod journal;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod remote;
 pub mod source;

@@ -513,7 +513,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     // Valid configs can still contradict each other once merged: refuse the result rather than
     // hand a node a config it would refuse.
     let mut findings = Vec::new();
-    crate::validate::validate_config("spec.config", &config, &mut findings);
+    crate::validate::validate_structure("spec.config", &config, &mut findings);
     let errors: Vec<String> = findings
         .into_iter()
         .filter(|f| f.is_error)

@@ -197,16 +197,7 @@ pub fn cached_images() -> Result<Images> {
         File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
     info!(dest = %dest.display(), log = %log_path.display(), "building the OS images (about 4 minutes)");
     let started = Instant::now();
-    let status = Command::new("bash")
-        .arg("-c")
-        .arg(BUILD_IMAGES_SCRIPT)
-        .arg("build-images.sh")
-        .arg(&tmp)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .status()
-        .context("running bash (build-images.sh)")?;
+    let status = util::run_build_script(BUILD_IMAGES_SCRIPT, "build-images.sh", &tmp, log)?;
     if !status.success() || !images_complete(&tmp) {
         if let Err(e) = mounts::remove_tree(&tmp) {
             warn!("cleaning up the failed image build: {e:#}");

@@ -8,7 +8,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -107,16 +106,7 @@ fn build(cache: &Path, key: &str, dest: &Path) -> Result<()> {
         "building the test root filesystem (debootstrap, about a minute)"
     );
     let started = Instant::now();
-    let status = Command::new("bash")
-        .arg("-c")
-        .arg(BUILD_ROOTFS_SCRIPT)
-        .arg("build-rootfs.sh")
-        .arg(&tmp)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .status()
-        .context("running bash (build-rootfs.sh)")?;
+    let status = util::run_build_script(BUILD_ROOTFS_SCRIPT, "build-rootfs.sh", &tmp, log)?;
     if !status.success() {
         if let Err(e) = mounts::remove_tree(&tmp) {
             warn!("cleaning up the failed build: {e:#}");

@@ -103,6 +103,26 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
     fields.nth(22 - 4)?.parse().ok()
 }
 
+/// Runs an embedded build script (`bash -c SCRIPT NAME ARG`) with no input and both output
+/// streams appended to `log`; returns its exit status.
+pub(crate) fn run_build_script(
+    script: &str,
+    name: &str,
+    arg: &Path,
+    log: fs::File,
+) -> Result<std::process::ExitStatus> {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(name)
+        .arg(arg)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .status()
+        .with_context(|| format!("running bash ({name})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

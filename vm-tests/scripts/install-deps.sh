@@ -15,6 +15,11 @@
 #   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
+#   qemu-system-x86         the VM tier (src/qemu.rs): QEMU with software emulation (TCG); the
+#                           harness reads and copies the raw disk itself (e2fsprogs' debugfs),
+#                           so qemu-utils is not needed. A machine that has qemu-utils from
+#                           backports gets the matching Debian 12 qemu-utils with it (the two
+#                           versions conflict), instead of apt removing qemu-utils.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -31,10 +36,22 @@ apt-get install -y -qq --no-install-recommends \
     ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config \
     >/dev/null
 
-for tool in systemd-nspawn debootstrap nsenter ostree chattr pkg-config; do
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    qemu_version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
+    qemu_extra=()
+    utils=$(dpkg-query -W -f='${Status} ${Version}' qemu-utils 2>/dev/null || true)
+    if [[ $utils == "install ok installed "* ]] && [ "${utils##* }" != "$qemu_version" ]; then
+        echo "install-deps: qemu-utils ${utils##* } does not match qemu-system-x86 $qemu_version: installing qemu-utils $qemu_version with it"
+        qemu_extra=("qemu-utils=$qemu_version" --allow-downgrades)
+    fi
+    apt-get install -y -qq --no-install-recommends qemu-system-x86 "${qemu_extra[@]}" >/dev/null
+fi
+
+for tool in systemd-nspawn debootstrap nsenter ostree chattr pkg-config qemu-system-x86_64 \
+    debugfs mkfs.ext4; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1
     }
 done
-echo "install-deps: systemd-nspawn $(systemd-nspawn --version | head -1 | cut -d' ' -f2), debootstrap $(dpkg-query -W -f='${Version}' debootstrap)"
+echo "install-deps: systemd-nspawn $(systemd-nspawn --version | head -1 | cut -d' ' -f2), debootstrap $(dpkg-query -W -f='${Version}' debootstrap), $(qemu-system-x86_64 --version | head -1)"

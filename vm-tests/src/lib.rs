@@ -63,6 +63,7 @@ mod exec;
 mod host;
 mod mounts;
 pub mod ostree;
+pub mod qemu;
 mod rootfs;
 mod util;
 

@@ -123,7 +123,7 @@ fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
 
 /// A pivot to `v2` and back to `v1`, each a staged deployment and a real reboot.
 #[test]
-#[ignore = "VM tier, ~5 min (three boots under TCG); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
+#[ignore = "VM tier, ~4 min (three boots under TCG); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
 fn vm_pivot_v1_v2_and_back_ostree_cli() {
     init_logging();
     let started = Instant::now();

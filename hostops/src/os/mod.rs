@@ -315,6 +315,17 @@ pub struct RemoteConfig {
     /// checksum in `osImageURL` pins the content.
     #[serde(default)]
     pub gpg_verify: bool,
+    /// The CA certificate(s) (PEM) an `https://` remote's certificate must chain to
+    /// (libostree's `tls-ca-path`): `/etc/hearth/ca.crt` for hearth-server's repository.
+    /// Without it, the system's trust store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_path: Option<String>,
+    /// A file holding a bearer token sent with every request of a pull
+    /// (`Authorization: Bearer …`): `/var/lib/hearth/node-token`, where the agent keeps its node
+    /// credential, for hearth-server's repository. Read at every pull (a node that enrolls again
+    /// gets a new credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_file: Option<String>,
 }
 
 /// Free space (bytes) to keep on `/boot` and on the sysroot, on top of what staging needs.
@@ -411,6 +422,24 @@ impl OsConfig {
                     return Err(err(format!(
                         "remote.url {url:?}: only file://, http:// and https:// are supported"
                     )));
+                }
+                if remote.bearer_token_file.is_some() && url.starts_with("http://") {
+                    return Err(err(format!(
+                        "remote.bearerTokenFile: the token would travel in clear text to {url}; \
+                         use an https:// URL"
+                    )));
+                }
+            }
+            for (field, path) in [
+                ("tlsCaPath", &remote.tls_ca_path),
+                ("bearerTokenFile", &remote.bearer_token_file),
+            ] {
+                if let Some(path) = path {
+                    if !path.starts_with('/') {
+                        return Err(err(format!(
+                            "remote.{field} {path:?} must be an absolute path"
+                        )));
+                    }
                 }
             }
         }

@@ -16,7 +16,7 @@
 //! current content back, and unit states, SSH keys and the password hash return to the current
 //! config's. Then the host is verified against the current config again.
 
-use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
+use crate::journal::{Journal, JournalError, NamedConfig, OsProgress, Phase, Progress};
 use crate::state::{Event, State};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
 use hearth_config::ignition::Config;
@@ -25,6 +25,7 @@ use hearth_config::plan::{plan, Action, Plan, SYSTEMD_UNIT_DIR};
 use hearth_hostops::files::{self, FileError};
 use hearth_hostops::fs::Root;
 use hearth_hostops::offline;
+use hearth_hostops::os::{NoneBackend, OsBackend, OsChange, OsConfig, OsExpectation};
 use hearth_hostops::passwd;
 use hearth_hostops::reboot::{self, RebootOutcome};
 use hearth_hostops::systemd::Systemd;
@@ -32,7 +33,7 @@ use hearth_hostops::users::{self, SshKeyLayout};
 use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A file whose presence asks for a full re-apply on the next sync (the MCO's
 /// `/run/machine-config-daemon-force`).
@@ -112,10 +113,15 @@ pub const LOCK_FILE: &str = "/var/lib/hearth/agent.lock";
 #[derive(Debug)]
 pub struct Agent {
     root: Root,
+    root_path: PathBuf,
     units: Units,
     bus: Option<String>,
     ssh_layout: SshKeyLayout,
+    os: OsBackend,
 }
+
+/// Why an offline image root has no OS backend.
+pub const OFFLINE_OS_REASON: &str = "an offline image root cannot take OS-level changes";
 
 fn unit_path(name: &str) -> String {
     format!("{SYSTEMD_UNIT_DIR}/{name}")
@@ -156,6 +162,32 @@ fn is_os_action(a: &Action) -> bool {
     )
 }
 
+/// The OS fields of a spec (kernel arguments, kernel type, OS image, extensions), without files
+/// and units: what OS changes are planned from.
+fn os_fields(spec: &MachineConfigSpec) -> MachineConfigSpec {
+    MachineConfigSpec {
+        kernel_arguments: spec.kernel_arguments.clone(),
+        kernel_type: spec.kernel_type,
+        os_image_url: spec.os_image_url.clone(),
+        extensions: spec.extensions.clone(),
+        ..MachineConfigSpec::default()
+    }
+}
+
+/// The systemd unit this process runs in (`hearth-agent.service`), from `/proc/self/cgroup`.
+fn own_unit() -> Option<String> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // `0::/system.slice/x.service` (unified) or `1:name=systemd:/system.slice/x.service`
+    // (hybrid): the unit is the last component that names one.
+    cgroup.lines().find_map(|l| {
+        l.splitn(3, ':')
+            .nth(2)?
+            .rsplit('/')
+            .find(|c| c.ends_with(".service") || c.ends_with(".scope"))
+            .map(str::to_string)
+    })
+}
+
 /// Reads the boot id of the running system (`/proc/sys/kernel/random/boot_id`).
 pub fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
@@ -173,12 +205,27 @@ impl Agent {
             None => Units::Offline,
         };
         let ssh_layout = SshKeyLayout::detect(&root_handle).unwrap_or_default();
+        let os = match &units {
+            Units::Offline => OsBackend::None(NoneBackend::new(OFFLINE_OS_REASON)),
+            Units::Online(_) => match OsBackend::detect(root) {
+                Ok(backend) => backend,
+                Err(e) => OsBackend::None(NoneBackend::new(e.to_string())),
+            },
+        };
+        tracing::debug!(backend = os.kind(), "OS backend");
         Ok(Agent {
             root: root_handle,
+            root_path: root.to_path_buf(),
             units,
             bus: bus.map(str::to_string),
             ssh_layout,
+            os,
         })
+    }
+
+    /// The OS backend (kernel arguments, kernel type, OS images) this host has.
+    pub fn os(&self) -> &OsBackend {
+        &self.os
     }
 
     /// The root.
@@ -212,6 +259,11 @@ impl Agent {
             // is on disk is the applied config, and its reboot stays pending until the new one
             // is in.
             tracing::info!("a new config or the force file supersedes the pending reboot");
+            if j.progress.as_ref().is_some_and(|p| p.os.is_some()) && j.os_base.is_none() {
+                // The staged deployment is not booted yet: plan the next OS change from what
+                // is booted.
+                j.os_base = Some(os_fields(&Self::current_spec(&j)));
+            }
             j.current = j.desired.clone();
             j.reboot_pending = true;
             j.progress = None;
@@ -220,6 +272,15 @@ impl Agent {
             if pending_same && !matches!(outcome, Outcome::Degraded(_)) {
                 return Ok(outcome);
             }
+        }
+        if !force
+            && j.state == State::Degraded
+            && j.failed_os.is_some()
+            && j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec)
+        {
+            // Its OS deployment failed after the boot and was rolled back: staging it again
+            // would reboot into the same failure. A new config or the force file retries.
+            return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
         }
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
@@ -235,6 +296,7 @@ impl Agent {
 
         j.desired = Some(desired);
         j.policies = policies;
+        j.failed_os = None;
         j.transition(Event::Start, None)?;
         let preexisting = self.preexisting(&j)?;
         j.progress = Some(Progress {
@@ -244,6 +306,7 @@ impl Agent {
             failure: None,
             boot_id: None,
             reboot_requests: 0,
+            os: None,
         });
         j.save(&self.root)?;
         // The preexisting set is part of the apply: kept in the journal for a resume.
@@ -428,34 +491,45 @@ impl Agent {
             j.save(&self.root)?;
             return Ok(Outcome::Unreconcilable(reason));
         }
-        let os: Vec<String> = p
+        // OS changes are planned from what is booted (not from nothing, even when forced: kernel
+        // arguments are a diff) and staged last, after files and units are in and verified.
+        let os_from = match j.os_base.clone() {
+            Some(base) => base,
+            None if j.current.is_none() => self.adopt_booted_os(&desired.spec).await,
+            None => os_fields(&current),
+        };
+        let os_actions: Vec<Action> = plan(&os_from, &desired.spec, &j.policies)
             .actions
-            .iter()
-            .filter(|a| is_os_action(a))
-            .map(|a| a.to_string())
+            .into_iter()
+            .filter(is_os_action)
             .collect();
-        if !os.is_empty() {
-            let why = if self.is_offline() {
-                "an offline image root cannot take OS-level changes"
-            } else {
-                "this host has no OS backend that can make them (kernel arguments, kernel type, extensions and OS images need an ostree or rpm-ostree host)"
-            };
-            let reason = format!(
-                "{}: {why}; nothing was changed. Refused: {}",
-                desired.name,
-                os.join("; ")
-            );
-            j.progress = None;
-            j.transition(Event::Failed, Some(reason.clone()))?;
-            j.save(&self.root)?;
-            return Ok(Outcome::Degraded(reason));
-        }
+        let os_change = match self.os_change(&os_actions) {
+            Ok(change) => change,
+            Err(why) => {
+                let reason = format!(
+                    "{}: {why}; nothing was changed. Refused: {}",
+                    desired.name,
+                    os_actions
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+                j.progress = None;
+                j.transition(Event::Failed, Some(reason.clone()))?;
+                j.save(&self.root)?;
+                return Ok(Outcome::Degraded(reason));
+            }
+        };
         let managed_before = managed_paths(&current.config);
         let preexisting = self.load_preexisting();
         self.remove_stale_temporaries(&managed_before, &managed_paths(&desired.spec.config));
         let total = p.actions.len() + service_steps(&p).len();
         tracing::info!(config = %desired.name, actions = p.actions.len(), "applying");
         for (i, action) in p.actions.iter().enumerate() {
+            if is_os_action(action) {
+                continue;
+            }
             tracing::debug!(step = i + 1, %action, "step");
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
                 let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
@@ -484,8 +558,29 @@ impl Agent {
             );
             return self.start_rollback(j, reason).await;
         }
+        let os_progress = match os_change {
+            Some(change) => match self.stage_os(&change).await {
+                Ok(progress) => Some(progress),
+                Err(e) => {
+                    let reason = format!(
+                        "step {total} of {total} (stage the OS change: {change}) failed: {e}"
+                    );
+                    return self.start_rollback(j, reason).await;
+                }
+            },
+            None => {
+                if j.os_base.take().is_some() {
+                    // The newer config no longer has the OS change that was staged for the
+                    // superseded one: drop the staged deployment.
+                    self.cancel_pending_os().await;
+                }
+                None
+            }
+        };
         let _ = self.root.remove(Self::PREEXISTING);
-        if (p.disruption.reboot() || j.reboot_pending) && !self.is_offline() {
+        if (p.disruption.reboot() || j.reboot_pending || os_progress.is_some())
+            && !self.is_offline()
+        {
             self.root
                 .write_atomic(REBOOT_MARKER, desired.name.as_bytes(), 0o644, None)
                 .map_err(AgentError::Fs)?;
@@ -496,6 +591,7 @@ impl Agent {
                 failure: None,
                 boot_id: boot_id(),
                 reboot_requests: 0,
+                os: os_progress,
             });
             let mut reasons: Vec<String> = p
                 .disruption
@@ -515,7 +611,196 @@ impl Agent {
         self.finish(j)
     }
 
+    /// The OS change a plan's OS actions make, or why this host cannot make it (checked before
+    /// anything is changed).
+    fn os_change(&self, actions: &[Action]) -> Result<Option<OsChange>, String> {
+        if actions.is_empty() {
+            return Ok(None);
+        }
+        if let Some(reason) = self.os.unsupported_reason() {
+            return Err(if self.is_offline() {
+                reason.to_string()
+            } else {
+                format!("this host has no OS backend that can make them ({reason})")
+            });
+        }
+        let change = OsChange::from_actions(actions).map_err(|e| e.to_string())?;
+        Ok((!change.is_empty()).then_some(change))
+    }
+
+    /// The first config of a host (hearth takes it over, from the MCO or from an installer that
+    /// set kernel arguments): what the booted deployment already has of the config's OS fields
+    /// is taken as the starting point, so no argument the former manager appended is appended
+    /// twice and an image already booted is not deployed again. Arguments adopted this way are recorded as hearth's (a later
+    /// config may remove them, as the MCO would).
+    async fn adopt_booted_os(&self, desired: &MachineConfigSpec) -> MachineConfigSpec {
+        let nothing = os_fields(&MachineConfigSpec::default());
+        let wants_os = !desired.kernel_arguments.is_empty()
+            || !desired.os_image_url.is_empty()
+            || desired.kernel_type != hearth_config::model::KernelType::Default;
+        if !wants_os || self.os.unsupported_reason().is_some() {
+            return nothing;
+        }
+        let booted = match self.os.status().await {
+            Ok(status) => status.booted,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the booted deployment; planning the OS change from nothing");
+                return nothing;
+            }
+        };
+        // The arguments a former manager (the MCO, an installer) appended in the config's order
+        // end the booted list: adopt the longest start of the config's list found there, so the
+        // plan (order-sensitive) appends only the rest.
+        let wanted = &desired.kernel_arguments;
+        let len = (0..=wanted.len())
+            .rev()
+            .find(|&n| booted.kernel_args.ends_with(&wanted[..n]))
+            .unwrap_or(0);
+        let mut adopted = wanted[..len].to_vec();
+        if !adopted.is_empty() {
+            match self.os.adopt_kernel_arguments(&adopted).await {
+                Ok(_) => {
+                    tracing::info!(kargs = %adopted.join(" "), "kernel arguments already booted adopted")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record the adopted kernel arguments");
+                    adopted.clear();
+                }
+            }
+        }
+        MachineConfigSpec {
+            kernel_arguments: adopted,
+            kernel_type: booted.kernel_type,
+            os_image_url: if booted.image == desired.os_image_url.trim() {
+                desired.os_image_url.clone()
+            } else {
+                String::new()
+            },
+            ..MachineConfigSpec::default()
+        }
+    }
+
+    /// Stages the OS change as one new deployment; what the boot must show.
+    async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
+        tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
+        let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
+        for skipped in &staged.skipped_deletes {
+            tracing::warn!(
+                karg = %skipped.argument,
+                reason = %skipped.reason,
+                "kernel argument not deleted"
+            );
+        }
+        tracing::info!(
+            deployment = %staged.deployment.id,
+            from = %staged.from,
+            kargs = %staged.deployment.kernel_args.join(" "),
+            "OS deployment staged"
+        );
+        Ok(OsProgress {
+            change: change.to_string(),
+            expect: staged.expectation(),
+            from: staged.from.clone(),
+            rollback: None,
+        })
+    }
+
+    /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
+    /// again. Failures are logged: the caller is already on a failure path.
+    async fn cancel_pending_os(&self) {
+        match self.os.status().await {
+            Ok(status) if status.pending.is_some() => match self.os.rollback().await {
+                Ok(outcome) => tracing::info!(?outcome, "pending OS deployment dropped"),
+                Err(e) => tracing::warn!(error = %e, "cannot drop the pending OS deployment"),
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the OS deployments"),
+        }
+    }
+
+    /// Waits for systemd to finish booting and judges the boot (see
+    /// [`hearth_hostops::os::HealthCheck`]): `Ok` when the system is `running`, or `degraded`
+    /// only by ignored units; otherwise why not, naming each failed unit with its log.
+    async fn boot_health(&self, check: &hearth_hostops::os::HealthCheck) -> Result<(), String> {
+        let Units::Online(sd) = &self.units else {
+            return Ok(());
+        };
+        let notifier = crate::logging::Notifier::new();
+        let timeout = std::time::Duration::from_secs(check.timeout_seconds);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last;
+        loop {
+            notifier.watchdog();
+            match sd.system_state().await {
+                Ok(state) => match state.as_str() {
+                    "running" => return Ok(()),
+                    "degraded" => return self.failed_units_verdict(sd, check).await,
+                    "maintenance" | "stopping" | "offline" => {
+                        return Err(format!("the system is in state {state} after the boot"))
+                    }
+                    _ => {
+                        if self.boot_waits_only_for_this_agent(sd).await {
+                            // Run from a unit the boot waits for (a oneshot `apply`): the boot
+                            // cannot finish before this check does, so judge it by what failed
+                            // so far.
+                            return self.failed_units_verdict(sd, check).await;
+                        }
+                        last = state;
+                    }
+                },
+                Err(e) => last = format!("unreadable ({e})"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the boot did not finish within {} s (system state: {last})",
+                    check.timeout_seconds
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `Ok` unless units other than the ignored ones failed; then each with its state and log.
+    async fn failed_units_verdict(
+        &self,
+        sd: &Systemd,
+        check: &hearth_hostops::os::HealthCheck,
+    ) -> Result<(), String> {
+        let failed: Vec<String> = sd
+            .failed_units()
+            .await
+            .map_err(|e| format!("cannot list the failed units: {e}"))?
+            .into_iter()
+            .filter(|u| !check.ignore_failed_units.contains(u))
+            .collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let mut why = Vec::new();
+        for unit in &failed {
+            why.push(sd.describe_unit(unit).await);
+        }
+        Err(format!(
+            "the boot ended degraded: {} failed: {}",
+            failed.join(", "),
+            why.join("; ")
+        ))
+    }
+
+    /// Whether the only job systemd is still running is the start of the unit this agent runs
+    /// in (`/proc/self/cgroup`): everything else left waits for it.
+    async fn boot_waits_only_for_this_agent(&self, sd: &Systemd) -> bool {
+        let Some(own) = own_unit() else {
+            return false;
+        };
+        match sd.running_jobs().await {
+            Ok(jobs) => !jobs.is_empty() && jobs.iter().all(|u| *u == own),
+            Err(_) => false,
+        }
+    }
+
     fn finish(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+        j.os_base = None;
         j.current = j.desired.clone();
         j.progress = None;
         j.drift.clear();
@@ -575,7 +860,11 @@ impl Agent {
                     "the node was asked to reboot {} times for this config without coming back in it; stopping to avoid a reboot loop",
                     p.reboot_requests
                 );
+                if p.os.is_some() {
+                    self.cancel_pending_os().await;
+                }
                 j.progress = None;
+                j.os_base = None;
                 j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
                 j.save(&self.root)?;
                 return Ok(Outcome::Degraded(reason));
@@ -642,9 +931,18 @@ impl Agent {
             j.save(&self.root)?;
             return Ok(Outcome::Done);
         };
+        if let Some(os) = j.progress.as_ref().and_then(|p| p.os.clone()) {
+            if let Some(why) = os.rollback.clone() {
+                return self.after_os_rollback(j, &os, why).await;
+            }
+            if let Some(outcome) = self.check_os_boot(j, &desired, &os).await? {
+                return Ok(outcome);
+            }
+        }
         let mismatches = self.verify(&desired.spec.config).await;
         if mismatches.is_empty() {
             j.current = Some(desired);
+            j.os_base = None;
             j.progress = None;
             j.drift.clear();
             j.reboot_pending = false;
@@ -669,6 +967,131 @@ impl Agent {
         }
     }
 
+    /// After the boot that should have started a new OS deployment: it must be the booted one,
+    /// with its kernel arguments, and the boot must be healthy. `None` when it is (the caller
+    /// goes on verifying files and units); otherwise how the sync ended: `Degraded`, or
+    /// `Rebooting` back into the previous deployment.
+    async fn check_os_boot(
+        &self,
+        j: &mut Journal,
+        desired: &NamedConfig,
+        os: &OsProgress,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let differences = match self.os.verify_booted(&os.expect).await {
+            Ok(d) => d,
+            Err(e) => vec![format!("cannot read the booted deployment: {e}")],
+        };
+        if !differences.is_empty() {
+            // Not what was staged (the boot loader fell back, or the deployment was never
+            // finalized): report it, and make sure the next boot does not surprise anyone.
+            self.cancel_pending_os().await;
+            let reason = format!(
+                "after the reboot the host does not run the OS change of {} ({}): {}",
+                desired.name,
+                os.change,
+                differences.join("; ")
+            );
+            tracing::error!(%reason, "OS verification failed");
+            j.progress = None;
+            j.os_base = None;
+            j.failed_os = Some(desired.name.clone());
+            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
+            j.save(&self.root)?;
+            return Ok(Some(Outcome::Degraded(reason)));
+        }
+        let config = OsConfig::load(&self.root_path).unwrap_or_default();
+        let Err(why) = self.boot_health(&config.health).await else {
+            tracing::info!(deployment = ?os.expect.deployment, "the new OS deployment booted healthy");
+            return Ok(None);
+        };
+        let deployment = os
+            .expect
+            .deployment
+            .as_ref()
+            .map(|d| d.to_string())
+            .unwrap_or_else(|| "the new deployment".into());
+        let why = format!(
+            "the new OS deployment {deployment} of {} booted unhealthy: {why}",
+            desired.name
+        );
+        tracing::error!(reason = %why, "OS health check failed");
+        if !config.health.rollback {
+            let reason = format!(
+                "{why} (automatic rollback is off in {})",
+                hearth_hostops::os::CONFIG_PATH
+            );
+            j.progress = None;
+            j.os_base = None;
+            j.failed_os = Some(desired.name.clone());
+            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
+            j.save(&self.root)?;
+            return Ok(Some(Outcome::Degraded(reason)));
+        }
+        match self.os.rollback().await {
+            Ok(outcome) => tracing::warn!(?outcome, "rolled back to the previous deployment"),
+            Err(e) => {
+                let reason = format!("{why}; the automatic rollback failed: {e}");
+                j.progress = None;
+                j.os_base = None;
+                j.failed_os = Some(desired.name.clone());
+                j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
+                j.save(&self.root)?;
+                return Ok(Some(Outcome::Degraded(reason)));
+            }
+        }
+        // Journal the rollback before the reboot: after it, the previous deployment must be
+        // booted and the files and units go back to the current config.
+        j.failed_os = Some(desired.name.clone());
+        if let Some(p) = j.progress.as_mut() {
+            p.os = Some(OsProgress {
+                change: os.change.clone(),
+                expect: OsExpectation {
+                    deployment: Some(os.from.clone()),
+                    kernel_args: None,
+                },
+                from: os.from.clone(),
+                rollback: Some(why.clone()),
+            });
+            p.boot_id = boot_id();
+            p.reboot_requests = 0;
+        }
+        j.transition(
+            Event::Resume,
+            Some(format!("{why}; rolling back to deployment {}", os.from)),
+        )?;
+        j.save(&self.root)?;
+        self.root
+            .write_atomic(REBOOT_MARKER, desired.name.as_bytes(), 0o644, None)
+            .map_err(AgentError::Fs)?;
+        Ok(Some(self.request_reboot(j, &Options::default()).await?))
+    }
+
+    /// After the reboot back into the previous deployment (an automatic rollback): check that
+    /// it is the booted one, put files and units back to the current config, and report
+    /// `Degraded` with why the new deployment was rolled back.
+    async fn after_os_rollback(
+        &self,
+        j: &mut Journal,
+        os: &OsProgress,
+        why: String,
+    ) -> Result<Outcome, AgentError> {
+        let differences = match self.os.verify_booted(&os.expect).await {
+            Ok(d) => d,
+            Err(e) => vec![format!("cannot read the booted deployment: {e}")],
+        };
+        let reason = if differences.is_empty() {
+            format!("{why}; rolled back to deployment {}", os.from)
+        } else {
+            format!(
+                "{why}; the rollback to deployment {} did not take: {}",
+                os.from,
+                differences.join("; ")
+            )
+        };
+        j.os_base = None;
+        self.run_rollback(j, reason).await
+    }
+
     async fn start_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
         tracing::warn!(%reason, "apply failed; rolling back");
         j.progress = Some(Progress {
@@ -678,6 +1101,7 @@ impl Agent {
             failure: Some(reason.clone()),
             boot_id: None,
             reboot_requests: 0,
+            os: None,
         });
         j.save(&self.root)?;
         self.run_rollback(j, reason).await
@@ -715,10 +1139,14 @@ impl Agent {
             format!("{reason}; undo was incomplete: {}", problems.join("; "))
         };
         j.progress = None;
-        if j.state == State::Working {
-            j.transition(Event::Failed, Some(full.clone()))?;
-        } else {
-            j.reason = Some(full.clone());
+        match j.state {
+            State::Working => {
+                j.transition(Event::Failed, Some(full.clone()))?;
+            }
+            State::Rebooting => {
+                j.transition(Event::BootVerificationFailed, Some(full.clone()))?;
+            }
+            _ => j.reason = Some(full.clone()),
         }
         j.save(&self.root)?;
         Ok(Outcome::Degraded(full))

@@ -506,6 +506,10 @@ impl Daemon<'_> {
         };
         let watch = watch.as_path();
         let notify = crate::logging::Notifier::new();
+        // Ready before finishing an interrupted apply: after a reboot into a new OS deployment
+        // the agent waits for the boot to finish (its health check), which it never would while
+        // this service is still starting.
+        notify.ready(&Summary::load(self.agent.root())?.status_line());
         let mut j = Journal::load(self.agent.root())?;
         if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
             tracing::info!(?outcome, "finished an interrupted apply");
@@ -513,7 +517,7 @@ impl Daemon<'_> {
         let (drift, mut drift_events) = self.start_drift()?;
         let summary = Summary::load(self.agent.root())?;
         self.metrics.set_state(summary.state);
-        notify.ready(&summary.status_line());
+        notify.status(&summary.status_line());
         crate::memory::trim_heap();
         let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
         loop {
@@ -589,13 +593,15 @@ impl Daemon<'_> {
     async fn follow(&self, server: crate::follow::Server) -> Result<ExitCode> {
         use crate::follow;
         let notify = crate::logging::Notifier::new();
+        // Ready first: see `run`.
+        notify.ready(&status_line(&Journal::load(self.agent.root())?));
         let mut j = Journal::load(self.agent.root())?;
         if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
             tracing::info!(?outcome, "finished an interrupted apply");
         }
         let (drift, mut drift_events) = self.start_drift()?;
         let (mut remote, mut state) = follow::connect(self.agent.root(), &server).await?;
-        notify.ready(&status_line(&Journal::load(self.agent.root())?));
+        notify.status(&status_line(&Journal::load(self.agent.root())?));
         let mut backoff = Duration::from_secs(1);
         loop {
             notify.watchdog();
@@ -731,6 +737,23 @@ pub fn status_text(j: &Journal) -> String {
             "no"
         }
     ));
+    if let Some(os) = j.progress.as_ref().and_then(|p| p.os.as_ref()) {
+        out.push_str(&format!("OS change:       {}\n", os.change));
+        if let Some(d) = &os.expect.deployment {
+            let what = if os.rollback.is_some() {
+                "rolling back to"
+            } else {
+                "staged"
+            };
+            out.push_str(&format!("OS deployment:   {what} {d}\n"));
+        }
+    }
+    if let Some(failed) = &j.failed_os {
+        out.push_str(&format!(
+            "Failed OS:       {failed} (not staged again until a new config or {})\n",
+            crate::apply::FORCE_FILE
+        ));
+    }
     if j.drift.is_empty() {
         out.push_str("Drift:           none\n");
     } else {

@@ -15,6 +15,10 @@ use std::time::Duration;
 /// Where the agent keeps its server credential (0600).
 pub const SERVER_STATE: &str = "/var/lib/hearth/server.json";
 
+/// The node's credential alone (0600): what `/etc/hearth/os.json` names as the remote's
+/// `bearerTokenFile` to pull OS images from hearth-server.
+pub const NODE_TOKEN: &str = "/var/lib/hearth/node-token";
+
 /// What the agent remembers about its server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,9 +45,14 @@ impl ServerState {
             .and_then(|b| serde_json::from_slice(&b).ok())
     }
 
-    /// Saves it atomically, readable by root only.
+    /// Saves it atomically, readable by root only; the credential also goes to [`NODE_TOKEN`]
+    /// (for libostree's pulls from hearth-server's ostree repository).
     pub fn save(&self, root: &Root) -> anyhow::Result<()> {
         root.write_atomic(SERVER_STATE, &serde_json::to_vec_pretty(self)?, 0o600, None)?;
+        let token = format!("{}\n", self.credential);
+        if root.read(NODE_TOKEN).ok().flatten().as_deref() != Some(token.as_bytes()) {
+            root.write_atomic(NODE_TOKEN, token.as_bytes(), 0o600, None)?;
+        }
         Ok(())
     }
 }

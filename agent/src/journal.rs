@@ -9,6 +9,7 @@
 use crate::state::{transition, Event, InvalidTransition, State};
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
 use hearth_hostops::fs::{FsError, Root};
+use hearth_hostops::os::{DeploymentId, OsExpectation};
 use serde::{Deserialize, Serialize};
 
 /// Where the journal lives in the target root.
@@ -61,6 +62,25 @@ pub struct Progress {
     /// in the config (a guard against reboot loops).
     #[serde(default)]
     pub reboot_requests: u32,
+    /// While rebooting for an OS change: the deployment staged and what the boot must show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OsProgress>,
+}
+
+/// The OS part of an apply: written before the reboot, read after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OsProgress {
+    /// The change, for people (`kernel arguments +a -b, OS image ...`).
+    pub change: String,
+    /// The deployment the next boot must start, and its kernel arguments.
+    pub expect: OsExpectation,
+    /// The deployment the change was made from: where an automatic rollback goes.
+    pub from: DeploymentId,
+    /// Set when the new deployment failed after its boot and the agent rolled back to `from`:
+    /// why. The boot after this one must show `from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<String>,
 }
 
 /// How to undo one step.
@@ -132,6 +152,16 @@ pub struct Journal {
     /// pending reboot): the apply in progress ends in `Rebooting` whatever its own plan says.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reboot_pending: bool,
+    /// The desired config whose OS deployment failed after its boot and was rolled back: it is
+    /// not staged again (no reboot loop) until another config or the force file asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_os: Option<String>,
+    /// While a staged OS deployment waits for its reboot and a newer config superseded it: the
+    /// OS fields (kernel arguments, kernel type, OS image, extensions) of the config the booted
+    /// deployment was made for. The next OS change is planned from these, because kernel
+    /// arguments are staged as a diff on the booted deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_base: Option<MachineConfigSpec>,
     /// Recent transitions, oldest first.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
@@ -151,6 +181,8 @@ impl Default for Journal {
             undo: Vec::new(),
             drift: Vec::new(),
             reboot_pending: false,
+            failed_os: None,
+            os_base: None,
             history: Vec::new(),
         }
     }

@@ -239,6 +239,21 @@ type Changes = Vec<(String, String, String)>;
 /// The `JobRemoved` signal's body: id, job path, unit, result.
 type JobRemoved = (u32, OwnedObjectPath, String, String);
 
+/// One entry of a `ListUnits*` reply: name, description, load state, active state, sub state,
+/// followed unit, unit path, job id, job type, job path.
+type ListedUnit = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    OwnedObjectPath,
+    u32,
+    String,
+    OwnedObjectPath,
+);
+
 /// A handle on one host's systemd, over its system bus.
 #[derive(Debug, Clone)]
 pub struct Systemd {
@@ -425,6 +440,46 @@ impl Systemd {
         self.manager
             .property(PATH, MANAGER, "SystemState", "manager")
             .await
+    }
+
+    /// The units in the `failed` state (`ListUnitsFiltered(["failed"])`), by name.
+    pub async fn failed_units(&self) -> Result<Vec<String>, SystemdError> {
+        let reply = self
+            .manager
+            .call("ListUnitsFiltered", "failed units", &(vec!["failed"],))
+            .await?;
+        let units: Vec<ListedUnit> = deserialize(&reply, "ListUnitsFiltered", "failed units")?;
+        let mut names: Vec<String> = units.into_iter().map(|u| u.0).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The units of the jobs systemd is running now (`ListJobs`, state `running`; jobs that
+    /// wait for others are left out).
+    pub async fn running_jobs(&self) -> Result<Vec<String>, SystemdError> {
+        let reply = self.manager.call("ListJobs", "jobs", &()).await?;
+        let jobs: Vec<(
+            u32,
+            String,
+            String,
+            String,
+            OwnedObjectPath,
+            OwnedObjectPath,
+        )> = deserialize(&reply, "ListJobs", "jobs")?;
+        Ok(jobs
+            .into_iter()
+            .filter(|j| j.3 == "running")
+            .map(|j| j.1)
+            .collect())
+    }
+
+    /// Why a unit is in the state it is in: its state, result and exit status, then the last
+    /// lines of its journal (`unit X: state: failed/failed, result: exit-code, exit status 1;
+    /// last log lines: ...`).
+    pub async fn describe_unit(&self, unit: &str) -> String {
+        let state = self.unit_status(unit).await;
+        let journal = self.journal_tail(unit).await;
+        format!("unit {unit}: {state}{}", journal_suffix(&journal))
     }
 
     async fn load_unit(&self, unit: &str) -> Result<OwnedObjectPath, SystemdError> {

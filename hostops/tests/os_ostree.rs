@@ -715,8 +715,9 @@ fn staging_works_under_the_agent_units_hardening() {
     host.reboot(REBOOT).unwrap();
     assert!(d.verify(&host, &staged.expectation()).unwrap().is_empty());
     assert!(host.kernel_args().contains(&"hugepages=32".to_string()));
-    // The unit lacks CAP_LINUX_IMMUTABLE, so libostree could not make the staged deployment
-    // immutable; ostree-finalize-staged.service (full privileges) did at shutdown.
+    // The booted deployment's root is immutable (chattr +i), as libostree makes it: the unit
+    // keeps CAP_LINUX_IMMUTABLE for that (and ostree-finalize-staged.service, with full
+    // privileges, would do it at shutdown otherwise).
     let attrs = std::process::Command::new("lsattr")
         .arg("-d")
         .arg(host.deployment_root())

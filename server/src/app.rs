@@ -39,6 +39,9 @@ pub struct Options {
     /// How often rollouts are re-evaluated without any change (for nodes going silent or
     /// coming back).
     pub tick: Duration,
+    /// An ostree repository (archive mode) served to authenticated nodes and admins under
+    /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
+    pub ostree_repo: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -49,6 +52,7 @@ impl Default for Options {
             max_wait: Duration::from_secs(300),
             stale_after: Duration::from_secs(600),
             tick: Duration::from_secs(10),
+            ostree_repo: None,
         }
     }
 }

@@ -67,6 +67,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/config/{pool}", get(first_boot::<S>))
         .route("/v1/pre-reboot", post(fleetlock_pre_reboot::<S>))
         .route("/v1/steady-state", post(fleetlock_steady_state::<S>))
+        .route("/ostree/repo/{*path}", get(ostree_file::<S>))
         .route("/healthz", get(healthz))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
         .fallback(not_found);
@@ -95,6 +96,47 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; see docs/api.md")
+}
+
+/// A file of the ostree repository (`--ostree-repo`), for libostree's pulls: enrolled nodes
+/// (their credential as a bearer token, which the agent passes to libostree) and admins.
+async fn ostree_file<S: Store>(
+    State(app): AppState<S>,
+    Auth(c): Auth,
+    Path(path): Path<String>,
+) -> Result<Response, ApiError> {
+    if let Caller::Bootstrap { pool, .. } = &c {
+        return Err(ApiError::forbidden(format!(
+            "a bootstrap token (pool {pool}) may only enroll nodes and fetch /config/{pool}; \
+             the ostree repository needs the node's credential"
+        )));
+    }
+    let Some(repo) = &app.options.ostree_repo else {
+        return Err(ApiError::not_found(
+            "this server serves no ostree repository (start it with --ostree-repo DIR)",
+        ));
+    };
+    let file = crate::ostree_repo::resolve(repo, &path)?;
+    let f = tokio::fs::File::open(&file)
+        .await
+        .map_err(|e| ApiError::internal(format!("{}: {e}", file.display())))?;
+    let len = f
+        .metadata()
+        .await
+        .map_err(|e| ApiError::internal(format!("{}: {e}", file.display())))?
+        .len();
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(f));
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::CONTENT_LENGTH, HeaderValue::from(len)),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 async fn healthz() -> &'static str {

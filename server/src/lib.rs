@@ -21,6 +21,7 @@ pub mod firstboot;
 pub mod fleet;
 pub mod http;
 pub mod metrics;
+pub mod ostree_repo;
 pub mod pki;
 pub mod records;
 pub mod rollout;

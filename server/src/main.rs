@@ -42,6 +42,10 @@ struct Cli {
     /// rollouts (agents long-poll, so a live one is heard from every --max-wait at least).
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     stale_after: u64,
+    /// Serve this ostree repository (archive mode) to enrolled nodes and admins under
+    /// /ostree/repo/, for OS image pivots in disconnected sites.
+    #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
+    ostree_repo: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -98,8 +102,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             max_wait: Duration::from_secs(cli.max_wait),
             stale_after: Duration::from_secs(cli.stale_after),
             tick: Duration::from_secs(10),
+            ostree_repo: cli.ostree_repo.clone(),
         },
     };
+    if let Some(repo) = &cli.ostree_repo {
+        hearth_server::ostree_repo::check(repo).map_err(anyhow::Error::msg)?;
+    }
     let running = serve::start(config).await?;
     let url = cli.advertise_url.clone().unwrap_or_else(|| {
         let host = sans

@@ -115,10 +115,15 @@ impl LedgerFile {
     }
 }
 
-/// Applies `delete` then `append` to `current` (the booted deployment's list) with the semantics
-/// of [`hearth_config::plan::apply_kernel_argument_ops`], deleting only arguments hearth added
-/// (`owned`, with multiplicity). Skipped deletions carry their reason; `ledger` names the
-/// ledger in it.
+/// Applies `delete` then `append` to `current` (the booted deployment's list), deleting only
+/// arguments hearth added (`owned`, with multiplicity). Skipped deletions carry their reason;
+/// `ledger` names the ledger in it.
+///
+/// hearth only ever appends, so of several identical arguments hearth's are the last ones: a
+/// deletion removes the first of *hearth's* occurrences (as
+/// [`hearth_config::plan::apply_kernel_argument_ops`] does within the config's own list) and
+/// never one the image or an admin put before them. The order of what stays is kept, which
+/// matters where the kernel takes the last occurrence (`console=`).
 pub fn plan_kernel_args(
     current: &[String],
     owned: &[String],
@@ -126,12 +131,12 @@ pub fn plan_kernel_args(
     append: &[String],
     ledger: &str,
 ) -> KargPlan {
-    let mut remaining = current.to_vec();
+    let mut kernel_args = current.to_vec();
     let mut owned_left = owned.to_vec();
-    let mut allowed = Vec::new();
     let mut skipped = Vec::new();
     for arg in delete {
-        if !remaining.contains(arg) {
+        let total = kernel_args.iter().filter(|a| *a == arg).count();
+        if total == 0 {
             skipped.push(SkippedKarg {
                 argument: arg.clone(),
                 reason: format!(
@@ -143,10 +148,8 @@ pub fn plan_kernel_args(
             take(&mut owned_left, arg);
             continue;
         }
-        if take(&mut owned_left, arg) {
-            take(&mut remaining, arg);
-            allowed.push(arg.clone());
-        } else {
+        let ours = owned_left.iter().filter(|a| *a == arg).count().min(total);
+        if ours == 0 {
             skipped.push(SkippedKarg {
                 argument: arg.clone(),
                 reason: format!(
@@ -155,9 +158,19 @@ pub fn plan_kernel_args(
                      added, so it stays"
                 ),
             });
+            continue;
         }
+        if let Some((index, _)) = kernel_args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| *a == arg)
+            .nth(total - ours)
+        {
+            kernel_args.remove(index);
+        }
+        take(&mut owned_left, arg);
     }
-    let kernel_args = hearth_config::plan::apply_kernel_argument_ops(current, &allowed, append);
+    kernel_args.extend(append.iter().cloned());
     let mut hearth_added = owned_left;
     hearth_added.extend(append.iter().cloned());
     let hearth_added = intersect(&hearth_added, &kernel_args);
@@ -247,14 +260,14 @@ mod tests {
     }
 
     #[test]
-    fn duplicates_follow_apply_kernel_argument_ops() {
+    fn duplicates_delete_hearths_occurrence_not_the_images() {
         // The image has `a`; hearth appended another `a` and `b`.
         let current = s(&["a", "x", "a", "b"]);
         let owned = s(&["a", "b"]);
         let p = plan_kernel_args(&current, &owned, &s(&["a", "a"]), &[], LEDGER_PATH);
-        // One `a` is hearth's: one deletion is done (the first occurrence, as
-        // apply_kernel_argument_ops does), the second is skipped.
-        assert_eq!(p.kernel_args, s(&["x", "a", "b"]));
+        // One `a` is hearth's, the later one: that one is deleted, the image's stays where it
+        // is, and the second deletion is skipped.
+        assert_eq!(p.kernel_args, s(&["a", "x", "b"]));
         assert_eq!(p.hearth_added, s(&["b"]));
         assert_eq!(p.skipped.len(), 1);
     }

@@ -25,7 +25,7 @@
 //!
 //! Kernel arguments are a real diff on the booted deployment's arguments: the `delete` entries
 //! of the plan are applied, then the `append` entries, with the semantics of
-//! [`hearth_config::plan::apply_kernel_argument_ops`] (order and duplicates are kept). hearth
+//! [`hearth_config::plan::apply_kernel_argument_ops`] within hearth's own arguments (order and duplicates are kept; of several identical arguments, hearth's are the last ones and the image's are never touched). hearth
 //! only removes arguments that it added itself: [`ledger::KargLedger`]
 //! (`/var/lib/hearth/kargs.json`) records them. A `delete` of an argument the ledger does not
 //! cover (the image, the installer or an admin set it) is **skipped**, not refused: the rest of
@@ -254,6 +254,50 @@ pub struct OsConfig {
     /// Free space to keep on top of what staging needs.
     #[serde(default)]
     pub min_free_bytes: MinFree,
+    /// What a new deployment must show after its first boot, or be rolled back.
+    #[serde(default)]
+    pub health: HealthCheck,
+}
+
+/// The health check of a new deployment after its first boot (`"health"` in
+/// `/etc/hearth/os.json`). The agent waits for systemd to finish booting; the deployment is
+/// healthy when the system state is `running`, or `degraded` with only failed units listed in
+/// `ignoreFailedUnits`. Otherwise (units failed, or still booting after `timeoutSeconds`) the
+/// agent makes the previous deployment the default again, reboots into it and reports why; the
+/// failed config is not staged again until a new config or the force file asks for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthCheck {
+    /// How long the boot may take to finish (default 600 s).
+    #[serde(default = "HealthCheck::default_timeout")]
+    pub timeout_seconds: u64,
+    /// Roll back automatically when the check fails (default true); when false, the node is
+    /// `Degraded` with the reason and stays on the new deployment.
+    #[serde(default = "HealthCheck::default_rollback")]
+    pub rollback: bool,
+    /// Failed units that do not make a deployment unhealthy (known-flaky units of the site).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_failed_units: Vec<String>,
+}
+
+impl HealthCheck {
+    fn default_timeout() -> u64 {
+        600
+    }
+
+    fn default_rollback() -> bool {
+        true
+    }
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            timeout_seconds: Self::default_timeout(),
+            rollback: Self::default_rollback(),
+            ignore_failed_units: Vec::new(),
+        }
+    }
 }
 
 /// An ostree remote.
@@ -271,6 +315,17 @@ pub struct RemoteConfig {
     /// checksum in `osImageURL` pins the content.
     #[serde(default)]
     pub gpg_verify: bool,
+    /// The CA certificate(s) (PEM) an `https://` remote's certificate must chain to
+    /// (libostree's `tls-ca-path`): `/etc/hearth/ca.crt` for hearth-server's repository.
+    /// Without it, the system's trust store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_path: Option<String>,
+    /// A file holding a bearer token sent with every request of a pull
+    /// (`Authorization: Bearer …`): `/var/lib/hearth/node-token`, where the agent keeps its node
+    /// credential, for hearth-server's repository. Read at every pull (a node that enrolls again
+    /// gets a new credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_file: Option<String>,
 }
 
 /// Free space (bytes) to keep on `/boot` and on the sysroot, on top of what staging needs.
@@ -367,6 +422,24 @@ impl OsConfig {
                     return Err(err(format!(
                         "remote.url {url:?}: only file://, http:// and https:// are supported"
                     )));
+                }
+                if remote.bearer_token_file.is_some() && url.starts_with("http://") {
+                    return Err(err(format!(
+                        "remote.bearerTokenFile: the token would travel in clear text to {url}; \
+                         use an https:// URL"
+                    )));
+                }
+            }
+            for (field, path) in [
+                ("tlsCaPath", &remote.tls_ca_path),
+                ("bearerTokenFile", &remote.bearer_token_file),
+            ] {
+                if let Some(path) = path {
+                    if !path.starts_with('/') {
+                        return Err(err(format!(
+                            "remote.{field} {path:?} must be an absolute path"
+                        )));
+                    }
                 }
             }
         }

@@ -490,10 +490,32 @@ impl Session {
             }
         }
         let url = self.ensure_remote(remote)?;
+        let token = match &remote.bearer_token_file {
+            Some(file) => {
+                let path = inside(&self.root, file);
+                let token = std::fs::read_to_string(&path).map_err(|e| OsError::Config {
+                    source_name: super::CONFIG_PATH.into(),
+                    message: format!(
+                        "remote.bearerTokenFile {}: {e} (the agent writes it when it enrolls \
+                         with hearth-server)",
+                        display(&path)
+                    ),
+                })?;
+                Some(token.trim().to_string())
+            }
+            None => None,
+        };
         let pull = |what: &str, flags: lo::RepoPullFlags| -> Result<(), OsError> {
             debug!(remote = %remote.name, what, ?flags, "pulling");
+            let opts = glib::VariantDict::new(None);
+            opts.insert_value("refs", &glib::Variant::from(vec![what.to_string()]));
+            opts.insert("flags", flags.bits() as i32);
+            if let Some(token) = &token {
+                let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+                opts.insert_value("http-headers", &glib::Variant::from(headers));
+            }
             self.repo
-                .pull(&remote.name, &[what], flags, None, none())
+                .pull_with_options(&remote.name, &opts.end(), None, none())
                 .map_err(|e| OsError::Pull {
                     remote: remote.name.clone(),
                     url: url.clone(),
@@ -551,11 +573,27 @@ impl Session {
             });
         };
         let gpg = self.repo.remote_get_gpg_verify(&remote.name).ok();
-        if existing.as_deref() == Some(url.as_str()) && gpg == Some(remote.gpg_verify) {
+        let ca = self
+            .repo
+            .remote_option(&remote.name, "tls-ca-path", None)
+            .ok()
+            .flatten()
+            .map(|s| s.to_string());
+        let want_ca = remote
+            .tls_ca_path
+            .as_ref()
+            .map(|p| display(&inside(&self.root, p)));
+        if existing.as_deref() == Some(url.as_str())
+            && gpg == Some(remote.gpg_verify)
+            && ca == want_ca
+        {
             return Ok(url.clone());
         }
         let opts = glib::VariantDict::new(None);
         opts.insert("gpg-verify", remote.gpg_verify);
+        if let Some(ca) = &want_ca {
+            opts.insert("tls-ca-path", ca.as_str());
+        }
         let change = if existing.is_some() {
             lo::RepoRemoteChange::Replace
         } else {

@@ -8,7 +8,7 @@
 //! cached). Run all VM scenarios with
 //! `cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hearth_vm_tests::qemu::{refs, workspace_binary, Vm, VmOptions};
 
@@ -26,36 +26,68 @@ fn has_arg(cmdline: &str, arg: &str) -> bool {
     cmdline.split_whitespace().any(|a| a == arg)
 }
 
-/// Where the guest runs the agent from: a copy in `/run` (tmpfs), made at every boot from the
-/// share (executing straight from 9p works too, but a copy behaves like an installed binary).
-const AGENT: &str = "/run/hearth-agent";
+/// Where the agent lives in the guest: in `/var`, which every deployment shares (a pivot must
+/// not lose it, and the agent must start again after each reboot).
+const AGENT: &str = "/var/lib/hearth-test-bin/hearth-agent";
 
-/// Boots a VM with this workspace's `hearth-agent` in its share (`bin/hearth-agent`).
+/// Boots `v1` with this workspace's `hearth-agent` installed as the systemd service (the unit
+/// from `units/`, `ExecStart` pointing at the binary in `/var`), watching
+/// `/etc/hearth/desired`, not started yet.
 fn vm_with_agent() -> Vm {
     let agent = workspace_binary("hearth-agent", "hearth-agent").unwrap();
-    let vm = Vm::boot(VmOptions::default()).unwrap();
-    let bin = vm.share_dir().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(&agent, bin.join("hearth-agent")).unwrap();
+    let mut vm = Vm::boot(VmOptions::default()).unwrap();
+    let share = vm.share_dir().to_path_buf();
+    std::fs::create_dir_all(share.join("bin")).unwrap();
+    // A debug build is mostly debug info (~170 MB): the guest gets it stripped (binutils'
+    // `strip`, present wherever Rust links), which is much faster through 9p under TCG.
+    let stripped = std::process::Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(share.join("bin/hearth-agent"))
+        .arg(&agent)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        std::fs::copy(&agent, share.join("bin/hearth-agent")).unwrap();
+    }
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../units/hearth-agent.service"),
+        share.join("hearth-agent.service"),
+    )
+    .unwrap();
+    // The health check waits for the boot to finish: TCG boots take a minute, give it room.
+    std::fs::write(
+        share.join("os.json"),
+        r#"{"health": {"timeoutSeconds": 480}}"#,
+    )
+    .unwrap();
+    vm.exec_ok(&format!(
+        "set -e
+         install -D -m 0755 /run/hearth/bin/hearth-agent {AGENT}
+         install -D -m 0644 /run/hearth/os.json /etc/hearth/os.json
+         install -D -m 0644 /run/hearth/hearth-agent.service /etc/systemd/system/hearth-agent.service
+         mkdir -p /etc/systemd/system/hearth-agent.service.d /etc/hearth/desired
+         printf '[Service]\\nExecStart=\\nExecStart={AGENT} run --interval 1\\nRestartSec=1s\\n' \\
+             >/etc/systemd/system/hearth-agent.service.d/10-test.conf
+         systemctl daemon-reload"
+    ))
+    .unwrap();
     vm
 }
 
-/// Copies the agent out of the share (again after every boot: `/run` is a tmpfs).
-fn install_agent(vm: &mut Vm) {
-    vm.exec_ok(&format!(
-        "install -m 0755 /run/hearth/bin/hearth-agent {AGENT}"
-    ))
-    .unwrap();
-}
-
-/// Writes a MachineConfig into the share; returns its path inside the guest.
-fn put_config(vm: &Vm, name: &str, spec: &str) -> String {
+/// Makes `spec` the desired MachineConfig `name` (one file in `/etc/hearth/desired`, replaced
+/// atomically: the agent applies the newest config of the directory).
+fn desire(vm: &mut Vm, name: &str, spec: &str) {
     let yaml = format!(
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  \
          name: {name}\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n{spec}"
     );
     std::fs::write(vm.share_dir().join(format!("{name}.yaml")), yaml).unwrap();
-    format!("/run/hearth/{name}.yaml")
+    vm.exec_ok(&format!(
+        "cp /run/hearth/{name}.yaml /etc/hearth/desired/.next && \
+         mv /etc/hearth/desired/.next /etc/hearth/desired/config.yaml"
+    ))
+    .unwrap();
 }
 
 /// The agent's status document (`hearth-agent status -o json`).
@@ -64,40 +96,41 @@ fn status(vm: &mut Vm) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
 }
 
-/// Applies a config with the agent as a transient unit (so that it outlives the harness's
-/// script and reboots the guest through logind itself), waits for the reboot, then runs the
-/// agent once more after the boot: it sees the new boot id, verifies, and reports Done.
-fn apply_through_reboot(vm: &mut Vm, config: &str) {
-    vm.exec_ok(&format!(
-        "systemd-run --unit=hearth-apply --no-block --property=StandardOutput=journal+console \
-         --property=StandardError=journal+console {AGENT} apply --once-from {config}"
-    ))
-    .unwrap();
-    vm.wait_for_reboot().unwrap();
-    install_agent(vm);
-    let out = vm
-        .exec(&format!("{AGENT} apply --once-from {config}"))
-        .unwrap();
-    assert_eq!(
-        out.code, 0,
-        "apply after the reboot: stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    let st = status(vm);
-    assert_eq!(st["state"], "Done", "{st:#}");
+/// Waits until the agent reports `state`; fails after `timeout` with the status and the
+/// agent's log.
+fn wait_for_state(vm: &mut Vm, state: &str, timeout: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let st = status(vm);
+        if st["state"] == state {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let log = vm
+                .exec("journalctl -u hearth-agent -n 80 --no-pager")
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            panic!("the agent did not reach {state}: {st:#}\n--- agent log ---\n{log}");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
 }
 
-/// Seed 004's kernel arguments through the agent. The seed asks for
+/// How long the agent may take after a boot to verify, pass the health check (the boot must
+/// finish first) and report.
+const SETTLE: Duration = Duration::from_secs(300);
+
+/// Seed 004's kernel arguments through the agent, which stages them, reboots the guest through
+/// logind, and after the boot verifies them and reports Done. The seed asks for
 /// `default_hugepagesz=1G hugepagesz=1G hugepages=32` (32 GiB, more than this 1 GiB guest
 /// has); the same arguments with 2 MiB pages reserve 64 MiB, so the kernel really allocates
 /// them and the test checks that too. Plus the seed's `selinux=0`.
 #[test]
-#[ignore = "needs the agent's OS wiring (hostops' OsBackend in the agent's apply); VM tier, ~3 min"]
 fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
     init_logging();
     let started = Instant::now();
     let mut vm = vm_with_agent();
-    install_agent(&mut vm);
+    let before = vm.current_boot().unwrap().clone();
     let kargs = [
         "default_hugepagesz=2M",
         "hugepagesz=2M",
@@ -108,14 +141,20 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
         "  kernelArguments:\n{}",
         kargs
             .iter()
-            .map(|a| format!("  - {a}\n"))
+            .map(|a| format!("    - {a}\n"))
             .collect::<String>()
     );
-    let config = put_config(&vm, "99-worker-kargs-hugepage", &spec);
-    let before = vm.current_boot().unwrap().clone();
-    apply_through_reboot(&mut vm, &config);
-
-    let after = vm.current_boot().unwrap().clone();
+    desire(&mut vm, "05-worker-kernelarg-hugepages", &spec);
+    vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
+        .unwrap();
+    let after = vm
+        .wait_for_reboot()
+        .expect("the agent rebooted the guest")
+        .clone();
+    eprintln!(
+        "the agent's reboot: {:?} after the start",
+        started.elapsed()
+    );
     assert_eq!(after.boot_count, 2);
     assert_ne!(after.boot_id, before.boot_id);
     for arg in kargs {
@@ -132,6 +171,8 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
             after.proc_cmdline
         );
     }
+    let st = wait_for_state(&mut vm, "Done", SETTLE);
+    assert_eq!(st["current"], "05-worker-kernelarg-hugepages", "{st:#}");
     let meminfo = vm.exec_ok("cat /proc/meminfo").unwrap();
     let total = meminfo
         .lines()
@@ -142,35 +183,53 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
     vm.shutdown().unwrap();
 }
 
-/// A pivot to `v2` and back to `v1` through the agent (`osImageURL` is an ostree ref here).
+/// A pivot to `v2` and back to `v1` through the agent (`osImageURL` is an ostree ref, already
+/// in the guest's repository, so no remote is needed).
 #[test]
-#[ignore = "needs the agent's OS wiring (hostops' OsBackend in the agent's apply); VM tier, ~5 min"]
+#[ignore = "VM tier, ~5 min (three boots under TCG); run with: cargo test -p hearth-vm-tests --test vm_agent -- --ignored"]
 fn vm_agent_pivots_v1_to_v2_and_back() {
     init_logging();
     let started = Instant::now();
     let mut vm = vm_with_agent();
-    install_agent(&mut vm);
     assert_eq!(
         vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
         "v1\n"
     );
+    let v1 = vm.image().commit(refs::V1).unwrap().to_string();
+    let v2 = vm.image().commit(refs::V2).unwrap().to_string();
 
-    let to_v2 = put_config(&vm, "99-os-v2", &format!("  osImageURL: {}\n", refs::V2));
-    apply_through_reboot(&mut vm, &to_v2);
+    desire(
+        &mut vm,
+        "10-os-v2",
+        &format!("  osImageURL: {}\n", refs::V2),
+    );
+    vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
+        .unwrap();
+    vm.wait_for_reboot().expect("reboot into v2");
+    let st = wait_for_state(&mut vm, "Done", SETTLE);
+    assert_eq!(st["current"], "10-os-v2", "{st:#}");
     assert_eq!(
         vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
         "v2\n"
     );
-    let v2 = vm.image().commit(refs::V2).unwrap().to_string();
     let status = vm.exec_ok("ostree admin status").unwrap();
     assert!(status.contains(&format!("* debian {v2}.")), "{status}");
+    eprintln!("pivot to v2: {:?}", started.elapsed());
 
-    let to_v1 = put_config(&vm, "99-os-v1", &format!("  osImageURL: {}\n", refs::V1));
-    apply_through_reboot(&mut vm, &to_v1);
+    desire(
+        &mut vm,
+        "10-os-v1",
+        &format!("  osImageURL: {}\n", refs::V1),
+    );
+    vm.wait_for_reboot().expect("reboot into v1");
+    let st = wait_for_state(&mut vm, "Done", SETTLE);
+    assert_eq!(st["current"], "10-os-v1", "{st:#}");
     assert_eq!(
         vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
         "v1\n"
     );
+    let status = vm.exec_ok("ostree admin status").unwrap();
+    assert!(status.contains(&format!("* debian {v1}.")), "{status}");
     assert_eq!(vm.boot_count(), 3);
     eprintln!("total: {:?}", started.elapsed());
     vm.shutdown().unwrap();

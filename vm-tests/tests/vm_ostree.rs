@@ -37,10 +37,12 @@ const SEED_004_KARGS: [&str; 4] = [
     "selinux=0",
 ];
 
-/// The in-guest step that stands in for the agent until it applies OS changes itself: the
-/// booted commit deployed again with the extra arguments (what hearth's OS backend does),
-/// staged, finalized by `ostree-finalize-staged.service` at shutdown.
+/// The path below the agent, with the ostree CLI in the guest: the booted commit deployed again
+/// with the extra arguments (what hearth's OS backend does), staged, finalized by
+/// `ostree-finalize-staged.service` at shutdown. (The agent's version of this scenario,
+/// `vm_agent.rs`, is the one CI runs.)
 #[test]
+#[ignore = "VM tier, ~2 min; CI runs the agent's version of this scenario (vm_agent.rs); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
 fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
     init_logging();
     let started = Instant::now();

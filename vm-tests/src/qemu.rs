@@ -928,7 +928,10 @@ fn reap_stale_vms_once(base: &Path) {
 }
 
 /// A binary of this workspace (e.g. `hearth-agent`) in the target directory the tests run
-/// from, built with `cargo build -p PACKAGE --bin NAME` first if it is missing.
+/// from, built with `cargo build -p PACKAGE --bin NAME` first if it is missing. It is not
+/// rebuilt when it exists (`cargo test --workspace` has just built it with the workspace's
+/// features; a `cargo build -p` here could rebuild half the dependency tree with others):
+/// run `cargo build -p PACKAGE` before `cargo test -p hearth-vm-tests` alone.
 pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf> {
     // The test binary is <target>/<profile>/deps/<test>-<hash>.
     let exe = std::env::current_exe().context("locating the test binary")?;

@@ -28,3 +28,4 @@ pub mod serve;
 pub mod store;
 pub mod time;
 pub mod views;
+pub mod window;

@@ -34,7 +34,10 @@ pub fn examples() -> PathBuf {
 /// Server options for tests.
 pub fn options(retention: usize) -> Options {
     Options {
-        settings: Settings { retention },
+        settings: Settings {
+            retention,
+            ..Settings::default()
+        },
         ..Options::default()
     }
 }

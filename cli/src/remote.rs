@@ -1198,6 +1198,9 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             if let Some(n) = &halted {
                 println!("rollout halted: node {n} is degraded (hearth describe node {n})");
             }
+            if let Some(w) = st["maintenance"]["waiting"].as_str() {
+                println!("reboots {w}");
+            }
             let rows: Vec<Vec<String>> = nodes
                 .iter()
                 .map(|n| {

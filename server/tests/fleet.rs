@@ -269,7 +269,7 @@ impl Drop for Sampler {
     }
 }
 
-fn spawn_server(net: &SharedNetwork, state: &Path) -> Child {
+fn spawn_server(net: &SharedNetwork, state: &Path, extra: &[String]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -287,6 +287,7 @@ fn spawn_server(net: &SharedNetwork, state: &Path) -> Child {
             "--max-wait",
             "30",
         ])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(log)
@@ -307,6 +308,11 @@ fn spawn_server(net: &SharedNetwork, state: &Path) -> Child {
 
 impl Fleet {
     fn start() -> Fleet {
+        Fleet::start_with(&[])
+    }
+
+    /// With more arguments for hearth-server.
+    fn start_with(server_args: &[String]) -> Fleet {
         let serial = ONE_FLEET_AT_A_TIME
             .lock()
             .unwrap_or_else(|e| e.into_inner());
@@ -314,7 +320,7 @@ impl Fleet {
         let cli = binary("hearth-cli", "hearth");
         let net = Arc::new(SharedNetwork::create().expect("a shared network namespace"));
         let state = tempfile::tempdir().unwrap();
-        let server = spawn_server(&net, state.path());
+        let server = spawn_server(&net, state.path(), server_args);
         let mut fleet = Fleet {
             net: net.clone(),
             state,
@@ -672,7 +678,7 @@ fn the_server_killed_mid_rollout_resumes_it_after_a_restart() {
     assert!(cli.mcp_row().is_none(), "the server still answers");
     // The agents go on without it for a while.
     std::thread::sleep(Duration::from_secs(3));
-    fleet.server = Some(spawn_server(&fleet.net, fleet.state.path()));
+    fleet.server = Some(spawn_server(&fleet.net, fleet.state.path(), &[]));
     let sampler = Sampler::start(&cli);
     let after = fleet.wait_converged("the rollout completed after the restart", Some(&before));
     let samples = sampler.finish();
@@ -711,4 +717,94 @@ fn the_server_killed_mid_rollout_resumes_it_after_a_restart() {
     assert_no_overlap("nspawn exits and boots", outside);
     let log = fleet.server_log();
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// 2026-01-03 was a Saturday; this is its 00:00 UTC.
+const SATURDAY: u64 = 1_767_398_400;
+
+fn windowed_pool() -> String {
+    "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\n  annotations:\n    hearth.io/maintenance-windows: \"Sat 02:00-06:00 UTC\"\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/worker: \"\"\n  maxUnavailable: 1\n".into()
+}
+
+#[test]
+fn a_reboot_waits_for_the_maintenance_window_then_rolls_out() {
+    // The server's window clock starts on a Saturday at 01:00:30 UTC (the hidden test flag);
+    // the pool may reboot Saturdays 02:00-06:00.
+    let clock = |t: u64| vec!["--window-clock-start".to_string(), t.to_string()];
+    let mut fleet = Fleet::start_with(&clock(SATURDAY + 3600 + 30));
+    let cli = fleet.cli();
+    let before = fleet.wait_converged("the first config", None);
+    fleet.apply("00-pool.yaml", &windowed_pool());
+    // A change that needs no reboot still rolls out.
+    fleet.apply(
+        "30-no-reboot.yaml",
+        &mc(
+            "30-no-reboot",
+            "      - path: /etc/hearth-fleet/base/extra\n        contents:\n          source: data:,extra%0A\n",
+        ),
+    );
+    let base = fleet.wait_converged("the change without reboot", Some(&before));
+    for n in &fleet.nodes {
+        assert_eq!(n.read("/etc/hearth-fleet/base/extra"), "extra\n");
+    }
+    // One that needs a reboot waits: nobody is handed it, everybody says why.
+    fleet.apply("60-reboot.yaml", &reboot_mc("windowed"));
+    let waiting = "waiting for the maintenance window Sat 02:00-06:00 UTC, opens in";
+    let wide = cli.ok(&["get", "mcp", "-o", "wide"]);
+    println!("{wide}");
+    let row = wide.lines().find(|l| l.starts_with("worker ")).unwrap();
+    assert!(row.contains(waiting), "{wide}");
+    let nodes = cli.ok(&["get", "nodes", "-o", "wide"]);
+    println!("{nodes}");
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains(waiting)).count(),
+        3,
+        "{nodes}"
+    );
+    let describe = cli.ok(&["describe", "mcp", "worker"]);
+    assert!(describe.contains("MaintenanceWindow"), "{describe}");
+    let status = cli.run(&["rollout", "status", "worker"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains(waiting),
+        "{status:?}"
+    );
+    let target = cli.pool()["spec"]["configuration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(target, base);
+    // The agents keep polling; a few seconds later still nobody has it or rebooted.
+    std::thread::sleep(Duration::from_secs(3));
+    let now = cli.nodes().unwrap();
+    for (name, n) in &now {
+        assert_eq!(n["status"]["desired"], base.as_str(), "{name}");
+        assert_eq!(n["status"]["state"], "Done", "{name}");
+    }
+    for n in &fleet.nodes {
+        assert_eq!(n.host().boot_count(), 1, "{}", n.name);
+        assert_eq!(n.read(REBOOT_MC_FILE), "", "{}", n.name);
+    }
+    // The window opens (the server restarts with its clock at 02:00:30): one node at a time.
+    let mut server = fleet.server.take().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    fleet.server = Some(spawn_server(
+        &fleet.net,
+        fleet.state.path(),
+        &clock(SATURDAY + 2 * 3600 + 30),
+    ));
+    let sampler = Sampler::start(&cli);
+    let after = fleet.wait_converged("the rollout in the window", Some(&base));
+    assert_eq!(after, target);
+    let samples = sampler.finish();
+    check_samples(&samples, &after);
+    for n in &fleet.nodes {
+        assert_eq!(n.read(REBOOT_MC_FILE), "windowed\n", "{}", n.name);
+        assert_eq!(n.host().boot_count(), 2, "{}", n.name);
+    }
+    let (inside, _) = fleet.reboots();
+    assert_no_overlap("boot logs in the containers", inside);
+    let wide = cli.ok(&["get", "mcp", "-o", "wide"]);
+    let row = wide.lines().find(|l| l.starts_with("worker ")).unwrap();
+    assert!(row.trim_end().ends_with("open"), "{wide}");
 }

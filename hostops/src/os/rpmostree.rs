@@ -1139,7 +1139,7 @@ async fn run_transaction(method: &str, address: &str) -> Result<(), OsError> {
                         if m.is_empty() {
                             m = "the transaction failed without a message".into();
                         }
-                        if let Some(last) = log.last() {
+                        if let Some(last) = log.last().filter(|l| !l.contains(m.as_str())) {
                             m = format!("{m} (last message: {last})");
                         }
                         Err(err(m))
@@ -1148,7 +1148,9 @@ async fn run_transaction(method: &str, address: &str) -> Result<(), OsError> {
                 "Message" | "TaskBegin" | "TaskEnd" => {
                     if let Ok(text) = body.deserialize::<String>() {
                         info!(target: "rpm-ostree", method, "{}", text.trim_end());
-                        log.push(text.trim_end().to_string());
+                        if member == "Message" {
+                            log.push(text.trim_end().to_string());
+                        }
                     }
                 }
                 "PercentProgress" => {

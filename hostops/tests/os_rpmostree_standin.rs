@@ -449,6 +449,25 @@ async fn standin_rebase_to_a_container_image_with_kernel_args() {
         json!({"set-refspec": "fedora:fedora/x86_64/coreos/next"})
     );
 
+    // A commit checksum is deployed with set-revision (the refspec stays).
+    e.standin.reboot();
+    e.standin.clear_calls();
+    let rev = "5".repeat(64);
+    let staged = e
+        .backend
+        .stage(&OsChange {
+            os_image: Some(rev.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        e.standin.calls_of("UpdateDeployment")[0].args["modifiers"],
+        json!({"set-revision": rev})
+    );
+    assert_eq!(staged.deployment.id.checksum, rev);
+    assert_eq!(staged.deployment.image, "fedora:fedora/x86_64/coreos/next");
+
     // Garbage is refused before anything is sent.
     e.standin.clear_calls();
     let err = e

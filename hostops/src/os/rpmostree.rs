@@ -625,6 +625,11 @@ impl Session {
     }
 
     async fn status(&self) -> Result<OsStatus, OsError> {
+        Ok(self.status_and_dicts().await?.0)
+    }
+
+    /// The status, and the `Deployments` dicts it was read from (same order).
+    async fn status_and_dicts(&self) -> Result<(OsStatus, Vec<Dict>), OsError> {
         let dicts = self.deployments().await?;
         let sysroot: String = get_property(&self.conn, SYSROOT_PATH, SYSROOT_IFACE, "Path")
             .await
@@ -651,7 +656,7 @@ impl Session {
             .iter()
             .find(|d| d.id.osname == osname)
             .cloned();
-        Ok(OsStatus {
+        let status = OsStatus {
             backend: "rpm-ostree".into(),
             sysroot,
             native: true,
@@ -659,7 +664,8 @@ impl Session {
             pending,
             rollback,
             deployments: infos,
-        })
+        };
+        Ok((status, dicts))
     }
 
     async fn info(&self, index: usize, d: &Dict) -> Result<DeploymentInfo, OsError> {
@@ -703,21 +709,16 @@ impl Session {
     }
 
     async fn stage(&self, root: &Path, change: &OsChange) -> Result<StagedDeployment, OsError> {
-        let status = self.status().await?;
+        let (status, dicts) = self.status_and_dicts().await?;
         let booted = status.booted.clone();
         info!(booted = %booted.describe(), change = %change, "staging an OS change with rpm-ostree");
 
         // What UpdateDeployment must do (everything but kernel arguments).
-        let booted_dict = self
-            .deployments()
-            .await?
-            .into_iter()
-            .nth(booted.index as usize)
-            .unwrap_or_default();
-        let requested: BTreeSet<String> = dict_strv(&booted_dict, "requested-packages")
+        let booted_dict = &dicts[booted.index as usize];
+        let requested: BTreeSet<String> = dict_strv(booted_dict, "requested-packages")
             .into_iter()
             .collect();
-        let removals: BTreeSet<String> = dict_strv(&booted_dict, "requested-base-removals")
+        let removals: BTreeSet<String> = dict_strv(booted_dict, "requested-base-removals")
             .into_iter()
             .collect();
         let update = UpdatePlan::new(change, &booted, &requested, &removals)?;
@@ -827,7 +828,7 @@ impl Session {
         }
 
         // The result.
-        let after = self.status().await?;
+        let (after, after_dicts) = self.status_and_dicts().await?;
         let Some(new) = after.pending.clone() else {
             return Err(OsError::RpmOstree {
                 method: "reading Sysroot.Deployments after staging".into(),
@@ -840,7 +841,22 @@ impl Session {
         };
         let mut wrong =
             compare_kernel_args(&plan.kernel_args, &new.kernel_args, "the staged deployment");
-        if let Some(img) = &update.image {
+        if let Some(RpmOstreeImage::Commit(c)) = &update.image {
+            // The base commit: `base-checksum` when packages are layered on it.
+            let d = &after_dicts[new.index as usize];
+            let base = dict_str(d, "base-checksum").unwrap_or(new.id.checksum.clone());
+            if base != *c {
+                wrong.push(format!(
+                    "the staged deployment's base commit is {base}, not {c}"
+                ));
+            }
+        }
+        // A commit (`set-revision`) keeps the origin's refspec: its image stays the refspec.
+        if let Some(img) = update
+            .image
+            .as_ref()
+            .filter(|i| !matches!(i, RpmOstreeImage::Commit(_)))
+        {
             if new.image != img.image() {
                 wrong.push(format!(
                     "the staged deployment has image {}, not {}",
@@ -990,7 +1006,12 @@ impl UpdatePlan {
                         .filter(|pkg| removals.contains(pkg)),
                 );
             } else if from == KernelType::Default {
-                p.override_remove.extend(strs(&DEFAULT_KERNEL_PACKAGES));
+                // An override an admin already made stays as it is.
+                p.override_remove.extend(
+                    strs(&DEFAULT_KERNEL_PACKAGES)
+                        .into_iter()
+                        .filter(|pkg| !removals.contains(pkg)),
+                );
             }
             p.kernel_type = to;
         }

@@ -1155,6 +1155,23 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("rpm-ostree"), "{e}");
         assert!(OsChange::from_actions(&[]).unwrap().is_empty());
+
+        // Extensions: only where package layering exists.
+        let ext = [Action::Extensions {
+            from: vec![],
+            to: s(&["usbguard"]),
+        }];
+        let c = OsChange::from_actions_for(&ext, true).unwrap();
+        assert_eq!(c.extensions, Some((vec![], s(&["usbguard"]))));
+        assert!(!c.is_empty());
+        assert_eq!(c.to_string(), "extensions none -> usbguard");
+        assert!(OsChange::from_actions_for(&ext, false).is_err());
+        // A change journaled before `extensions` existed still reads.
+        let old: OsChange =
+            serde_json::from_str(r#"{"kargsAppend": ["nosmt"], "osImage": "hearth/debian/v2"}"#)
+                .unwrap();
+        assert_eq!(old.extensions, None);
+        assert_eq!(old.kargs_append, s(&["nosmt"]));
     }
 
     #[test]

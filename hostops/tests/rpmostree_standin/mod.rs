@@ -73,7 +73,7 @@ impl PrivateBus {
   <listen>unix:path={}</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
-    <allow user="root"/>
+    <allow user="*"/>
     <deny own="*"/>
     <allow own="{BUS_NAME}"/>
     <allow send_destination="*" eavesdrop="false"/>

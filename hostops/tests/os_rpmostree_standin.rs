@@ -786,3 +786,46 @@ async fn standin_rollback_drops_pending_then_rolls_back() {
         "{err}"
     );
 }
+
+/// The transaction endpoint served by GLib's `GDBusServer` (what rpm-ostreed uses), not by zbus:
+/// hearth's peer-to-peer client authenticates, starts, and reads the signals of a GLib server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standin_transactions_served_by_glib_gdbusserver() {
+    let e = env(vec![fcos(&["rw"])]).await;
+    e.standin.use_glib_transactions();
+    let image = format!("quay.io/fedora/fedora-coreos@sha256:{}", "ef".repeat(32));
+    let staged = e
+        .backend
+        .stage(&OsChange {
+            os_image: Some(image.clone()),
+            kargs_append: s(&["nosmt"]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(staged.deployment.image, image);
+    assert_eq!(staged.deployment.kernel_args, s(&["rw", "nosmt"]));
+    assert_eq!(transactions(&e.standin), ["UpdateDeployment", "KernelArgs"]);
+    let starts: Vec<_> = e
+        .standin
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "Start")
+        .map(|c| c.args)
+        .collect();
+    assert_eq!(
+        starts,
+        vec![
+            json!({"for": "UpdateDeployment", "server": "GDBusServer"}),
+            json!({"for": "KernelArgs", "server": "GDBusServer"})
+        ]
+    );
+
+    // A failure's message arrives through GLib's Finished signal too.
+    e.standin
+        .fail_next("Rollback", "Transaction in progress: upgrade");
+    e.standin.reboot();
+    let err = e.backend.rollback().await.unwrap_err().to_string();
+    assert!(err.contains("Rollback (transaction unix:path="), "{err}");
+    assert!(err.contains("Transaction in progress: upgrade"), "{err}");
+}

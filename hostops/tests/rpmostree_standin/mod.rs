@@ -16,7 +16,9 @@
 //! - transactions: every mutating method binds a unix socket and returns its address; the
 //!   client connects peer-to-peer, calls `Transaction.Start` on `/`, and the stand-in does the
 //!   work then, emitting `Message`, `TaskBegin`, `TaskEnd`, `PercentProgress` and
-//!   `Finished(success, error_message)` on that connection.
+//!   `Finished(success, error_message)` on that connection. The server side is zbus, or
+//!   ([`Standin::use_glib_transactions`]) GLib's `GDBusServer` on a GLib main loop, as in
+//!   rpm-ostreed.
 //!
 //! Its semantics follow the daemon's source where hearth depends on them: new deployments are
 //! built on the *origin merge deployment* (the pending one if any, else the booted one) and
@@ -276,6 +278,8 @@ struct State {
     txn_dir: PathBuf,
     clients: Vec<String>,
     reboots: u32,
+    /// Serve transactions with GLib's `GDBusServer` (as rpm-ostreed does) instead of zbus.
+    glib_transactions: bool,
 }
 
 impl State {
@@ -409,6 +413,7 @@ impl Standin {
             txn_dir: dir.path().to_path_buf(),
             clients: Vec::new(),
             reboots: 0,
+            glib_transactions: false,
         }));
         let osname = state.lock().unwrap().osname();
         let conn = zbus::connection::Builder::address(address)
@@ -463,6 +468,13 @@ impl Standin {
             .unwrap()
             .fail
             .insert(method.into(), message.into());
+    }
+
+    /// From now on, transactions are served by GLib's `GDBusServer` (the implementation
+    /// rpm-ostreed uses for `/run/rpm-ostree/transaction.sock`) on a GLib main loop, instead of
+    /// zbus: the client side then talks to the same D-Bus server code as on a real host.
+    pub fn use_glib_transactions(&self) {
+        self.state.lock().unwrap().glib_transactions = true;
     }
 
     /// The deployments, in boot order.
@@ -647,14 +659,24 @@ impl OsIface {
             });
             (path, address)
         };
-        let listener = tokio::net::UnixListener::bind(&path)
-            .map_err(|e| failed(format!("binding {}: {e}", path.display())))?;
         let txn = Transaction {
             state: self.state.clone(),
             method: method.to_string(),
             work,
             started: Arc::new(Mutex::new(false)),
         };
+        if self.state.lock().unwrap().glib_transactions {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let addr = address.clone();
+            std::thread::spawn(move || glib_transaction_server(&addr, txn, tx));
+            return match rx.await {
+                Ok(Ok(())) => Ok(address),
+                Ok(Err(e)) => Err(failed(format!("GDBusServer at {address}: {e}"))),
+                Err(_) => Err(failed("the GLib transaction thread died")),
+            };
+        }
+        let listener = tokio::net::UnixListener::bind(&path)
+            .map_err(|e| failed(format!("binding {}: {e}", path.display())))?;
         tokio::spawn(async move {
             let mut conns = Vec::new();
             while let Ok((stream, _)) = listener.accept().await {
@@ -1169,4 +1191,127 @@ fn kargs(
         "Kernel arguments updated; staging deployment...done ({})",
         staged.id()
     )])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transactions served by GLib's GDBusServer, as rpm-ostreed serves them.
+// ---------------------------------------------------------------------------------------------
+
+const TRANSACTION_XML: &str = r#"<node>
+  <interface name="org.projectatomic.rpmostree1.Transaction">
+    <property name="Title" type="s" access="read"/>
+    <property name="InitiatingClientDescription" type="s" access="read"/>
+    <method name="Cancel"/>
+    <method name="Start"><arg name="started" type="b" direction="out"/></method>
+    <signal name="Finished"><arg name="success" type="b"/><arg name="error_message" type="s"/></signal>
+    <signal name="Message"><arg name="text" type="s"/></signal>
+    <signal name="TaskBegin"><arg name="text" type="s"/></signal>
+    <signal name="TaskEnd"><arg name="text" type="s"/></signal>
+    <signal name="PercentProgress"><arg name="text" type="s"/><arg name="percentage" type="u"/></signal>
+    <signal name="ProgressEnd"/>
+  </interface>
+</node>"#;
+
+/// Runs one transaction's `GDBusServer` (flags NONE: authenticated, as rpm-ostreed creates it)
+/// on a GLib main loop of this thread, forever (the thread ends with the test process).
+fn glib_transaction_server(
+    address: &str,
+    txn: Transaction,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+) {
+    use ostree::gio;
+    use ostree::glib;
+    use ostree::glib::prelude::*;
+
+    let ctx = glib::MainContext::new();
+    ctx.with_thread_default(|| {
+        let node = gio::DBusNodeInfo::for_xml(TRANSACTION_XML).unwrap();
+        let iface = node.lookup_interface(TRANSACTION_IFACE).unwrap();
+        let server = match gio::DBusServer::new_sync(
+            address,
+            gio::DBusServerFlags::NONE,
+            &gio::dbus_generate_guid(),
+            None,
+            gio::Cancellable::NONE,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let keep: std::rc::Rc<std::cell::RefCell<Vec<gio::DBusConnection>>> = Default::default();
+        let keep2 = keep.clone();
+        server.connect_new_connection(move |_, conn| {
+            let txn = txn.clone();
+            let registered = conn
+                .register_object("/", &iface)
+                .method_call(
+                    move |conn, _sender, _path, _iface, method, _params, invocation| match method {
+                        "Start" => {
+                            record(
+                                &txn.state,
+                                "Transaction",
+                                "Start",
+                                json!({ "for": txn.method, "server": "GDBusServer" }),
+                            );
+                            let first = {
+                                let mut started = txn.started.lock().unwrap();
+                                !std::mem::replace(&mut *started, true)
+                            };
+                            invocation.return_value(Some(&(first,).to_variant()));
+                            if !first {
+                                return;
+                            }
+                            let emit = |member: &str, v: glib::Variant| {
+                                if let Err(e) =
+                                    conn.emit_signal(None, "/", TRANSACTION_IFACE, member, Some(&v))
+                                {
+                                    eprintln!("stand-in (GLib): emitting {member}: {e}");
+                                }
+                            };
+                            emit(
+                                "TaskBegin",
+                                (format!("Running {}", txn.method),).to_variant(),
+                            );
+                            emit("PercentProgress", (txn.method.clone(), 50u32).to_variant());
+                            let (success, message, lines) = match txn.execute() {
+                                Ok(lines) => (true, String::new(), lines),
+                                Err(m) => (false, m.clone(), vec![format!("error: {m}")]),
+                            };
+                            for line in lines {
+                                emit("Message", (line,).to_variant());
+                            }
+                            emit("TaskEnd", ("done".to_string(),).to_variant());
+                            emit("Finished", (success, message).to_variant());
+                        }
+                        "Cancel" => {
+                            record(
+                                &txn.state,
+                                "Transaction",
+                                "Cancel",
+                                json!({ "for": txn.method }),
+                            );
+                            invocation.return_value(None);
+                        }
+                        other => invocation.return_dbus_error(
+                            "org.freedesktop.DBus.Error.UnknownMethod",
+                            &format!("no method {other}"),
+                        ),
+                    },
+                )
+                .build();
+            if let Err(e) = registered {
+                eprintln!("stand-in (GLib): registering the transaction object: {e}");
+                return false;
+            }
+            keep2.borrow_mut().push(conn.clone());
+            true
+        });
+        server.start();
+        let _ = ready.send(Ok(()));
+        glib::MainLoop::new(Some(&ctx), false).run();
+        drop(keep);
+    })
+    .unwrap();
 }

@@ -285,6 +285,17 @@ async fn standin_kernel_args_append_and_delete_follow_the_ledger() {
     );
     assert_eq!(transactions(&e.standin), ["KernelArgs"]);
 
+    // A quoted argument with spaces cannot go through final-kernel-args: refused, nothing sent.
+    e.standin.clear_calls();
+    let err = e
+        .backend
+        .stage(&kargs_change(&[], &["dyndbg=\"file x.c +p\""]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OsError::InvalidChange(_)), "{err}");
+    assert!(err.to_string().contains("contains a space"), "{err}");
+    assert!(transactions(&e.standin).is_empty());
+
     // Adopting an argument of the booted deployment makes it deletable.
     e.standin.reboot();
     let adopted = e

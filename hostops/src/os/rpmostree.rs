@@ -738,6 +738,22 @@ impl Session {
             info!(argument = %s.argument, "kernel argument not deleted: {}", s.reason);
         }
         let kargs_change = plan.kernel_args != booted.kernel_args;
+        if kargs_change {
+            if let Some(bad) = plan
+                .kernel_args
+                .iter()
+                .find(|a| a.chars().any(char::is_whitespace))
+            {
+                return Err(OsError::InvalidChange(format!(
+                    "kernel argument {bad} contains a space (inside quotes): rpm-ostree's \
+                     KernelArgs takes the list as one string that libostree splits at every \
+                     space (ostree_kernel_args_from_string), so it would become several \
+                     arguments; hearth changes no kernel arguments on this host while the list \
+                     has such an argument (write it without spaces, or change the arguments \
+                     with `rpm-ostree kargs` by hand)"
+                )));
+            }
+        }
         if update.is_empty() && !kargs_change {
             info!("nothing to stage: the booted deployment already is what the change asks for");
             if status.pending.is_some() {
@@ -1246,6 +1262,34 @@ mod tests {
             let e = RpmOstreeImage::parse(bad).unwrap_err().to_string();
             assert!(e.contains("OS image"), "{bad}: {e}");
         }
+    }
+
+    /// rpm-ostree applies `final-kernel-args` as `ostree_kernel_args_from_string(final)` then
+    /// `ostree_kernel_args_to_strv` (rpmostreed-transaction-types.cxx,
+    /// `kernel_arg_apply_final_str`): this is that round trip through the real libostree
+    /// (Debian 12's 2022.7; RHCOS ships newer ones).
+    #[test]
+    fn libostree_keeps_order_and_duplicates_of_final_kernel_args() {
+        for list in [
+            &["rw", "quiet", "hugepages=32", "selinux=0"][..],
+            &["a=1", "rw", "a=2", "b", "a=1"][..],
+            &[
+                "default_hugepagesz=1G",
+                "hugepagesz=1G",
+                "hugepages=32",
+                "hugepagesz=2M",
+                "hugepages=512",
+            ][..],
+            &["console=tty0", "console=ttyS0,115200n8", "quiet"][..],
+        ] {
+            let k = ::ostree::KernelArgs::from_string(&list.join(" "));
+            let out: Vec<String> = k.to_strv().iter().map(|s| s.to_string()).collect();
+            assert_eq!(out, list, "libostree changed {list:?}");
+        }
+        // But a quoted argument with spaces is split: why stage() refuses those.
+        let k = ::ostree::KernelArgs::from_string("rw dyndbg=\"file x.c +p\" quiet");
+        let out: Vec<String> = k.to_strv().iter().map(|s| s.to_string()).collect();
+        assert_eq!(out, ["rw", "dyndbg=\"file", "x.c", "+p\"", "quiet"]);
     }
 
     #[test]

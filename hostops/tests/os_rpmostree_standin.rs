@@ -840,3 +840,88 @@ async fn standin_transactions_served_by_glib_gdbusserver() {
     assert!(err.contains("Rollback (transaction unix:path="), "{err}");
     assert!(err.contains("Transaction in progress: upgrade"), "{err}");
 }
+
+/// Set (to the booted deployment's kernel arguments) in the environment of the stand-in that
+/// dbus-daemon activates in `standin_the_first_call_activates_the_daemon`.
+const ACTIVATED_ENV: &str = "HEARTH_RPMOSTREE_STANDIN_ACTIVATED";
+
+/// The stand-in as an activated service: dbus-daemon runs this test binary with
+/// `--exact standin_activated_service_entry` and `DBUS_STARTER_ADDRESS`. In a normal test run
+/// (without [`ACTIVATED_ENV`]) it returns at once: it is an entry point, not a test.
+#[test]
+fn standin_activated_service_entry() {
+    let Ok(kargs) = std::env::var(ACTIVATED_ENV) else {
+        return;
+    };
+    let address = std::env::var("DBUS_STARTER_ADDRESS")
+        .expect("dbus-daemon sets DBUS_STARTER_ADDRESS for activated services");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let args: Vec<&str> = kargs.split_whitespace().collect();
+        let standin = Standin::start(&address, vec![fcos(&args)]).await;
+        standin
+            .serve_until_the_bus_closes(std::time::Duration::from_secs(120))
+            .await;
+    });
+}
+
+async fn name_has_owner(address: &str) -> bool {
+    let conn = zbus::connection::Builder::address(address)
+        .build()
+        .await
+        .unwrap();
+    conn.call_method(
+        Some("org.freedesktop.DBus"),
+        "/org/freedesktop/DBus",
+        Some("org.freedesktop.DBus"),
+        "NameHasOwner",
+        &(rpmostree_standin::BUS_NAME,),
+    )
+    .await
+    .unwrap()
+    .body()
+    .deserialize::<bool>()
+    .unwrap()
+}
+
+/// On a real host rpm-ostreed is D-Bus-activated: nothing runs until a client sends it a
+/// message. Here dbus-daemon activates the stand-in (this test binary) on hearth's first call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standin_the_first_call_activates_the_daemon() {
+    init_logging();
+    let exe = std::env::current_exe().unwrap();
+    let bus = PrivateBus::start_activatable(
+        &exe,
+        &[
+            "--exact",
+            "standin_activated_service_entry",
+            "--test-threads=1",
+        ],
+        &[(ACTIVATED_ENV, "rw console=ttyS0 activated=1")],
+    );
+    assert!(
+        !name_has_owner(&bus.address).await,
+        "nothing owns the name before the first call"
+    );
+    let root = rpm_ostree_root();
+    let b = OsBackend::detect_on_bus(root.path(), &bus.address)
+        .await
+        .unwrap();
+    assert_eq!(b.kind(), "rpm-ostree", "{:?}", b.unsupported_reason());
+    assert!(name_has_owner(&bus.address).await, "activated");
+    let status = b.status().await.unwrap();
+    assert_eq!(
+        status.booted.kernel_args,
+        s(&["rw", "console=ttyS0", "activated=1"]),
+        "the activated process answers"
+    );
+    let staged = b.stage(&kargs_change(&[], &["nosmt"])).await.unwrap();
+    assert_eq!(
+        staged.deployment.kernel_args,
+        s(&["rw", "console=ttyS0", "activated=1", "nosmt"])
+    );
+}

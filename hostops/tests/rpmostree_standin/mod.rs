@@ -50,6 +50,9 @@ pub const TRANSACTION_IFACE: &str = "org.projectatomic.rpmostree1.Transaction";
 // A private, real dbus-daemon.
 // ---------------------------------------------------------------------------------------------
 
+/// How the service is activated: executable, arguments, environment.
+type Activation<'a> = (&'a Path, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
 /// A real `dbus-daemon` on a socket in a temporary directory.
 pub struct PrivateBus {
     child: Child,
@@ -62,9 +65,32 @@ pub struct PrivateBus {
 impl PrivateBus {
     /// Starts `dbus-daemon --config-file=...`; panics with what is missing when it cannot.
     pub fn start() -> PrivateBus {
+        Self::start_with(None)
+    }
+
+    /// A bus on which `org.projectatomic.rpmostree1` is D-Bus-activatable, as on a real host:
+    /// the first message to the name makes dbus-daemon run `exec` with `args` (and `env`).
+    pub fn start_activatable(exec: &Path, args: &[&str], env: &[(&str, &str)]) -> PrivateBus {
+        Self::start_with(Some((exec, args, env)))
+    }
+
+    fn start_with(activation: Option<Activation<'_>>) -> PrivateBus {
         let dir = tempfile::tempdir().expect("temporary directory for the private bus");
         let socket = dir.path().join("system_bus_socket");
         let config = dir.path().join("bus.conf");
+        let services = dir.path().join("services");
+        std::fs::create_dir(&services).unwrap();
+        if let Some((exec, args, _)) = activation {
+            std::fs::write(
+                services.join(format!("{BUS_NAME}.service")),
+                format!(
+                    "[D-BUS Service]\nName={BUS_NAME}\nExec={} {}\n",
+                    exec.display(),
+                    args.join(" ")
+                ),
+            )
+            .unwrap();
+        }
         std::fs::write(
             &config,
             format!(
@@ -74,6 +100,7 @@ impl PrivateBus {
   <type>hearth-test</type>
   <listen>unix:path={}</listen>
   <auth>EXTERNAL</auth>
+  <servicedir>{}</servicedir>
   <policy context="default">
     <allow user="*"/>
     <deny own="*"/>
@@ -83,13 +110,18 @@ impl PrivateBus {
   </policy>
 </busconfig>
 "#,
-                socket.display()
+                socket.display(),
+                services.display()
             ),
         )
         .unwrap();
         // Its own notes (it cannot raise its fd limit in some containers) go to a log file.
         let log = std::fs::File::create(dir.path().join("dbus-daemon.log")).unwrap();
-        let mut child = Command::new("dbus-daemon")
+        let mut cmd = Command::new("dbus-daemon");
+        if let Some((_, _, env)) = activation {
+            cmd.envs(env.iter().copied());
+        }
+        let mut child = cmd
             .arg(format!("--config-file={}", config.display()))
             .args(["--nofork", "--nopidfile", "--print-address"])
             .stdout(Stdio::piped())
@@ -520,6 +552,23 @@ impl Standin {
     /// Releases the bus name (the daemon "exits").
     pub async fn stop(self) {
         let _ = self.conn.release_name(BUS_NAME).await;
+    }
+
+    /// Serves until the bus connection closes (the bus went away), at most `limit`.
+    pub async fn serve_until_the_bus_closes(self, limit: std::time::Duration) {
+        let mut stream = zbus::MessageStream::from(&self.conn);
+        let wait = async {
+            while let Some(m) = std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(std::pin::Pin::new(&mut stream), cx)
+            })
+            .await
+            {
+                if m.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
     }
 }
 

@@ -626,6 +626,34 @@ async fn standin_a_failed_transaction_carries_the_daemon_message() {
     let ds = e.standin.deployments();
     assert_eq!(ds.len(), 1, "no pending deployment is left: {ds:#?}");
     assert!(e.backend.status().await.unwrap().pending.is_none());
+
+    // The daemon dies in the middle of a transaction: the connection closes without Finished.
+    e.standin.clear_calls();
+    e.standin.crash_next("KernelArgs");
+    let err = e
+        .backend
+        .stage(&kargs_change(&[], &["nosmt"]))
+        .await
+        .unwrap_err();
+    let recorded = e.standin.calls_of("KernelArgs")[0]
+        .transaction
+        .clone()
+        .unwrap();
+    match &err {
+        OsError::RpmOstree {
+            method,
+            transaction,
+            message,
+        } => {
+            assert_eq!(method, "KernelArgs");
+            assert_eq!(transaction.as_deref(), Some(recorded.as_str()));
+            assert!(
+                message.contains("closed the transaction's connection before Finished"),
+                "{message}"
+            );
+        }
+        other => panic!("expected an rpm-ostree error, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

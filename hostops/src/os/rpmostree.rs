@@ -1149,7 +1149,11 @@ async fn run_transaction(method: &str, address: &str) -> Result<(), OsError> {
     let wait = async {
         let mut log: Vec<String> = Vec::new();
         while let Some(msg) = next(&mut stream).await {
-            let msg = msg.map_err(|e| err(format!("reading the transaction's signals: {e}")))?;
+            let msg = msg.map_err(|e| {
+                err(format!(
+                    "the daemon closed the transaction's connection before Finished ({e})"
+                ))
+            })?;
             if msg.message_type() != zbus::message::Type::Signal {
                 continue;
             }

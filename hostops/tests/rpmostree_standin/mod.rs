@@ -306,6 +306,8 @@ struct State {
     calls: Vec<Call>,
     /// Method → message: the next transaction of that method fails with it.
     fail: HashMap<String, String>,
+    /// Methods whose next transaction "crashes": the connection closes without `Finished`.
+    crash: Vec<String>,
     txn_counter: u32,
     txn_dir: PathBuf,
     clients: Vec<String>,
@@ -441,6 +443,7 @@ impl Standin {
             deployments,
             calls: Vec::new(),
             fail: HashMap::new(),
+            crash: Vec::new(),
             txn_counter: 0,
             txn_dir: dir.path().to_path_buf(),
             clients: Vec::new(),
@@ -491,6 +494,12 @@ impl Standin {
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.state.lock().unwrap().calls.clear();
+    }
+
+    /// The next transaction of `method` (zbus-served) "crashes": after `PercentProgress` the
+    /// peer-to-peer connection closes without `Finished`, and nothing changes.
+    pub fn crash_next(&self, method: &str) {
+        self.state.lock().unwrap().crash.push(method.into());
     }
 
     /// The next transaction of `method` fails with `message` (Finished(false, message)).
@@ -977,6 +986,16 @@ impl Transaction {
                     &(this.method.clone(), 50u32),
                 )
                 .await;
+            let crash = {
+                let mut s = this.state.lock().unwrap();
+                let found = s.crash.iter().position(|m| *m == this.method);
+                found.map(|i| s.crash.remove(i)).is_some()
+            };
+            if crash {
+                // The daemon dies mid-transaction: the peer-to-peer connection closes.
+                let _ = conn.close().await;
+                return;
+            }
             let result = this.execute();
             let (success, message, lines) = match result {
                 Ok(lines) => (true, String::new(), lines),

@@ -1137,7 +1137,14 @@ async fn run_transaction(method: &str, address: &str) -> Result<(), OsError> {
     let reply = conn
         .call_method(None::<&str>, "/", Some(TRANSACTION_IFACE), "Start", &())
         .await
-        .map_err(|e| bus_error(method, Some(address), e))?;
+        .map_err(|e| match e {
+            // The daemon went away before it answered.
+            zbus::Error::InputOutput(_) => err(format!(
+                "the daemon closed the transaction's connection before Finished (calling \
+                 Start: {e})"
+            )),
+            e => bus_error(method, Some(address), e),
+        })?;
     let started: bool = reply.body().deserialize().unwrap_or(true);
     if !started {
         info!(

@@ -953,3 +953,42 @@ async fn standin_the_first_call_activates_the_daemon() {
         s(&["rw", "console=ttyS0", "activated=1", "nosmt"])
     );
 }
+
+/// Another client's transaction (zincati, an admin) makes the daemon refuse methods with
+/// "Transaction in progress": hearth waits for it, up to a limit, then reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standin_waits_while_another_transaction_runs() {
+    let e = env(vec![fcos(&["rw"])]).await;
+    e.standin.busy_next("KernelArgs", 2);
+    let staged = e
+        .backend
+        .stage(&kargs_change(&[], &["nosmt"]))
+        .await
+        .unwrap();
+    assert_eq!(staged.deployment.kernel_args, s(&["rw", "nosmt"]));
+    let attempts = e.standin.calls_of("KernelArgs");
+    assert_eq!(attempts.len(), 3, "two refused, the third started");
+    assert!(attempts[0].transaction.is_none() && attempts[1].transaction.is_none());
+    assert!(attempts[2].transaction.is_some());
+
+    // Busy for longer than the backend waits: the daemon's message, and how long it waited.
+    e.standin.reboot();
+    e.standin.clear_calls();
+    e.standin.busy_next("KernelArgs", u32::MAX);
+    let impatient = OsBackend::RpmOstree(
+        RpmOstreeBackend::new(e.root.path(), &e._bus.address)
+            .with_busy_wait(std::time::Duration::from_millis(700)),
+    );
+    let err = impatient
+        .stage(&kargs_change(&[], &["quiet"]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("rpm-ostree KernelArgs: Transaction in progress: upgrade"),
+        "{err}"
+    );
+    assert!(err.contains("waited 0 s for it to end"), "{err}");
+    assert!(e.standin.calls_of("KernelArgs").len() >= 2, "it retried");
+    assert!(transactions(&e.standin).is_empty());
+}

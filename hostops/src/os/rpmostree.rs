@@ -53,7 +53,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use hearth_config::model::KernelType;
 use tracing::{debug, info, warn};
-use zbus::{Connection, MessageStream};
+use zbus::{Connection, DBusError as _, MessageStream};
 use zbus::{OwnedObjectPath, OwnedVariant as OwnedValue, Variant as Value};
 
 use super::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
@@ -124,6 +124,8 @@ pub const EXTENSIONS: [(&str, &[&str]); 7] = [
 const METHOD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long one transaction may take (pulling an OS image and layering packages).
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long a method waits by default while another client's transaction runs.
+pub const BUSY_WAIT: Duration = Duration::from_secs(300);
 
 /// The packages of an extension.
 pub fn extension_packages(name: &str) -> Option<&'static [&'static str]> {
@@ -236,6 +238,7 @@ pub fn container_image(refspec: &str) -> Option<&str> {
 pub struct RpmOstreeBackend {
     root: PathBuf,
     bus_address: String,
+    busy_wait: Duration,
 }
 
 impl RpmOstreeBackend {
@@ -245,7 +248,15 @@ impl RpmOstreeBackend {
         RpmOstreeBackend {
             root: root.to_path_buf(),
             bus_address: bus_address.to_string(),
+            busy_wait: BUSY_WAIT,
         }
+    }
+
+    /// How long a method waits while the daemon answers "Transaction in progress" (another
+    /// client's transaction, e.g. zincati's or an admin's); [`BUSY_WAIT`] by default.
+    pub fn with_busy_wait(mut self, limit: Duration) -> RpmOstreeBackend {
+        self.busy_wait = limit;
+        self
     }
 
     /// The root.
@@ -275,7 +286,7 @@ impl RpmOstreeBackend {
 
     /// The booted, pending and rollback deployments.
     pub async fn status(&self) -> Result<OsStatus, OsError> {
-        let s = Session::open(&self.bus_address).await?;
+        let s = Session::open(&self.bus_address, self.busy_wait).await?;
         let r = s.status().await;
         s.close().await;
         r
@@ -283,7 +294,7 @@ impl RpmOstreeBackend {
 
     /// Stages one new deployment carrying the whole change (see the module documentation).
     pub async fn stage(&self, change: &OsChange) -> Result<StagedDeployment, OsError> {
-        let s = Session::open(&self.bus_address).await?;
+        let s = Session::open(&self.bus_address, self.busy_wait).await?;
         let r = s.stage(&self.root, change).await;
         s.close().await;
         r
@@ -291,7 +302,7 @@ impl RpmOstreeBackend {
 
     /// The differences between the booted deployment and `expected`.
     pub async fn verify_booted(&self, expected: &OsExpectation) -> Result<Vec<String>, OsError> {
-        let s = Session::open(&self.bus_address).await?;
+        let s = Session::open(&self.bus_address, self.busy_wait).await?;
         let r = s.status().await;
         s.close().await;
         let status = r?;
@@ -325,7 +336,7 @@ impl RpmOstreeBackend {
     /// Drops a pending deployment (`Cleanup(["pending-deploy"])`), or makes the rollback
     /// deployment the default (`Rollback`).
     pub async fn rollback(&self) -> Result<RollbackOutcome, OsError> {
-        let s = Session::open(&self.bus_address).await?;
+        let s = Session::open(&self.bus_address, self.busy_wait).await?;
         let r = s.rollback().await;
         s.close().await;
         r
@@ -361,7 +372,10 @@ fn bus_error(method: impl Into<String>, transaction: Option<&str>, e: zbus::Erro
             Some(d) => format!("{d} ({name})"),
             None => name.to_string(),
         },
-        zbus::Error::FDO(f) => f.to_string(),
+        zbus::Error::FDO(f) => match f.description() {
+            Some(d) => format!("{d} ({})", f.name()),
+            None => f.name().to_string(),
+        },
         other => other.to_string(),
     };
     let hint = if message.contains("ServiceUnknown") || message.contains("NameHasNoOwner") {
@@ -459,10 +473,11 @@ fn dict_strv(d: &Dict, key: &str) -> Vec<String> {
 struct Session {
     conn: Connection,
     os_path: OwnedObjectPath,
+    busy_wait: Duration,
 }
 
 impl Session {
-    async fn open(bus: &str) -> Result<Session, OsError> {
+    async fn open(bus: &str, busy_wait: Duration) -> Result<Session, OsError> {
         let conn = connect_bus(bus).await?;
         let mut options: HashMap<&str, Value<'_>> = HashMap::new();
         options.insert("id", Value::from(CLIENT_ID));
@@ -486,7 +501,11 @@ impl Session {
                     .into(),
             });
         }
-        Ok(Session { conn, os_path })
+        Ok(Session {
+            conn,
+            os_path,
+            busy_wait,
+        })
     }
 
     async fn close(self) {
@@ -533,7 +552,40 @@ impl Session {
     where
         B: serde::Serialize + zbus::zvariant::DynamicType,
     {
-        let address: String = self.call_os(method, body).await?;
+        // The daemon runs one transaction at a time and refuses others ("Transaction in
+        // progress: <title>"): wait for it, as the libostree backend waits for the sysroot lock.
+        let start = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(500);
+        let address: String = loop {
+            match self.call_os(method, body).await {
+                Ok(a) => break a,
+                Err(OsError::RpmOstree {
+                    method: m,
+                    transaction,
+                    message,
+                }) if message.contains("Transaction in progress") => {
+                    let waited = start.elapsed();
+                    if waited >= self.busy_wait {
+                        return Err(OsError::RpmOstree {
+                            method: m,
+                            transaction,
+                            message: format!(
+                                "{message} (waited {} s for it to end)",
+                                waited.as_secs()
+                            ),
+                        });
+                    }
+                    info!(
+                        method,
+                        "rpm-ostree is busy, waiting: {}",
+                        message.lines().next().unwrap_or("")
+                    );
+                    tokio::time::sleep(pause.min(self.busy_wait.saturating_sub(waited))).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e),
+            }
+        };
         info!(method, transaction = %address, "rpm-ostree transaction started");
         run_transaction(method, &address).await?;
         // Sync with the daemon so that the properties show the transaction's result.

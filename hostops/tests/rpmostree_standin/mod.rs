@@ -308,6 +308,8 @@ struct State {
     fail: HashMap<String, String>,
     /// Methods whose next transaction "crashes": the connection closes without `Finished`.
     crash: Vec<String>,
+    /// Method → how many more calls are refused with "Transaction in progress".
+    busy: HashMap<String, u32>,
     txn_counter: u32,
     txn_dir: PathBuf,
     clients: Vec<String>,
@@ -444,6 +446,7 @@ impl Standin {
             calls: Vec::new(),
             fail: HashMap::new(),
             crash: Vec::new(),
+            busy: HashMap::new(),
             txn_counter: 0,
             txn_dir: dir.path().to_path_buf(),
             clients: Vec::new(),
@@ -494,6 +497,12 @@ impl Standin {
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.state.lock().unwrap().calls.clear();
+    }
+
+    /// The next `times` calls of `method` are refused as the daemon refuses a method while
+    /// another client's transaction runs ("Transaction in progress: ...").
+    pub fn busy_next(&self, method: &str, times: u32) {
+        self.state.lock().unwrap().busy.insert(method.into(), times);
     }
 
     /// The next transaction of `method` (zbus-served) "crashes": after `PercentProgress` the
@@ -704,6 +713,19 @@ impl OsIface {
     ) -> zbus::fdo::Result<String> {
         let (path, address) = {
             let mut s = self.state.lock().unwrap();
+            if let Some(n) = s.busy.get_mut(method).filter(|n| **n > 0) {
+                *n -= 1;
+                s.calls.push(Call {
+                    interface: "OS".into(),
+                    method: method.into(),
+                    args,
+                    transaction: None,
+                });
+                return Err(failed(
+                    "Transaction in progress: upgrade\n You can cancel the current transaction \
+                     with `rpm-ostree cancel`",
+                ));
+            }
             s.txn_counter += 1;
             let path = s
                 .txn_dir

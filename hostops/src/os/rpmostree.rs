@@ -45,6 +45,19 @@
 //!
 //! The new deployment is *staged* (finalized at shutdown by `ostree-finalize-staged.service`):
 //! [`Finalization::AtShutdown`]. hearth does not use `lock-finalization`/`FinalizeDeployment`.
+//!
+//! ## Errors
+//!
+//! Every failure of the daemon is [`OsError::RpmOstree`] with the method, the transaction's
+//! address when there is one, and the daemon's message (`Finished`'s `error_message`, or the
+//! D-Bus error as `detail (name)`). A method refused with "Transaction in progress" (another
+//! client's transaction) is retried for up to [`BUSY_WAIT`]
+//! ([`RpmOstreeBackend::with_busy_wait`]). A transaction connection that closes before
+//! `Finished` is an error too.
+//!
+//! Tested against a stand-in D-Bus service only (rpm-ostree does not run on Debian): see
+//! `hostops/tests/os_rpmostree_standin.rs` and docs/os-layer.md for what that does and does not
+//! prove.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

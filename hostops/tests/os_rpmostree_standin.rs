@@ -756,6 +756,28 @@ async fn standin_verify_booted_after_a_simulated_reboot() {
     assert_eq!(status.booted.id, staged.deployment.id);
     assert_eq!(status.booted.kernel_type, KernelType::Realtime);
     assert_eq!(status.rollback.unwrap().id, staged.from);
+    // On a real boot the running kernel's command line is checked too (missing arguments).
+    let cmdline = e.root.path().join("proc/cmdline");
+    std::fs::create_dir_all(cmdline.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cmdline,
+        "BOOT_IMAGE=(hd0,gpt3)/ostree/x/vmlinuz ostree=/ostree/boot.1/rhcos/x/0 rw\n",
+    )
+    .unwrap();
+    let diffs = e.backend.verify_booted(&expected).await.unwrap();
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert!(
+        diffs[0].starts_with("kernel argument hugepages=32 is missing from /proc/cmdline"),
+        "{diffs:?}"
+    );
+    std::fs::write(
+        &cmdline,
+        "BOOT_IMAGE=(hd0,gpt3)/ostree/x/vmlinuz ostree=/ostree/boot.1/rhcos/x/0 rw hugepages=32\n",
+    )
+    .unwrap();
+    assert!(e.backend.verify_booted(&expected).await.unwrap().is_empty());
+    std::fs::remove_file(&cmdline).unwrap();
+
     // An expectation of another deployment is reported as such.
     let mut wrong = expected.clone();
     wrong.deployment = Some(staged.from.clone());

@@ -962,7 +962,6 @@ pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>
         dups.extend(dup("Node", &s.item.metadata.name, &s.origin));
     }
     diags.extend(dups);
-    diags.extend(check_pool_windows(&all));
     let count = all.machine_configs.len() + all.pools.len() + all.nodes.len() + all.policies.len();
     if diags.iter().any(Diagnostic::is_error) {
         let errors = diags.iter().filter(|d| d.is_error()).count();
@@ -978,28 +977,6 @@ pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>
         ));
     }
     Ok((all, diags))
-}
-
-/// Pools' maintenance windows that cannot be read (see [`crate::window`]).
-fn check_pool_windows(m: &Manifests) -> Vec<Diagnostic> {
-    m.pools
-        .iter()
-        .filter_map(|s| {
-            let e = crate::window::Windows::of(&s.item.metadata.annotations)?.err()?;
-            Some(
-                Diagnostic::error(
-                    &s.origin.file,
-                    Some(s.origin.line),
-                    crate::window::FIELD,
-                    format!(
-                        "MachineConfigPool {:?}: the maintenance windows cannot be read: {e}",
-                        s.item.name()
-                    ),
-                )
-                .with_object(Some(format!("MachineConfigPool/{}", s.item.name()))),
-            )
-        })
-        .collect()
 }
 
 fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult> {

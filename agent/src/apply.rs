@@ -207,10 +207,12 @@ impl Agent {
         let ssh_layout = SshKeyLayout::detect(&root_handle).unwrap_or_default();
         let os = match &units {
             Units::Offline => OsBackend::None(NoneBackend::new(OFFLINE_OS_REASON)),
-            Units::Online(_) => match OsBackend::detect(root) {
-                Ok(backend) => backend,
-                Err(e) => OsBackend::None(NoneBackend::new(e.to_string())),
-            },
+            Units::Online(_) => {
+                match OsBackend::detect_on_bus(root, bus.unwrap_or(SYSTEM_BUS)).await {
+                    Ok(backend) => backend,
+                    Err(e) => OsBackend::None(NoneBackend::new(e.to_string())),
+                }
+            }
         };
         tracing::debug!(backend = os.kind(), "OS backend");
         Ok(Agent {
@@ -624,7 +626,10 @@ impl Agent {
                 format!("this host has no OS backend that can make them ({reason})")
             });
         }
-        let change = OsChange::from_actions(actions).map_err(|e| e.to_string())?;
+        let change = self
+            .os
+            .change_from_actions(actions)
+            .map_err(|e| e.to_string())?;
         Ok((!change.is_empty()).then_some(change))
     }
 

@@ -155,7 +155,8 @@ pub async fn reboot_with_slot(
             if !answer.granted {
                 tracing::info!(
                     retry_after = answer.retry_after_seconds,
-                    "no reboot slot free yet"
+                    reason = answer.reason.as_deref().unwrap_or("all slots taken"),
+                    "no reboot slot yet"
                 );
                 return Ok(Some(Duration::from_secs(answer.retry_after_seconds.max(1))));
             }

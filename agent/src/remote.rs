@@ -105,7 +105,7 @@ pub enum SlotAction {
 }
 
 /// The answer to a reboot-slot request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlotAnswer {
     /// The node holds a slot now.
@@ -113,6 +113,9 @@ pub struct SlotAnswer {
     /// When not granted: ask again after this many seconds.
     #[serde(default)]
     pub retry_after_seconds: u64,
+    /// When not granted: why (all slots taken, or outside the pool's maintenance window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Errors talking to the server.

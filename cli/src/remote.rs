@@ -714,7 +714,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                         "AGE",
                     ];
                     if wide {
-                        header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET"]);
+                        header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE"]);
                     }
                     let rows: Vec<Vec<String>> = objects
                         .iter()
@@ -736,6 +736,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                                 r.push(s(&p["spec"]["paused"]));
                                 r.push(s(&p["spec"]["maxUnavailable"]));
                                 r.push(s(&p["spec"]["configuration"]["name"]));
+                                r.push(maintenance_cell(&st["maintenance"]));
                             }
                             r
                         })
@@ -817,6 +818,20 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `MAINTENANCE` cell of `get mcp -o wide`: `-` (no windows), `open`, or what the pool
+/// waits for.
+fn maintenance_cell(m: &Value) -> String {
+    if m.is_null() {
+        return "-".into();
+    }
+    match (m["state"].as_str(), m["waiting"].as_str()) {
+        (_, Some(w)) => w.to_string(),
+        (Some("Open"), _) => "open".into(),
+        (Some("Closed"), _) => format!("closed ({})", s(&m["message"])),
+        _ => s(&m["message"]),
+    }
 }
 
 /// `hearth describe node|mcp NAME`.
@@ -984,6 +999,17 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     sources.join(", ")
                 },
             );
+            if !st["maintenance"].is_null() {
+                let m = &st["maintenance"];
+                field(
+                    &mut out,
+                    "Maintenance",
+                    format!("{} ({})", s(&m["windows"]), s(&m["message"])),
+                );
+                if let Some(w) = m["waiting"].as_str() {
+                    field(&mut out, "Waiting", w.to_string());
+                }
+            }
             field(
                 &mut out,
                 "Machines",
@@ -1171,6 +1197,9 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             );
             if let Some(n) = &halted {
                 println!("rollout halted: node {n} is degraded (hearth describe node {n})");
+            }
+            if let Some(w) = st["maintenance"]["waiting"].as_str() {
+                println!("reboots {w}");
             }
             let rows: Vec<Vec<String>> = nodes
                 .iter()

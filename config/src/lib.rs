@@ -11,3 +11,4 @@ pub mod plan;
 pub mod render;
 pub mod time;
 pub mod validate;
+pub mod window;

@@ -836,6 +836,26 @@ impl Reader<'_> {
                 }
             },
         };
+        if let Some(Err(e)) = crate::window::Windows::of(&metadata.annotations) {
+            let line = doc
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
+                .map(|a| a.get(crate::window::ANNOTATION).map_or(a.line, |n| n.line))
+                .unwrap_or(doc.line);
+            self.diags.push(
+                Diagnostic::error(
+                    self.file,
+                    Some(line),
+                    crate::window::FIELD,
+                    format!(
+                        "MachineConfigPool {:?}: the maintenance windows cannot be read: {e}",
+                        metadata.name
+                    ),
+                )
+                .with_object(object.clone()),
+            );
+            failed = true;
+        }
         if failed {
             return;
         }
@@ -1103,6 +1123,28 @@ spec:
             d.to_string(),
             "x.yaml:11: error: MachineConfig/x: spec.config.storage.files[0].path: expected a string, found null"
         );
+    }
+
+    #[test]
+    fn unreadable_maintenance_windows_refuse_the_pool_with_file_line_and_field() {
+        let pool = |w: &str| {
+            format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\n  annotations:\n    hearth.io/maintenance-windows: \"{w}\"\nspec:\n  machineConfigSelector: {{}}\n  nodeSelector: {{}}\n")
+        };
+        let (m, diags) = read_str(
+            "pools.yaml",
+            &pool("Sat 02:00-06:00 UTC; Mon-Fri 23:00-01:00 +01:00"),
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(m.pools.len(), 1);
+        let (m, diags) = read_str("pools.yaml", &pool("Caturday 02:00-06:00"));
+        assert!(m.pools.is_empty());
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        let d = &diags[0];
+        assert!(d.is_error());
+        assert_eq!(d.path, crate::window::FIELD);
+        assert_eq!(d.line, Some(6));
+        assert!(d.message.contains("\"worker\""), "{}", d.message);
+        assert!(d.message.contains("Caturday"), "{}", d.message);
     }
 
     #[test]

@@ -174,7 +174,7 @@ pub enum SlotAction {
 }
 
 /// `POST /api/v1/agent/reboot-slot` response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlotAnswer {
     /// Whether the node holds a slot now (always false after a release).
@@ -182,4 +182,7 @@ pub struct SlotAnswer {
     /// When not granted: ask again after this many seconds.
     #[serde(default)]
     pub retry_after_seconds: u64,
+    /// When not granted: why (all slots taken, or outside the maintenance window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

@@ -814,6 +814,7 @@ impl<S: Store> App<S> {
                     Ok(SlotAnswer {
                         granted: false,
                         retry_after_seconds: 0,
+                        reason: None,
                     })
                 }
                 SlotAction::Acquire => {
@@ -821,6 +822,7 @@ impl<S: Store> App<S> {
                         return Ok(SlotAnswer {
                             granted: true,
                             retry_after_seconds: 0,
+                            reason: None,
                         });
                     }
                     let Some(pool) = n
@@ -830,6 +832,19 @@ impl<S: Store> App<S> {
                     else {
                         return Err(ApiError::conflict(format!("node {node} is in no pool")));
                     };
+                    // Maintenance windows: no slot outside them (the controller records the
+                    // wait on the node and the pool).
+                    let window_now = self.options.settings.window_clock.now();
+                    if let Some(wait) = crate::window::gate(&pool, window_now) {
+                        let retry = wait
+                            .opens_at
+                            .map_or(300, |at| at.saturating_sub(window_now).clamp(1, 300));
+                        return Ok(SlotAnswer {
+                            granted: false,
+                            retry_after_seconds: retry,
+                            reason: Some(wait.message(window_now)),
+                        });
+                    }
                     let members: Vec<&NodeRecord> = fleet
                         .nodes
                         .values()
@@ -842,6 +857,10 @@ impl<S: Store> App<S> {
                         return Ok(SlotAnswer {
                             granted: false,
                             retry_after_seconds: 30,
+                            reason: Some(format!(
+                                "all {max} reboot slot(s) of pool {} are taken",
+                                pool.name()
+                            )),
                         });
                     }
                     update(&mut fleet.nodes, node, |n| n.reboot_slot = Some(t));
@@ -858,6 +877,7 @@ impl<S: Store> App<S> {
                     Ok(SlotAnswer {
                         granted: true,
                         retry_after_seconds: 0,
+                        reason: None,
                     })
                 }
             }

@@ -21,21 +21,27 @@
 use crate::fleet::{put, update, Fleet};
 use crate::records::{EventRecord, NodeRecord, RenderedRecord};
 use crate::rollout::{self, NodeView, PoolView, Why};
+use crate::window::{self, WindowClock, WindowWait};
 use hearth_config::model::{MachineConfig, MachineConfigPool};
 use hearth_config::render::{self, RenderError};
 use std::collections::{BTreeMap, HashSet};
 
 /// Controller settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// How many of the newest renders of each pool (and of each node with overlays) are kept;
     /// those in use are always kept.
     pub retention: usize,
+    /// The clock maintenance windows are judged by.
+    pub window_clock: WindowClock,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { retention: 5 }
+        Settings {
+            retention: 5,
+            window_clock: WindowClock::default(),
+        }
     }
 }
 
@@ -71,7 +77,7 @@ pub fn reconcile_with(
     if scope == Scope::Full {
         render_all(fleet, now, &mut events);
     }
-    roll_out(fleet, now, silent, &mut events);
+    roll_out(fleet, now, settings, silent, &mut events);
     update_configurations(fleet);
     // Collection only ever removes what nothing refers to, so it can wait for the next full
     // reconcile; status reports (the hot path) skip it.
@@ -207,9 +213,20 @@ fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
     }
 }
 
-fn roll_out(fleet: &mut Fleet, now: u64, silent: &HashSet<String>, events: &mut Vec<EventRecord>) {
+fn roll_out(
+    fleet: &mut Fleet,
+    now: u64,
+    settings: &Settings,
+    silent: &HashSet<String>,
+    events: &mut Vec<EventRecord>,
+) {
     // Decide on borrowed views (no node is copied), then write the assignments.
     let mut assignments: Vec<(rollout::Assignment, Option<String>)> = Vec::new();
+    // Per pool: why its reboots wait (none: they do not), and the nodes that wait.
+    let mut waits: BTreeMap<String, (Option<WindowWait>, HashSet<String>)> = BTreeMap::new();
+    let window_now = settings.window_clock.now();
+    let policies = fleet.policies();
+    let mut reboot_cache: BTreeMap<(String, String), bool> = BTreeMap::new();
     {
         let mut by_pool: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
         for n in fleet.nodes.values() {
@@ -221,7 +238,9 @@ fn roll_out(fleet: &mut Fleet, now: u64, silent: &HashSet<String>, events: &mut 
             let Some(p) = fleet.pools.get(pool) else {
                 continue;
             };
-            let view = pool_view(&p.value);
+            let mut view = pool_view(&p.value);
+            let wait = window::gate(&p.value, window_now);
+            view.window_closed = wait.is_some();
             let views: Vec<NodeView<'_>> = nodes
                 .iter()
                 .map(|n| NodeView {
@@ -231,8 +250,27 @@ fn roll_out(fleet: &mut Fleet, now: u64, silent: &HashSet<String>, events: &mut 
                     current: n.current(),
                     state: n.state(),
                     silent: silent.contains(&n.name),
+                    needs_reboot: view.window_closed
+                        && needs_reboot(fleet, n, &policies, &mut reboot_cache),
                 })
                 .collect();
+            if let Some(w) = &wait {
+                let mut waiting: HashSet<String> = rollout::waiting_for_window(&view, &views)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect();
+                // And the nodes whose reboot waits for a slot the window does not grant.
+                waiting.extend(
+                    nodes
+                        .iter()
+                        .filter(|n| {
+                            n.state() == Some(crate::api::NodeState::Rebooting)
+                                && n.reboot_slot.is_none()
+                        })
+                        .map(|n| n.name.clone()),
+                );
+                waits.insert(pool.to_string(), (Some(w.clone()), waiting));
+            }
             for a in rollout::next_desired(&view, &views) {
                 let previous = nodes
                     .iter()
@@ -262,6 +300,92 @@ fn roll_out(fleet: &mut Fleet, now: u64, silent: &HashSet<String>, events: &mut 
             n.desired = Some(a.config.clone());
             n.desired_at = Some(now);
         });
+    }
+    record_waits(fleet, now, &waits, events);
+}
+
+/// Whether `n`'s update from its desired config to its target needs a reboot (the agent's own
+/// plan, with the fleet's disruption policies); unknown configs count as needing one.
+fn needs_reboot(
+    fleet: &Fleet,
+    n: &NodeRecord,
+    policies: &hearth_config::model::DisruptionPolicies,
+    cache: &mut BTreeMap<(String, String), bool>,
+) -> bool {
+    let (Some(from), Some(to)) = (n.desired.as_deref(), n.target.as_deref()) else {
+        return true;
+    };
+    if from == to {
+        return false;
+    }
+    let key = (from.to_string(), to.to_string());
+    if let Some(r) = cache.get(&key) {
+        return *r;
+    }
+    let r = match (fleet.rendered.get(from), fleet.rendered.get(to)) {
+        (Some(a), Some(b)) => hearth_config::plan::plan(&a.value.spec, &b.value.spec, policies)
+            .disruption
+            .reboot(),
+        _ => true,
+    };
+    cache.insert(key, r);
+    r
+}
+
+/// Writes who waits for a maintenance window into the nodes and pools (only what changed), with
+/// an event when a node starts waiting.
+fn record_waits(
+    fleet: &mut Fleet,
+    now: u64,
+    waits: &BTreeMap<String, (Option<WindowWait>, HashSet<String>)>,
+    events: &mut Vec<EventRecord>,
+) {
+    let none = (None, HashSet::new());
+    let node_updates: Vec<(String, Option<WindowWait>)> = fleet
+        .nodes
+        .values()
+        .filter_map(|n| {
+            let n = &n.value;
+            let (wait, waiting) = n.pool.as_ref().and_then(|p| waits.get(p)).unwrap_or(&none);
+            let want = if waiting.contains(&n.name) {
+                wait.clone()
+            } else {
+                None
+            };
+            (want != n.waiting).then(|| (n.name.clone(), want))
+        })
+        .collect();
+    for (name, want) in node_updates {
+        if let Some(w) = &want {
+            let was_waiting = fleet
+                .nodes
+                .get(&name)
+                .is_some_and(|n| n.value.waiting.is_some());
+            if !was_waiting {
+                events.push(EventRecord::normal(
+                    now,
+                    format!("Node/{name}"),
+                    "WaitingForMaintenanceWindow",
+                    w.message(now),
+                ));
+            }
+        }
+        update(&mut fleet.nodes, &name, |n| n.waiting = want);
+    }
+    let pool_updates: Vec<(String, Option<WindowWait>)> = fleet
+        .pools
+        .values()
+        .filter_map(|p| {
+            let p = &p.value;
+            let want = waits
+                .get(p.name())
+                .filter(|(_, waiting)| !waiting.is_empty())
+                .and_then(|(w, _)| w.clone());
+            (want != p.status.waiting).then(|| (p.name().to_string(), want))
+        })
+        .collect();
+    for (name, want) in pool_updates {
+        update(&mut fleet.pools, &name, |p| p.status.waiting = want);
     }
 }
 
@@ -298,6 +422,7 @@ pub fn pool_view(p: &crate::records::PoolRecord) -> PoolView {
             .annotations
             .get(rollout::ON_DEGRADED_ANNOTATION)
             .is_none_or(|v| v != "continue"),
+        window_closed: false,
     }
 }
 
@@ -319,6 +444,7 @@ pub fn halted_by(fleet: &Fleet, pool: &str) -> Option<String> {
             current: n.current(),
             state: n.state(),
             silent: false,
+            needs_reboot: false,
         })
         .collect();
     rollout::halted_by(&pool_view(&p.value), &views).map(str::to_string)
@@ -583,7 +709,10 @@ mod tests {
 
     #[test]
     fn garbage_collection_keeps_what_is_referenced() {
-        let s = Settings { retention: 1 };
+        let s = Settings {
+            retention: 1,
+            ..Settings::default()
+        };
         let mut f = fleet();
         let old = f.clone();
         reconcile(&mut f, Scope::Full, 1, &s);

@@ -325,7 +325,8 @@ fn pool_json<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Opt
     let rec = f.pools.get(name)?;
     let counts = views::pool_counts(f, name, &|n| app.is_fresh(n));
     let halted = crate::controller::halted_by(f, name);
-    Some(views::pool(rec, &counts, halted.as_deref()))
+    let now = app.options.settings.window_clock.now();
+    Some(views::pool(rec, &counts, halted.as_deref(), now))
 }
 
 async fn list_pools<S: Store>(
@@ -427,7 +428,12 @@ struct NodeListQuery {
 }
 
 fn node_json<S: Store>(app: &App<S>, rec: &crate::fleet::Rec<crate::records::NodeRecord>) -> Value {
-    views::node(rec, app.last_seen(&rec.value), app.is_fresh(&rec.value))
+    views::node(
+        rec,
+        app.last_seen(&rec.value),
+        app.is_fresh(&rec.value),
+        app.options.settings.window_clock.now(),
+    )
 }
 
 async fn list_nodes<S: Store>(
@@ -864,8 +870,11 @@ async fn fleetlock<S: Store>(
             StatusCode::CONFLICT,
             "failed_lock",
             format!(
-                "all reboot slots of pool {} are taken; retry in {} s",
-                pool.as_deref().unwrap_or("-"),
+                "{}; retry in {} s",
+                answer.reason.clone().unwrap_or_else(|| format!(
+                    "all reboot slots of pool {} are taken",
+                    pool.as_deref().unwrap_or("-")
+                )),
                 answer.retry_after_seconds
             ),
         ),

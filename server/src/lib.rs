@@ -29,3 +29,4 @@ pub mod serve;
 pub mod store;
 pub mod time;
 pub mod views;
+pub mod window;

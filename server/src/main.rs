@@ -46,6 +46,10 @@ struct Cli {
     /// /ostree/repo/, for OS image pivots in disconnected sites.
     #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
     ostree_repo: Option<PathBuf>,
+    /// For tests only (hidden): judge maintenance windows as if the clock read this many Unix
+    /// seconds at start (and ran on from there). Nothing else uses this clock.
+    #[arg(long, value_name = "UNIX_SECONDS", hide = true)]
+    window_clock_start: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -95,8 +99,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         listen: cli.listen,
         sans: sans.clone(),
         options: Options {
-            settings: Settings {
-                retention: cli.retention,
+            settings: {
+                let settings = Settings {
+                    retention: cli.retention,
+                    ..Settings::default()
+                };
+                if let Some(t) = cli.window_clock_start {
+                    tracing::warn!(
+                        now = %hearth_server::time::rfc3339(t),
+                        "--window-clock-start: maintenance windows are judged by a test clock"
+                    );
+                    settings.window_clock.set_now(t);
+                }
+                settings
             },
             advertise_url: cli.advertise_url.clone(),
             max_wait: Duration::from_secs(cli.max_wait),

@@ -84,6 +84,9 @@ pub struct PoolStatus {
     /// Why the last render failed (the target stays the last good one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render_error: Option<String>,
+    /// Set while some node's reboot waits for the pool's maintenance window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::window::WindowWait>,
 }
 
 /// A MachineConfigPool.
@@ -184,6 +187,9 @@ pub struct NodeRecord {
     /// Holds a reboot slot since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot_slot: Option<u64>,
+    /// Set while its update (or its reboot) waits for its pool's maintenance window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::window::WindowWait>,
 }
 
 impl NodeRecord {

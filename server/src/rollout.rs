@@ -20,7 +20,10 @@
 //! - a node that is already unavailable and whose target changed gets the new target at once
 //!   (it costs no capacity: this is how a fix reaches a degraded node);
 //! - otherwise at most `maxUnavailable` (resolved against the pool's size) nodes are
-//!   unavailable at once: the remaining capacity goes to available nodes in name order.
+//!   unavailable at once: the remaining capacity goes to available nodes in name order;
+//! - outside the pool's **maintenance windows** (see [`crate::window`]) an available node whose
+//!   update needs a reboot is not handed it (it takes no capacity either); updates that need
+//!   no reboot go on. The nodes that wait are [`waiting_for_window`].
 
 use crate::api::NodeState;
 use hearth_config::model::MaxUnavailable;
@@ -34,6 +37,8 @@ pub struct PoolView {
     pub max_unavailable: MaxUnavailable,
     /// Stop handing out new configs while a node is degraded.
     pub halt_on_degraded: bool,
+    /// Outside the pool's maintenance windows: updates that need a reboot wait.
+    pub window_closed: bool,
 }
 
 /// The pool annotation that lets a rollout go on past degraded nodes (`continue`).
@@ -66,6 +71,9 @@ pub struct NodeView<'a> {
     pub state: Option<NodeState>,
     /// Not heard from for too long.
     pub silent: bool,
+    /// Going from its desired config to its target needs a reboot (only worked out, and only
+    /// needed, while the pool's maintenance window is closed).
+    pub needs_reboot: bool,
 }
 
 impl NodeView<'_> {
@@ -80,6 +88,27 @@ impl NodeView<'_> {
     fn needs_update(&self) -> bool {
         self.target.is_some() && self.desired != self.target
     }
+
+    fn held_by_window(&self, pool: &PoolView) -> bool {
+        pool.window_closed && self.needs_reboot
+    }
+}
+
+/// The available nodes whose update waits for the pool's maintenance window (none while the
+/// pool is paused or halted: they wait for that first).
+pub fn waiting_for_window<'a>(pool: &PoolView, nodes: &[NodeView<'a>]) -> Vec<&'a str> {
+    if !pool.window_closed || pool.paused || halted_by(pool, nodes).is_some() {
+        return Vec::new();
+    }
+    let mut out: Vec<&str> = nodes
+        .iter()
+        .filter(|n| {
+            n.state.is_some() && n.needs_update() && !n.is_unavailable() && n.held_by_window(pool)
+        })
+        .map(|n| n.name)
+        .collect();
+    out.sort();
+    out
 }
 
 /// Why a node is handed a config.
@@ -137,10 +166,9 @@ pub fn next_desired(pool: &PoolView, nodes: &[NodeView<'_>]) -> Vec<Assignment> 
     }
     let max = pool.max_unavailable.resolve(nodes.len());
     let mut capacity = max.saturating_sub(unavailable);
-    for n in nodes
-        .iter()
-        .filter(|n| n.state.is_some() && n.needs_update() && !n.is_unavailable())
-    {
+    for n in nodes.iter().filter(|n| {
+        n.state.is_some() && n.needs_update() && !n.is_unavailable() && !n.held_by_window(pool)
+    }) {
         if capacity == 0 {
             break;
         }
@@ -169,6 +197,7 @@ mod tests {
             current,
             state,
             silent: false,
+            needs_reboot: false,
         }
     }
 
@@ -177,6 +206,7 @@ mod tests {
             paused: false,
             max_unavailable: max,
             halt_on_degraded: true,
+            window_closed: false,
         }
     }
 
@@ -344,6 +374,7 @@ mod tests {
             paused: true,
             max_unavailable: MaxUnavailable::Count(5),
             halt_on_degraded: true,
+            window_closed: false,
         };
         let a = next_desired(&p, &nodes);
         assert_eq!(names(&a), ["new"]);
@@ -372,7 +403,42 @@ mod tests {
             current: None,
             state: None,
             silent: false,
+            needs_reboot: false,
         }];
         assert!(next_desired(&pool(MaxUnavailable::Count(1)), &nodes).is_empty());
+    }
+
+    #[test]
+    fn outside_the_window_only_updates_without_reboot_go() {
+        let mut nodes = [
+            node("a", "B", Some("A"), Some("A"), Some(Done)),
+            node("b", "B", Some("A"), Some("A"), Some(Done)),
+            node("new", "B", None, None, None),
+        ];
+        nodes[0].needs_reboot = true;
+        nodes[2].needs_reboot = true;
+        let mut p = pool(MaxUnavailable::Count(1));
+        p.window_closed = true;
+        // a waits (and takes no capacity), b needs no reboot and goes; a new node is served.
+        let a = next_desired(&p, &nodes);
+        assert_eq!(names(&a), ["new", "b"]);
+        assert_eq!(waiting_for_window(&p, &nodes), ["a"]);
+        // In the window a goes.
+        p.window_closed = false;
+        assert_eq!(names(&next_desired(&p, &nodes)), ["new", "a"]);
+        assert!(waiting_for_window(&p, &nodes).is_empty());
+        // A degraded node still gets a fix at once (its reboot then waits for a slot).
+        let mut nodes = [
+            node("a", "C", Some("B"), Some("A"), Some(Degraded)),
+            node("b", "C", Some("A"), Some("A"), Some(Done)),
+        ];
+        nodes[0].needs_reboot = true;
+        nodes[1].needs_reboot = true;
+        p.window_closed = true;
+        let a = next_desired(&p, &nodes);
+        assert_eq!(names(&a), ["a"]);
+        assert_eq!(a[0].why, Why::AlreadyUnavailable);
+        // Halted: b waits for the degraded node, not for the window.
+        assert!(waiting_for_window(&p, &nodes).is_empty());
     }
 }

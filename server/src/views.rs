@@ -99,8 +99,36 @@ fn condition(kind: &str, status: bool, reason: &str, message: String) -> Value {
     })
 }
 
-/// A pool with its status; `halted_by` names the degraded node that halts its rollout.
-pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>) -> Value {
+/// A pool's maintenance windows and whether they are open at `now` (the window clock).
+fn maintenance(p: &PoolRecord, now: u64) -> Value {
+    let Some(windows) = crate::window::Windows::of(&p.metadata.annotations) else {
+        return Value::Null;
+    };
+    let (state, message) = match windows {
+        Err(e) => ("Invalid", e.to_string()),
+        Ok(w) => match w.state(now) {
+            crate::window::WindowState::Open { window, closes_at } => (
+                "Open",
+                format!(
+                    "in the maintenance window {window}, closes in {}",
+                    crate::window::human(closes_at.saturating_sub(now))
+                ),
+            ),
+            crate::window::WindowState::Closed(wait) => ("Closed", wait.message(now)),
+        },
+    };
+    let waiting = p.status.waiting.as_ref().map(|w| w.message(now));
+    json!({
+        "windows": p.metadata.annotations.get(crate::window::ANNOTATION),
+        "state": state,
+        "message": message,
+        "waiting": waiting,
+    })
+}
+
+/// A pool with its status; `halted_by` names the degraded node that halts its rollout; `now`
+/// is the maintenance windows' clock.
+pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now: u64) -> Value {
     let p = &rec.value;
     let s = &p.status;
     let updated = s.target.is_some() && c.updated == c.machine && s.configuration == s.target;
@@ -111,7 +139,10 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>) -> V
             "Halted",
             format!("node {n} is degraded: the rollout waits until it recovers (or annotate the pool hearth.io/on-degraded: continue)"),
         ),
-        _ => ("Rollout", format!("{} node(s) unavailable", c.unavailable)),
+        _ => match &s.waiting {
+            Some(w) if !updated => ("MaintenanceWindow", w.message(now)),
+            _ => ("Rollout", format!("{} node(s) unavailable", c.unavailable)),
+        },
     };
     let render_degraded = s.render_error.is_some();
     let node_degraded = c.degraded > 0;
@@ -139,6 +170,7 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>) -> V
             "degradedMachineCount": c.degraded,
             "unavailableMachineCount": c.unavailable,
             "rolloutHaltedBy": halted_by,
+            "maintenance": maintenance(p, now),
             "conditions": [
                 condition("Updated", updated, if updated { "AllNodesUpdated" } else { "NotAllNodesUpdated" },
                     format!("{} of {} nodes run {}", c.updated, c.machine, s.target.as_deref().unwrap_or("no config yet"))),
@@ -158,9 +190,10 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>) -> V
     v
 }
 
-/// A node.
-pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool) -> Value {
+/// A node; `now` is the maintenance windows' clock.
+pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64) -> Value {
     let n = &rec.value;
+    let waiting = n.waiting.as_ref().map(|w| w.message(now));
     let r = n.report.as_ref();
     let ts = |t: Option<u64>| t.map(rfc3339);
     json!({
@@ -175,7 +208,8 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool) -> Value
         "status": {
             "pool": n.pool,
             "state": r.map(|r| r.state),
-            "reason": r.and_then(|r| r.reason.clone()),
+            "reason": waiting.clone().or_else(|| r.and_then(|r| r.reason.clone())),
+            "waiting": waiting,
             "current": r.and_then(|r| r.current.clone()),
             "desired": n.desired,
             "agentDesired": r.and_then(|r| r.desired.clone()),

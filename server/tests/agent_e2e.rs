@@ -4,53 +4,12 @@
 //! Done; a config that needs a reboot is applied, the agent takes a reboot slot, the host
 //! reboots, and after the boot the agent verifies, reports Done and gives the slot back.
 
+mod common;
+
+use common::hosts::{agent_unit, binary, install, mc, put, wait_for};
 use hearth_vm_tests::SystemdHost;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-/// A sibling binary of this test's package build (hearth-agent, hearth), built if missing.
-fn binary(package: &str, name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_hearth-server"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = dir.join(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-q", "-p", package, "--bin", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building {name} failed");
-    }
-    assert!(
-        path.exists(),
-        "{} not found after the build",
-        path.display()
-    );
-    path
-}
-
-fn install(host: &SystemdHost, from: &Path, to: &str) {
-    let dest = host.path(to);
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    std::fs::copy(from, &dest).unwrap();
-}
-
-fn put(host: &SystemdHost, path: &str, content: &str) {
-    let p = host.path(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use std::path::Path;
+use std::time::Duration;
 
 /// Runs the hearth CLI inside the host, as the admin.
 fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput {
@@ -77,12 +36,6 @@ fn node_state(host: &SystemdHost) -> serde_json::Value {
         .as_array()
         .and_then(|a| a.first().cloned())
         .unwrap_or_default()
-}
-
-fn mc(name: &str, files: &str) -> String {
-    format!(
-        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n{files}"
-    )
 }
 
 #[test]
@@ -143,12 +96,11 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
             token.trim()
         ),
     );
-    let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../units/hearth-agent.service"
-    ))
-    .unwrap();
-    put(&host, "/etc/systemd/system/hearth-agent.service", &unit);
+    put(
+        &host,
+        "/etc/systemd/system/hearth-agent.service",
+        &agent_unit(),
+    );
     host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
     host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
         .unwrap();

@@ -76,9 +76,11 @@ fn wire_types_round_trip_both_ways() {
         assert_eq!(x.action, b);
         let _: api::SlotRequest = across(&x);
     }
+    // The agent reads an answer with a reason (it logs the wait; the reason is for people).
     let s: remote::SlotAnswer = across(&api::SlotAnswer {
         granted: false,
         retry_after_seconds: 30,
+        reason: Some("waiting for the maintenance window Sat 02:00-06:00 UTC, opens in 3h".into()),
     });
     assert_eq!(s.retry_after_seconds, 30);
     let _: api::SlotAnswer = across(&s);

@@ -9,6 +9,7 @@
 #   wget                    debootstrap downloads with it
 #   dbus                    D-Bus tools on the build machine (the hosts bring their own bus)
 #   util-linux              nsenter (runs commands inside a host), mountpoint
+#   iproute2                ip netns: the network namespace hosts share (SharedNetwork)
 #   ostree                  the ostree CLI: builds the OS images (images/build-images.sh) and
 #                           the test sysroots of the ostree tier (src/ostree.rs)
 #   e2fsprogs               chattr: deployment directories are immutable; cleanup clears it
@@ -30,7 +31,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux \
+    systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2 \
     >/dev/null
 apt-get install -y -qq --no-install-recommends \
     ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config \
@@ -47,7 +48,7 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
     apt-get install -y -qq --no-install-recommends qemu-system-x86 "${qemu_extra[@]}" >/dev/null
 fi
 
-for tool in systemd-nspawn debootstrap nsenter ostree chattr pkg-config qemu-system-x86_64 \
+for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config qemu-system-x86_64 \
     debugfs mkfs.ext4; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2

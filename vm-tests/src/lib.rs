@@ -69,8 +69,8 @@ mod util;
 
 pub use exec::ExecOutput;
 pub use host::{
-    BootInfo, HostOptions, SystemdHost, COPY_ROOT_ENV, KEEP_ENV, NSPAWN_REBOOT_EXIT_CODE,
-    TMPDIR_ENV,
+    BootInfo, HostNetwork, HostOptions, SharedNetwork, SystemdHost, COPY_ROOT_ENV, KEEP_ENV,
+    NSPAWN_REBOOT_EXIT_CODE, TMPDIR_ENV,
 };
 pub use rootfs::{
     cache_dir, cached_rootfs, rootfs_key, BUILD_ROOTFS_SCRIPT, CACHE_ENV, DEFAULT_CACHE_DIR,

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hearth_vm_tests::{bus, SystemdHost};
+use hearth_vm_tests::{bus, HostOptions, SharedNetwork, SystemdHost};
 
 const REBOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -294,6 +294,92 @@ fn two_hosts_at_once_are_independent() {
         b.exec_ok(&["systemctl", "is-system-running"]).unwrap(),
         "running\n"
     );
+}
+
+/// Reads what a TCP server at 127.0.0.1:`port` says, with bash's `/dev/tcp` (argv for exec).
+fn tcp_read(port: u16) -> Vec<String> {
+    vec![
+        "bash".into(),
+        "-c".into(),
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port} && cat <&3"),
+    ]
+}
+
+#[test]
+fn hosts_on_a_shared_network_reach_each_other_and_the_test_machine() {
+    init_logs();
+    let net = SharedNetwork::create().expect("create a network namespace (root, iproute2)");
+    assert!(net.path().exists());
+    let opts = || HostOptions {
+        network: net.host_network(),
+        ..HostOptions::default()
+    };
+    let mut a = SystemdHost::boot_with(opts()).expect("boot host a");
+    let b = SystemdHost::boot_with(opts()).expect("boot host b");
+    // A tiny TCP service in host a (systemd's own socket activation, as a transient unit).
+    a.exec_ok(&[
+        "systemd-run",
+        "--unit=hello",
+        "systemd-socket-activate",
+        "--inetd",
+        "--accept",
+        "-l",
+        "127.0.0.1:7070",
+        "echo",
+        "hello from a",
+    ])
+    .unwrap();
+    let from_b = |b: &SystemdHost| {
+        for _ in 0..50 {
+            let out = b.exec(&tcp_read(7070)).unwrap();
+            if out.success() {
+                return out.stdout;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "host b never reached host a's port 7070: {}",
+            b.exec(&tcp_read(7070)).unwrap()
+        );
+    };
+    assert_eq!(from_b(&b), "hello from a\n");
+    // A process of the test machine, in the namespace, reaches it too.
+    let out = net
+        .command("bash")
+        .args(&tcp_read(7070)[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from a\n");
+    // The test machine's own network does not see it.
+    let out = std::process::Command::new("bash")
+        .args(&tcp_read(7070)[1..])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // A rebooted host comes back into the same namespace.
+    a.exec(&["systemctl", "reboot"]).unwrap();
+    a.wait_for_reboot(REBOOT_TIMEOUT).unwrap();
+    a.exec_ok(&[
+        "systemd-run",
+        "--unit=hello",
+        "systemd-socket-activate",
+        "--inetd",
+        "--accept",
+        "-l",
+        "127.0.0.1:7070",
+        "echo",
+        "hello from a",
+    ])
+    .unwrap();
+    assert_eq!(from_b(&b), "hello from a\n");
+    // Hosts with the default network are not in it.
+    let c = boot();
+    assert!(!c.exec(&tcp_read(7070)).unwrap().success());
+    drop((a, b, c));
+    let path = net.path().to_path_buf();
+    drop(net);
+    assert!(!path.exists(), "the namespace is deleted on drop");
 }
 
 #[test]

@@ -6,10 +6,8 @@
 //! | backend | when | what |
 //! | --- | --- | --- |
 //! | [`OsBackend::Ostree`] | `/run/ostree-booted` exists under the root | libostree directly (the `ostree` crate, Debian's libostree 2022.7) |
-//! | [`OsBackend::None`] | a plain systemd host (or an rpm-ostree host, until its backend exists) | every operation fails with the reason; files, units and keys still work |
-//!
-//! The rpm-ostree backend (over D-Bus) is the next increment; it slots in as a third variant
-//! with the same operations.
+//! | [`OsBackend::RpmOstree`] | an rpm-ostree host (`/usr/bin/rpm-ostree`) whose daemon answers on the bus given to [`OsBackend::detect_on_bus`] | rpm-ostree's D-Bus API (`org.projectatomic.rpmostree1`), see [`rpmostree`] |
+//! | [`OsBackend::None`] | a plain systemd host, or an rpm-ostree host without a reachable rpm-ostree daemon | every operation fails with the reason; files, units and keys still work |
 //!
 //! ## One change, one deployment
 //!
@@ -47,6 +45,7 @@
 pub mod ledger;
 pub mod none;
 pub mod ostree;
+pub mod rpmostree;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,6 +58,7 @@ use serde::{Deserialize, Serialize};
 pub use self::ledger::KargLedger;
 pub use self::none::NoneBackend;
 pub use self::ostree::OstreeBackend;
+pub use self::rpmostree::RpmOstreeBackend;
 
 /// Where the OS configuration is read from, inside the root.
 pub const CONFIG_PATH: &str = "/etc/hearth/os.json";
@@ -67,10 +67,19 @@ pub const CONFIG_PATH: &str = "/etc/hearth/os.json";
 pub const NOT_OSTREE_REASON: &str = "not an ostree host: kernel arguments, kernel type and OS \
      images can only be managed on ostree or rpm-ostree hosts";
 
-/// The reason given on rpm-ostree hosts until the rpm-ostree backend exists.
+/// The reason [`OsBackend::detect`] gives on rpm-ostree hosts: the rpm-ostree backend talks to
+/// rpm-ostree's daemon over D-Bus, and `detect` has no bus ([`OsBackend::detect_on_bus`] has).
 pub const RPM_OSTREE_REASON: &str = "rpm-ostree manages this host (/usr/bin/rpm-ostree is \
-     present): hearth's rpm-ostree backend is not built yet, and hearth does not write \
-     deployments behind rpm-ostree's back";
+     present): hearth drives it only through rpm-ostree's D-Bus service, and no bus was given \
+     (OsBackend::detect_on_bus); hearth does not write deployments behind rpm-ostree's back";
+
+/// Why an extension change is refused on backends without package layering.
+pub(crate) fn extensions_refused(from: &[String], to: &[String]) -> OsError {
+    OsError::InvalidChange(format!(
+        "extensions cannot be changed on this host ({from:?} -> {to:?}): extensions are \
+         rpm-ostree package layers"
+    ))
+}
 
 /// The marker file that says the host booted an ostree deployment (created by
 /// ostree-prepare-root in the initramfs).
@@ -193,6 +202,20 @@ pub enum OsError {
     /// The thread that ran libostree died.
     #[error("the libostree worker thread failed: {0}")]
     Worker(String),
+    /// An rpm-ostree D-Bus call or transaction failed (rpm-ostree backend).
+    #[error(
+        "rpm-ostree {method}{}: {message}",
+        transaction.as_ref().map(|t| format!(" (transaction {t})")).unwrap_or_default()
+    )]
+    RpmOstree {
+        /// The D-Bus method (`UpdateDeployment`, `KernelArgs`, ...) or what hearth was doing.
+        method: String,
+        /// The transaction's peer-to-peer address, when the method started one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transaction: Option<String>,
+        /// The daemon's (or the bus's) message.
+        message: String,
+    },
 }
 
 impl OsError {
@@ -571,9 +594,14 @@ pub struct OsChange {
     /// Kernel type change (from, to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_type: Option<(KernelType, KernelType)>,
-    /// The new OS image (an ostree ref or commit checksum on the libostree backend).
+    /// The new OS image (an ostree ref or commit checksum on the libostree backend; also a
+    /// container image reference on the rpm-ostree backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os_image: Option<String>,
+    /// Extensions change (from, to): rpm-ostree package layering, only on the rpm-ostree backend
+    /// ([`OsBackend::change_from_actions`]); absent in journals written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<(Vec<String>, Vec<String>)>,
 }
 
 impl OsChange {
@@ -581,6 +609,20 @@ impl OsChange {
     /// change. `Extensions` is refused: extensions are rpm-ostree package layering, which the
     /// libostree backend cannot do.
     pub fn from_actions(actions: &[Action]) -> Result<OsChange, OsError> {
+        Self::collect(actions, false)
+    }
+
+    /// Like [`OsChange::from_actions`], with `Extensions` accepted into
+    /// [`OsChange::extensions`] when `extensions_supported` (the rpm-ostree backend; see
+    /// [`OsBackend::change_from_actions`]).
+    pub fn from_actions_for(
+        actions: &[Action],
+        extensions_supported: bool,
+    ) -> Result<OsChange, OsError> {
+        Self::collect(actions, extensions_supported)
+    }
+
+    fn collect(actions: &[Action], extensions_supported: bool) -> Result<OsChange, OsError> {
         let mut change = OsChange::default();
         for action in actions {
             match action {
@@ -590,12 +632,10 @@ impl OsChange {
                     change.kargs_append.extend(append.iter().cloned());
                 }
                 Action::KernelType { from, to } => change.kernel_type = Some((*from, *to)),
-                Action::Extensions { from, to } => {
-                    return Err(OsError::InvalidChange(format!(
-                        "extensions cannot be changed on this host ({from:?} -> {to:?}): \
-                         extensions are rpm-ostree package layers"
-                    )))
+                Action::Extensions { from, to } if extensions_supported => {
+                    change.extensions = Some((from.clone(), to.clone()));
                 }
+                Action::Extensions { from, to } => return Err(extensions_refused(from, to)),
                 _ => {}
             }
         }
@@ -608,6 +648,7 @@ impl OsChange {
             && self.kargs_append.is_empty()
             && self.kernel_type.is_none()
             && self.os_image.is_none()
+            && self.extensions.is_none()
     }
 }
 
@@ -624,6 +665,16 @@ impl fmt::Display for OsChange {
         }
         if let Some((from, to)) = &self.kernel_type {
             parts.push(format!("kernel type {from} -> {to}"));
+        }
+        if let Some((from, to)) = &self.extensions {
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join(" ")
+                }
+            };
+            parts.push(format!("extensions {} -> {}", list(from), list(to)));
         }
         if parts.is_empty() {
             write!(f, "no OS change")
@@ -897,6 +948,8 @@ pub fn compare_kernel_args(expected: &[String], actual: &[String], whose: &str) 
 pub enum OsBackend {
     /// libostree directly.
     Ostree(OstreeBackend),
+    /// rpm-ostree's daemon over D-Bus.
+    RpmOstree(RpmOstreeBackend),
     /// No OS backend: every operation fails with the reason.
     None(NoneBackend),
 }
@@ -907,8 +960,8 @@ impl OsBackend {
     /// configuration in `<root>/etc/hearth/os.json` (defaults when absent).
     ///
     /// - `<root>/run/ostree-booted` absent: [`OsBackend::None`] with [`NOT_OSTREE_REASON`];
-    /// - rpm-ostree present: [`OsBackend::None`] with [`RPM_OSTREE_REASON`] (its backend comes
-    ///   next);
+    /// - rpm-ostree present: [`OsBackend::None`] with [`RPM_OSTREE_REASON`] (the rpm-ostree
+    ///   backend needs a bus: [`OsBackend::detect_on_bus`]);
     /// - else [`OsBackend::Ostree`] on the sysroot at `root`.
     ///
     /// Fails only when the configuration file is unreadable or invalid.
@@ -931,10 +984,35 @@ impl OsBackend {
         OsBackend::Ostree(OstreeBackend::new(root, config))
     }
 
-    /// `ostree` or `none`.
+    /// Like [`OsBackend::detect`], and on an rpm-ostree host (`/usr/bin/rpm-ostree` under the
+    /// root) the rpm-ostree backend talking to the daemon on the bus at `bus_address` (the
+    /// system bus, [`crate::systemd::SYSTEM_BUS_ADDRESS`], in production): it connects, and
+    /// reads the Sysroot's `Booted` property (which starts the D-Bus-activated daemon). When
+    /// that fails the host gets [`OsBackend::None`] with a reason that says the rpm-ostree
+    /// service could not be reached, on which bus, and why.
+    ///
+    /// Fails only when the configuration file of a libostree host is unreadable or invalid.
+    pub async fn detect_on_bus(root: &Path, bus_address: &str) -> Result<OsBackend, OsError> {
+        if !root.join(OSTREE_BOOTED).exists() || !root.join("usr/bin/rpm-ostree").exists() {
+            return Self::detect(root);
+        }
+        let backend = RpmOstreeBackend::new(root, bus_address);
+        match backend.probe().await {
+            Ok(()) => Ok(OsBackend::RpmOstree(backend)),
+            Err(e) => Ok(OsBackend::None(NoneBackend::new(format!(
+                "rpm-ostree manages this host (/usr/bin/rpm-ostree is present) but its D-Bus \
+                 service {} cannot be reached on the bus {bus_address}: {e}; hearth does not \
+                 write deployments behind rpm-ostree's back",
+                rpmostree::BUS_NAME
+            )))),
+        }
+    }
+
+    /// `ostree`, `rpm-ostree` or `none`.
     pub fn kind(&self) -> &'static str {
         match self {
             OsBackend::Ostree(_) => "ostree",
+            OsBackend::RpmOstree(_) => "rpm-ostree",
             OsBackend::None(_) => "none",
         }
     }
@@ -942,7 +1020,7 @@ impl OsBackend {
     /// Why OS changes are impossible here, for [`OsBackend::None`].
     pub fn unsupported_reason(&self) -> Option<&str> {
         match self {
-            OsBackend::Ostree(_) => None,
+            OsBackend::Ostree(_) | OsBackend::RpmOstree(_) => None,
             OsBackend::None(n) => Some(n.reason()),
         }
     }
@@ -951,14 +1029,23 @@ impl OsBackend {
     pub fn root(&self) -> Option<&Path> {
         match self {
             OsBackend::Ostree(o) => Some(o.root()),
+            OsBackend::RpmOstree(r) => Some(r.root()),
             OsBackend::None(_) => None,
         }
+    }
+
+    /// Collects the OS actions of a plan into one change for this backend: like
+    /// [`OsChange::from_actions`], and `Extensions` is accepted on the rpm-ostree backend (package
+    /// layering) and refused on the others.
+    pub fn change_from_actions(&self, actions: &[Action]) -> Result<OsChange, OsError> {
+        OsChange::from_actions_for(actions, matches!(self, OsBackend::RpmOstree(_)))
     }
 
     /// The booted, pending and rollback deployments.
     pub async fn status(&self) -> Result<OsStatus, OsError> {
         match self {
             OsBackend::Ostree(o) => o.status().await,
+            OsBackend::RpmOstree(r) => r.status().await,
             OsBackend::None(n) => Err(n.error()),
         }
     }
@@ -968,7 +1055,11 @@ impl OsBackend {
     /// computed from the booted deployment.
     pub async fn stage(&self, change: &OsChange) -> Result<StagedDeployment, OsError> {
         match self {
-            OsBackend::Ostree(o) => o.stage(change).await,
+            OsBackend::Ostree(o) => match &change.extensions {
+                Some((from, to)) => Err(extensions_refused(from, to)),
+                None => o.stage(change).await,
+            },
+            OsBackend::RpmOstree(r) => r.stage(change).await,
             OsBackend::None(n) => Err(n.error()),
         }
     }
@@ -978,6 +1069,7 @@ impl OsBackend {
     pub async fn verify_booted(&self, expected: &OsExpectation) -> Result<Vec<String>, OsError> {
         match self {
             OsBackend::Ostree(o) => o.verify_booted(expected).await,
+            OsBackend::RpmOstree(r) => r.verify_booted(expected).await,
             OsBackend::None(n) => Err(n.error()),
         }
     }
@@ -986,6 +1078,7 @@ impl OsBackend {
     pub async fn rollback(&self) -> Result<RollbackOutcome, OsError> {
         match self {
             OsBackend::Ostree(o) => o.rollback().await,
+            OsBackend::RpmOstree(r) => r.rollback().await,
             OsBackend::None(n) => Err(n.error()),
         }
     }
@@ -996,6 +1089,7 @@ impl OsBackend {
     pub async fn adopt_kernel_arguments(&self, kargs: &[String]) -> Result<Vec<String>, OsError> {
         match self {
             OsBackend::Ostree(o) => o.adopt_kernel_arguments(kargs).await,
+            OsBackend::RpmOstree(r) => r.adopt_kernel_arguments(kargs).await,
             OsBackend::None(n) => Err(n.error()),
         }
     }
@@ -1134,6 +1228,23 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("rpm-ostree"), "{e}");
         assert!(OsChange::from_actions(&[]).unwrap().is_empty());
+
+        // Extensions: only where package layering exists.
+        let ext = [Action::Extensions {
+            from: vec![],
+            to: s(&["usbguard"]),
+        }];
+        let c = OsChange::from_actions_for(&ext, true).unwrap();
+        assert_eq!(c.extensions, Some((vec![], s(&["usbguard"]))));
+        assert!(!c.is_empty());
+        assert_eq!(c.to_string(), "extensions none -> usbguard");
+        assert!(OsChange::from_actions_for(&ext, false).is_err());
+        // A change journaled before `extensions` existed still reads.
+        let old: OsChange =
+            serde_json::from_str(r#"{"kargsAppend": ["nosmt"], "osImage": "hearth/debian/v2"}"#)
+                .unwrap();
+        assert_eq!(old.extensions, None);
+        assert_eq!(old.kargs_append, s(&["nosmt"]));
     }
 
     #[test]
@@ -1168,6 +1279,10 @@ mod tests {
         let backends = [
             OsBackend::None(NoneBackend::new("x")),
             OsBackend::Ostree(OstreeBackend::new(Path::new("/"), OsConfig::default())),
+            OsBackend::RpmOstree(RpmOstreeBackend::new(
+                Path::new("/"),
+                "unix:path=/nonexistent",
+            )),
         ];
         let change = OsChange::default();
         let expected = OsExpectation::default();

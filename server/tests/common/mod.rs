@@ -2,6 +2,8 @@
 //! binary), a real TLS client that trusts the server's generated CA, and the shared corpus.
 #![allow(dead_code)]
 
+pub mod hosts;
+
 use hearth_server::app::Options;
 use hearth_server::controller::Settings;
 use hearth_server::serve::{self, Running};
@@ -32,7 +34,10 @@ pub fn examples() -> PathBuf {
 /// Server options for tests.
 pub fn options(retention: usize) -> Options {
     Options {
-        settings: Settings { retention },
+        settings: Settings {
+            retention,
+            ..Settings::default()
+        },
         ..Options::default()
     }
 }

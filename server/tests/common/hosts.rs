@@ -1,0 +1,70 @@
+//! Helpers for the tests that run the real binaries in booted systemd containers
+//! (`agent_e2e.rs`, `fleet.rs`).
+
+use hearth_vm_tests::SystemdHost;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A sibling binary of this test's package build (hearth-agent, hearth), built if missing.
+pub fn binary(package: &str, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_hearth-server"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "-q", "-p", package, "--bin", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building {name} failed");
+    }
+    assert!(
+        path.exists(),
+        "{} not found after the build",
+        path.display()
+    );
+    path
+}
+
+/// Copies a file of the test machine into the host.
+pub fn install(host: &SystemdHost, from: &Path, to: &str) {
+    let dest = host.path(to);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(from, &dest).unwrap();
+}
+
+/// Writes a file into the host.
+pub fn put(host: &SystemdHost, path: &str, content: &str) {
+    let p = host.path(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+}
+
+/// Polls `f` every 200 ms until it is true; fails the test after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The text of a worker MachineConfig (Ignition 3.2.0) with the given `storage.files` items
+/// (YAML, indented by 6).
+pub fn mc(name: &str, files: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n{files}"
+    )
+}
+
+/// The shipped `units/hearth-agent.service`.
+pub fn agent_unit() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../units/hearth-agent.service"
+    ))
+    .unwrap()
+}

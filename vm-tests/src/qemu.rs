@@ -381,7 +381,8 @@ pub struct VmOptions {
     pub cpus: u32,
     /// How long one boot may take until the guest script reports (TCG is slow: generous).
     pub boot_timeout: Duration,
-    /// How long a shutdown (for a reboot) may take until QEMU exits.
+    /// How long [`Vm::wait_for_reboot`] waits for QEMU to exit: whatever the guest does before
+    /// it reboots (an agent staging a deployment) plus the shutdown.
     pub shutdown_timeout: Duration,
     /// How long one [`Vm::exec`] may take.
     pub exec_timeout: Duration,
@@ -395,7 +396,7 @@ impl Default for VmOptions {
             memory_mib: 1024,
             cpus: 2,
             boot_timeout: Duration::from_secs(300),
-            shutdown_timeout: Duration::from_secs(180),
+            shutdown_timeout: Duration::from_secs(300),
             exec_timeout: Duration::from_secs(300),
             keep_dir: std::env::var_os(KEEP_ENV).is_some_and(|v| !v.is_empty() && v != "0"),
         }
@@ -672,8 +673,8 @@ impl Vm {
         Ok(self.boot.as_ref().expect("start() sets the boot"))
     }
 
-    /// Powers the guest off (`systemctl poweroff`, then SIGKILL after the shutdown timeout)
-    /// and removes the VM's directory (unless kept); reports what went wrong.
+    /// Stops QEMU (SIGKILL: the guest's disk is a per-VM copy that nobody reads afterwards) and
+    /// removes the VM's directory (unless kept), like dropping it, but reports what went wrong.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop()
     }

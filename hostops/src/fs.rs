@@ -323,19 +323,26 @@ impl Root {
         }
     }
 
-    /// Creates the directory `name` in `dir` (mode 0755), labelled before it appears; an
-    /// existing one is left alone.
-    fn mkdir_labelled(&self, dir: BorrowedFd<'_>, name: &OsStr, full: &str) -> Result<(), FsError> {
+    /// Creates the directory `name` in `dir` with `mode` (less the umask), labelled before it
+    /// appears (see the module documentation); an existing one is left alone. `full` is its
+    /// path inside the root. Public for writers that keep their own directory descriptors.
+    pub fn mkdir_labelled(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        full: &str,
+        mode: u32,
+    ) -> Result<(), FsError> {
         let label = self.policy_label(dir, name, full, FileKind::Dir)?;
         if label.is_none() {
-            return match mkdirat(dir, name, Mode::from_bits_truncate(0o755)) {
+            return match mkdirat(dir, name, Mode::from_bits_truncate(mode)) {
                 Ok(()) => fsync(dir).map_err(|e| self.sys(full, "fsync", e)),
                 Err(Errno::EEXIST) => Ok(()),
                 Err(e) => Err(self.sys(full, "mkdir", e)),
             };
         }
         let tmp = temp_name(name);
-        mkdirat(dir, tmp.as_os_str(), Mode::from_bits_truncate(0o755))
+        mkdirat(dir, tmp.as_os_str(), Mode::from_bits_truncate(mode))
             .map_err(|e| self.sys(full, "mkdir", e))?;
         let result = self
             .label_before_rename(dir, name, tmp.as_os_str(), EntryKind::Dir, full)
@@ -425,7 +432,7 @@ impl Root {
                 continue;
             };
             so_far.push(name);
-            self.mkdir_labelled(dir.as_fd(), name, full)?;
+            self.mkdir_labelled(dir.as_fd(), name, full, 0o755)?;
             dir = self.open_dir(&so_far, full)?;
         }
         Ok(dir)

@@ -496,3 +496,49 @@ fn lookups_agree_with_libselinux_selabel_lookup() {
     }
     assert_eq!(compared, keys.len() * kinds.len());
 }
+
+#[test]
+fn ssh_keys_of_core_get_ssh_home_t_and_keep_a_relabelled_file() {
+    use hearth_hostops::users::{write_ssh_keys, SshKeyLayout};
+    let (d, r) = policy_root("enforcing");
+    std::fs::write(
+        d.path().join("etc/passwd"),
+        "root:x:0:0:root:/var/roothome:/bin/bash\ncore:x:1000:1000::/var/home/core:/bin/bash\n",
+    )
+    .unwrap();
+    std::fs::write(d.path().join("etc/group"), "root:x:0:\ncore:x:1000:\n").unwrap();
+    std::fs::create_dir_all(d.path().join("var/home/core")).unwrap();
+    std::fs::create_dir_all(d.path().join("var/roothome")).unwrap();
+    let keys = vec!["ssh-ed25519 AAAAC3Nza core@example".to_string()];
+    write_ssh_keys(&r, "core", &keys, SshKeyLayout::Fragment).unwrap();
+    let home = d.path().join("var/home/core");
+    for p in [
+        ".ssh",
+        ".ssh/authorized_keys.d",
+        ".ssh/authorized_keys.d/ignition",
+    ] {
+        assert_eq!(
+            label(&home.join(p)).as_deref(),
+            Some("unconfined_u:object_r:ssh_home_t:s0"),
+            "{p}"
+        );
+    }
+    // root's home is /var/roothome on CoreOS: the substitution finds the /root rules.
+    write_ssh_keys(&r, "root", &keys, SshKeyLayout::Single).unwrap();
+    let roothome = d.path().join("var/roothome");
+    assert_eq!(
+        label(&roothome.join(".ssh/authorized_keys")).as_deref(),
+        Some("system_u:object_r:ssh_home_t:s0")
+    );
+    // An administrator's own label on the key file survives a rewrite.
+    let f = home.join(".ssh/authorized_keys.d/ignition");
+    set_label(&f, "unconfined_u:object_r:admin_chosen_t:s0");
+    let more = vec![keys[0].clone(), "ssh-ed25519 BBBB other".to_string()];
+    write_ssh_keys(&r, "core", &more, SshKeyLayout::Fragment).unwrap();
+    assert_eq!(
+        label(&f).as_deref(),
+        Some("unconfined_u:object_r:admin_chosen_t:s0")
+    );
+    assert!(std::fs::read_to_string(&f).unwrap().contains("BBBB"));
+    no_temporaries(&home.join(".ssh/authorized_keys.d"));
+}

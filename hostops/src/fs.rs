@@ -710,7 +710,11 @@ pub(crate) fn get_label(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Option<Vec<
                     .map_err(errno_of)?;
                 buf.resize(n.max(buf.len() * 2), 0);
             }
-            Err(rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP) => return Ok(None),
+            // ENOENT: the entry went away, or there is no /proc (then SELinux is off too, or
+            // setting the new label fails loudly).
+            Err(
+                rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOENT,
+            ) => return Ok(None),
             Err(e) => return Err(errno_of(e)),
         }
     }
@@ -846,7 +850,10 @@ mod tests {
         assert!(r.remove("/etc/systemd/system/a.service").unwrap());
         assert!(!r.remove("/etc/systemd/system/a.service").unwrap());
         std::fs::write(dir.path().join("etc/.hearth-tmp-1-2-x"), b"torn").unwrap();
-        assert_eq!(r.remove_stale_temporaries("/etc").unwrap(), 1);
+        // A directory made under a temporary name (labelled mkdir) and never renamed.
+        std::fs::create_dir(dir.path().join("etc/.hearth-tmp-1-3-d")).unwrap();
+        assert_eq!(r.remove_stale_temporaries("/etc").unwrap(), 2);
+        assert_eq!(r.list_dir("/etc").unwrap(), ["systemd"]);
     }
 
     #[test]

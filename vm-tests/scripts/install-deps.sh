@@ -16,6 +16,8 @@
 #   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
+#   selinux-utils           libselinux's selabel_lookup: hostops/tests/selinux_labels.rs checks
+#                           hearth's file_contexts lookup against it (no policy is installed)
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -29,10 +31,10 @@ apt-get install -y -qq --no-install-recommends \
     systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2 \
     >/dev/null
 apt-get install -y -qq --no-install-recommends \
-    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config \
+    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils \
     >/dev/null
 
-for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config; do
+for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config selabel_lookup; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

@@ -488,10 +488,7 @@ impl Agent {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            j.progress = None;
-            j.transition(Event::FoundUnreconcilable, Some(reason.clone()))?;
-            j.save(&self.root)?;
-            return Ok(Outcome::Unreconcilable(reason));
+            return self.end_failed(j, Event::FoundUnreconcilable, reason);
         }
         // OS changes are planned from what is booted (not from nothing, even when forced: kernel
         // arguments are a diff) and staged last, after files and units are in and verified.
@@ -517,10 +514,7 @@ impl Agent {
                         .collect::<Vec<_>>()
                         .join("; ")
                 );
-                j.progress = None;
-                j.transition(Event::Failed, Some(reason.clone()))?;
-                j.save(&self.root)?;
-                return Ok(Outcome::Degraded(reason));
+                return self.end_failed(j, Event::Failed, reason);
             }
         };
         let managed_before = managed_paths(&current.config);
@@ -611,6 +605,36 @@ impl Agent {
             return self.request_reboot(j, opts).await;
         }
         self.finish(j)
+    }
+
+    /// Ends the apply in progress with `event` (a failure) and `reason`: no progress left,
+    /// journaled. `Unreconcilable` for [`Event::FoundUnreconcilable`], else `Degraded`.
+    fn end_failed(
+        &self,
+        j: &mut Journal,
+        event: Event,
+        reason: String,
+    ) -> Result<Outcome, AgentError> {
+        j.progress = None;
+        j.transition(event, Some(reason.clone()))?;
+        j.save(&self.root)?;
+        Ok(match event {
+            Event::FoundUnreconcilable => Outcome::Unreconcilable(reason),
+            _ => Outcome::Degraded(reason),
+        })
+    }
+
+    /// Ends an OS boot that did not go as staged: `Degraded`, and the config is not staged
+    /// again (no reboot loop) until another one or the force file asks.
+    fn end_failed_os(
+        &self,
+        j: &mut Journal,
+        desired: &NamedConfig,
+        reason: String,
+    ) -> Result<Outcome, AgentError> {
+        j.os_base = None;
+        j.failed_os = Some(desired.name.clone());
+        self.end_failed(j, Event::BootVerificationFailed, reason)
     }
 
     /// The OS change a plan's OS actions make, or why this host cannot make it (checked before
@@ -868,11 +892,8 @@ impl Agent {
                 if p.os.is_some() {
                     self.cancel_pending_os().await;
                 }
-                j.progress = None;
                 j.os_base = None;
-                j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
-                j.save(&self.root)?;
-                return Ok(Outcome::Degraded(reason));
+                return self.end_failed(j, Event::BootVerificationFailed, reason);
             }
         }
         let address = self.bus.clone().unwrap_or_else(|| SYSTEM_BUS.to_string());
@@ -965,10 +986,7 @@ impl Agent {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            j.progress = None;
-            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
-            j.save(&self.root)?;
-            Ok(Outcome::Degraded(reason))
+            self.end_failed(j, Event::BootVerificationFailed, reason)
         }
     }
 
@@ -997,12 +1015,7 @@ impl Agent {
                 differences.join("; ")
             );
             tracing::error!(%reason, "OS verification failed");
-            j.progress = None;
-            j.os_base = None;
-            j.failed_os = Some(desired.name.clone());
-            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
-            j.save(&self.root)?;
-            return Ok(Some(Outcome::Degraded(reason)));
+            return self.end_failed_os(j, desired, reason).map(Some);
         }
         let config = OsConfig::load(&self.root_path).unwrap_or_default();
         let Err(why) = self.boot_health(&config.health).await else {
@@ -1025,23 +1038,13 @@ impl Agent {
                 "{why} (automatic rollback is off in {})",
                 hearth_hostops::os::CONFIG_PATH
             );
-            j.progress = None;
-            j.os_base = None;
-            j.failed_os = Some(desired.name.clone());
-            j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
-            j.save(&self.root)?;
-            return Ok(Some(Outcome::Degraded(reason)));
+            return self.end_failed_os(j, desired, reason).map(Some);
         }
         match self.os.rollback().await {
             Ok(outcome) => tracing::warn!(?outcome, "rolled back to the previous deployment"),
             Err(e) => {
                 let reason = format!("{why}; the automatic rollback failed: {e}");
-                j.progress = None;
-                j.os_base = None;
-                j.failed_os = Some(desired.name.clone());
-                j.transition(Event::BootVerificationFailed, Some(reason.clone()))?;
-                j.save(&self.root)?;
-                return Ok(Some(Outcome::Degraded(reason)));
+                return self.end_failed_os(j, desired, reason).map(Some);
             }
         }
         // Journal the rollback before the reboot: after it, the previous deployment must be

@@ -614,17 +614,19 @@ impl Daemon<'_> {
             {
                 tracing::warn!(error = %e, "cannot report status");
             }
-            match follow::reboot_with_slot(self.agent, &remote, &mut state).await {
-                Ok(Some(wait)) => {
-                    tokio::time::sleep(wait).await;
-                    continue;
+            // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
+            // still arrives at once; the slot is asked for again when the poll returns.
+            let wait = match follow::reboot_with_slot(self.agent, &remote, &mut state).await {
+                Ok(Some(retry)) => retry.min(server.wait),
+                Ok(None) => server.wait,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reboot slot");
+                    server.wait
                 }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "reboot slot"),
-            }
+            };
             let known = j.desired.as_ref().map(|d| d.name.clone());
             tokio::select! {
-                r = remote.desired(known.as_deref(), server.wait) => match r {
+                r = remote.desired(known.as_deref(), wait) => match r {
                     Ok(Some(desired)) => {
                         backoff = Duration::from_secs(1);
                         let name = desired.name.clone();

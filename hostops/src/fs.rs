@@ -14,17 +14,37 @@
 //! is renamed over the target, and the directory is `fsync`ed. A crash at any point leaves either
 //! the old file or the new one, never a torn one (at worst a stray temporary file, which
 //! [`Root::remove_stale_temporaries`] cleans up).
+//!
+//! # SELinux labels
+//!
+//! Every file, symbolic link and directory this module creates is labelled before it appears
+//! under its name (a rename never drops a label): the temporary entry gets
+//!
+//! 1. the `security.selinux` label of the entry it replaces, when that is of the same kind and
+//!    has one; else
+//! 2. the label the policy's `file_contexts` give the path (see [`crate::selinux`]), when SELinux
+//!    is on for this root: for the running host (`/`) when `/sys/fs/selinux/enforce` exists,
+//!    for another root when its `/etc/selinux/config` says `enforcing` or `permissive`. The path
+//!    looked up is the real one (symbolic links inside the root resolved, as `restorecon` does);
+//!    no matching rule, `<<none>>`, or SELinux off means no label is set;
+//! 3. nothing, on a file system that does not store labels (`EOPNOTSUPP`).
+//!
+//! New directories are made under a temporary name, labelled and renamed into place. A label
+//! that cannot be read or set fails the operation with [`FsError::Label`] naming the path, the
+//! label and the reason, and the temporary entry is removed: nothing half-written is left.
 
+use crate::selinux::{self, FileKind, Labelling};
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, openat2, renameat, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
 use nix::sys::stat::{fchmod, fstatat, mkdirat, Mode};
 use nix::unistd::{fchown, fsync, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// What went wrong with a file operation; every variant names the path (inside the root).
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +82,16 @@ pub enum FsError {
         op: &'static str,
         /// The error.
         source: std::io::Error,
+    },
+    /// An SELinux label could not be found or set; the entry was not renamed into place.
+    #[error("{path}: SELinux label: {op}: {reason}")]
+    Label {
+        /// The path.
+        path: String,
+        /// What was being done, with the label when known.
+        op: String,
+        /// Why it failed.
+        reason: String,
     },
 }
 
@@ -111,6 +141,11 @@ pub enum EntryKind {
 pub struct Root {
     fd: OwnedFd,
     path: PathBuf,
+    /// The root's path with symbolic links resolved (to turn directory descriptors back into
+    /// paths inside the root).
+    real: PathBuf,
+    /// Whether SELinux labels new paths here; read at first need.
+    labelling: OnceLock<Result<Labelling, String>>,
 }
 
 const TMP_PREFIX: &str = ".hearth-tmp-";
@@ -159,7 +194,185 @@ impl Root {
             op: "open root",
             errno,
         })?;
-        Ok(Root { fd, path })
+        let real = fd_path(fd.as_fd())
+            .or_else(|| std::fs::canonicalize(&path).ok())
+            .unwrap_or_else(|| path.clone());
+        Ok(Root {
+            fd,
+            path,
+            real,
+            labelling: OnceLock::new(),
+        })
+    }
+
+    /// Whether SELinux labels new paths in this root (see the module documentation); the
+    /// policy is read once per [`Root`].
+    pub fn labelling(&self) -> Result<&Labelling, FsError> {
+        let live = self.real == Path::new("/");
+        self.labelling
+            .get_or_init(|| selinux::labelling(self, live).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|reason| FsError::Label {
+                path: selinux::SELINUX_DIR.to_string(),
+                op: "read the SELinux policy".to_string(),
+                reason: reason.clone(),
+            })
+    }
+
+    /// The path inside the root of entry `name` of directory `dir` (symbolic links resolved);
+    /// `path` when the directory cannot be placed inside the root.
+    fn real_path_in(&self, dir: BorrowedFd<'_>, name: &OsStr, path: &str) -> Vec<u8> {
+        let Some(host) = fd_path(dir) else {
+            return path.as_bytes().to_vec();
+        };
+        let Ok(rel) = host.strip_prefix(&self.real) else {
+            return path.as_bytes().to_vec();
+        };
+        let mut out = b"/".to_vec();
+        if !rel.as_os_str().is_empty() {
+            out.extend_from_slice(rel.as_os_str().as_bytes());
+            out.push(b'/');
+        }
+        out.extend_from_slice(name.as_bytes());
+        out
+    }
+
+    /// The label the policy gives entry `name` of `dir` (for `path`), with a trailing NUL as
+    /// libselinux stores it; `None` when SELinux is off or no rule gives one.
+    fn policy_label(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        path: &str,
+        kind: FileKind,
+    ) -> Result<Option<Vec<u8>>, FsError> {
+        let Labelling::On { contexts, .. } = self.labelling()? else {
+            return Ok(None);
+        };
+        let key = self.real_path_in(dir, name, path);
+        let label = contexts.lookup(&key, kind).map_err(|e| FsError::Label {
+            path: path.to_string(),
+            op: format!(
+                "look up the label of {} in the policy",
+                String::from_utf8_lossy(&key)
+            ),
+            reason: e.to_string(),
+        })?;
+        Ok(label.map(|l| {
+            let mut v = l.as_bytes().to_vec();
+            v.push(0);
+            v
+        }))
+    }
+
+    /// Labels the new entry `tmp` of `dir` (of `kind`) for the name `name` it is about to be
+    /// renamed to (`path` inside the root): the label of the entry it replaces, else the
+    /// policy's (see the module documentation). Public for writers that keep their own
+    /// directory descriptors (SSH keys in a user's home).
+    pub fn label_before_rename(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        tmp: &OsStr,
+        kind: EntryKind,
+        path: &str,
+    ) -> Result<(), FsError> {
+        let fkind = match kind {
+            EntryKind::File => FileKind::File,
+            EntryKind::Dir => FileKind::Dir,
+            EntryKind::Symlink => FileKind::Symlink,
+            EntryKind::Other => return Ok(()),
+        };
+        let old_kind = match fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(kind_of(st.st_mode)),
+            Err(Errno::ENOENT) => None,
+            Err(e) => return Err(self.sys(path, "stat", e)),
+        };
+        let mut label = None;
+        let mut from = "the replaced file's label";
+        if old_kind == Some(kind) {
+            label = get_label(dir, name).map_err(|e| FsError::Label {
+                path: path.to_string(),
+                op: format!("read {} of the file being replaced", selinux::XATTR),
+                reason: e.desc().to_string(),
+            })?;
+        }
+        if label.is_none() {
+            from = "the policy's label";
+            label = self.policy_label(dir, name, path, fkind)?;
+        }
+        let Some(label) = label else {
+            return Ok(());
+        };
+        match set_label(dir, tmp, &label) {
+            Ok(()) | Err(Errno::EOPNOTSUPP) => Ok(()),
+            Err(e) => Err(FsError::Label {
+                path: path.to_string(),
+                op: format!(
+                    "set {} to {from} {:?} on the new {}",
+                    selinux::XATTR,
+                    String::from_utf8_lossy(label.strip_suffix(b"\0").unwrap_or(&label)),
+                    match kind {
+                        EntryKind::Dir => "directory",
+                        EntryKind::Symlink => "symbolic link",
+                        _ => "file",
+                    }
+                ),
+                reason: e.desc().to_string(),
+            }),
+        }
+    }
+
+    /// Creates the directory `name` in `dir` with `mode` (less the umask), labelled before it
+    /// appears (see the module documentation); an existing one is left alone. `full` is its
+    /// path inside the root. Public for writers that keep their own directory descriptors.
+    pub fn mkdir_labelled(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        full: &str,
+        mode: u32,
+    ) -> Result<(), FsError> {
+        let label = self.policy_label(dir, name, full, FileKind::Dir)?;
+        if label.is_none() {
+            return match mkdirat(dir, name, Mode::from_bits_truncate(mode)) {
+                Ok(()) => fsync(dir).map_err(|e| self.sys(full, "fsync", e)),
+                Err(Errno::EEXIST) => Ok(()),
+                Err(e) => Err(self.sys(full, "mkdir", e)),
+            };
+        }
+        let tmp = temp_name(name);
+        mkdirat(dir, tmp.as_os_str(), Mode::from_bits_truncate(mode))
+            .map_err(|e| self.sys(full, "mkdir", e))?;
+        let result = self
+            .label_before_rename(dir, name, tmp.as_os_str(), EntryKind::Dir, full)
+            .and_then(|()| {
+                match renameat2(
+                    dir,
+                    tmp.as_os_str(),
+                    dir,
+                    name,
+                    RenameFlags::RENAME_NOREPLACE,
+                ) {
+                    Ok(()) => fsync(dir).map_err(|e| self.sys(full, "fsync", e)),
+                    // Made meanwhile by someone else: theirs stays.
+                    Err(Errno::EEXIST) => Err(self.sys(full, "mkdir", Errno::EEXIST)),
+                    Err(e) => Err(self.sys(full, "rename new directory", e)),
+                }
+            });
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = unlinkat(dir, tmp.as_os_str(), UnlinkatFlags::RemoveDir);
+                match e {
+                    FsError::Sys {
+                        errno: Errno::EEXIST,
+                        ..
+                    } => Ok(()),
+                    e => Err(e),
+                }
+            }
+        }
     }
 
     /// The root's path on this machine.
@@ -219,13 +432,7 @@ impl Root {
                 continue;
             };
             so_far.push(name);
-            match mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o755)) {
-                Ok(()) => {
-                    fsync(dir.as_fd()).map_err(|e| self.sys(full, "fsync", e))?;
-                }
-                Err(Errno::EEXIST) => {}
-                Err(e) => return Err(self.sys(full, "mkdir", e)),
-            }
+            self.mkdir_labelled(dir.as_fd(), name, full, 0o755)?;
             dir = self.open_dir(&so_far, full)?;
         }
         Ok(dir)
@@ -271,13 +478,7 @@ impl Root {
         };
         match fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => {
-                let fmt = st.st_mode & libc_s_ifmt();
-                let kind = match fmt {
-                    0o100000 => EntryKind::File,
-                    0o040000 => EntryKind::Dir,
-                    0o120000 => EntryKind::Symlink,
-                    _ => EntryKind::Other,
-                };
+                let kind = kind_of(st.st_mode);
                 Ok(Some(Stat {
                     mode: st.st_mode & 0o7777,
                     uid: st.st_uid,
@@ -322,6 +523,7 @@ impl Root {
             // After chown, which clears set-id bits.
             fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
                 .map_err(|e| self.sys(path, "chmod", e))?;
+            self.label_before_rename(dir.as_fd(), name, tmp.as_os_str(), EntryKind::File, path)?;
             let mut file = std::fs::File::from(fd);
             file.write_all(content).map_err(|source| FsError::Io {
                 path: path.to_string(),
@@ -351,9 +553,15 @@ impl Root {
         let tmp = temp_name(name);
         symlinkat(target, dir.as_fd(), tmp.as_os_str())
             .map_err(|e| self.sys(path, "symlink", e))?;
-        if let Err(e) = renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name) {
+        if let Err(e) = self
+            .label_before_rename(dir.as_fd(), name, tmp.as_os_str(), EntryKind::Symlink, path)
+            .and_then(|()| {
+                renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name)
+                    .map_err(|e| self.sys(path, "rename", e))
+            })
+        {
             let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(self.sys(path, "rename", e));
+            return Err(e);
         }
         fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))
     }
@@ -432,7 +640,8 @@ impl Root {
         Ok(out)
     }
 
-    /// Removes temporary files left in `dir` by a write interrupted by a crash.
+    /// Removes temporary files (and empty temporary directories) left in `dir` by a write
+    /// interrupted by a crash.
     pub fn remove_stale_temporaries(&self, dir: &str) -> Result<usize, FsError> {
         let mut n = 0;
         for name in self.list_dir(dir)? {
@@ -442,7 +651,14 @@ impl Root {
                 } else {
                     format!("{dir}/{name}")
                 };
-                if self.remove(&p)? {
+                let removed = match self.stat(&p)? {
+                    Some(Stat {
+                        kind: EntryKind::Dir,
+                        ..
+                    }) => self.remove_empty_dir(&p)?,
+                    _ => self.remove(&p)?,
+                };
+                if removed {
                     n += 1;
                 }
             }
@@ -451,8 +667,68 @@ impl Root {
     }
 }
 
-fn libc_s_ifmt() -> u32 {
-    0o170000
+fn kind_of(st_mode: u32) -> EntryKind {
+    match st_mode & 0o170000 {
+        0o100000 => EntryKind::File,
+        0o040000 => EntryKind::Dir,
+        0o120000 => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
+}
+
+/// The path of an open descriptor (`/proc/self/fd/N`), when it has one.
+fn fd_path(fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    p.is_absolute().then_some(p)
+}
+
+/// `/proc/self/fd/DIR/NAME`: a path to entry `name` of the open directory `dir` that the
+/// `l*xattr` calls use without following a final symbolic link (there are no `*at` variants).
+fn entry_path(dir: BorrowedFd<'_>, name: &OsStr) -> PathBuf {
+    let mut p = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    p.push(name);
+    p
+}
+
+fn errno_of(e: rustix::io::Errno) -> Errno {
+    Errno::from_raw(e.raw_os_error())
+}
+
+/// The `security.selinux` label of entry `name` of `dir` (not following a symbolic link);
+/// `None` when it has none or the file system stores none.
+pub(crate) fn get_label(dir: BorrowedFd<'_>, name: &OsStr) -> Result<Option<Vec<u8>>, Errno> {
+    let p = entry_path(dir, name);
+    let mut buf = vec![0u8; 256];
+    loop {
+        match rustix::fs::lgetxattr(&p, selinux::XATTR, &mut buf[..]) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Some(buf));
+            }
+            Err(rustix::io::Errno::RANGE) => {
+                let n = rustix::fs::lgetxattr(&p, selinux::XATTR, &mut [0u8; 0][..])
+                    .map_err(errno_of)?;
+                buf.resize(n.max(buf.len() * 2), 0);
+            }
+            // ENOENT: the entry went away, or there is no /proc (then SELinux is off too, or
+            // setting the new label fails loudly).
+            Err(
+                rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOENT,
+            ) => return Ok(None),
+            Err(e) => return Err(errno_of(e)),
+        }
+    }
+}
+
+/// Sets the `security.selinux` label of entry `name` of `dir` (not following a symbolic link).
+fn set_label(dir: BorrowedFd<'_>, name: &OsStr, label: &[u8]) -> Result<(), Errno> {
+    rustix::fs::lsetxattr(
+        entry_path(dir, name),
+        selinux::XATTR,
+        label,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .map_err(errno_of)
 }
 
 fn temp_name(name: &OsStr) -> PathBuf {
@@ -574,7 +850,10 @@ mod tests {
         assert!(r.remove("/etc/systemd/system/a.service").unwrap());
         assert!(!r.remove("/etc/systemd/system/a.service").unwrap());
         std::fs::write(dir.path().join("etc/.hearth-tmp-1-2-x"), b"torn").unwrap();
-        assert_eq!(r.remove_stale_temporaries("/etc").unwrap(), 1);
+        // A directory made under a temporary name (labelled mkdir) and never renamed.
+        std::fs::create_dir(dir.path().join("etc/.hearth-tmp-1-3-d")).unwrap();
+        assert_eq!(r.remove_stale_temporaries("/etc").unwrap(), 2);
+        assert_eq!(r.list_dir("/etc").unwrap(), ["systemd"]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod offline;
 pub mod os;
 pub mod passwd;
 pub mod reboot;
+pub mod selinux;
 pub mod systemd;
 pub mod users;
 pub mod verify;

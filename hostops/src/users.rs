@@ -38,7 +38,7 @@ use crate::fs::{self, FsError};
 use crate::passwd::{self, PasswdError};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fchmod, fstat, mkdirat, Mode};
+use nix::sys::stat::{fchmod, fstat, Mode};
 use nix::unistd::{fchown, fsync, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -268,6 +268,7 @@ fn open_child_dir(
 /// Opens (creating as needed) the subdirectory `name` of `dir` and makes it `mode`, owned by
 /// `owner`, through its descriptor.
 fn ensure_child_dir(
+    root: &fs::Root,
     dir: BorrowedFd<'_>,
     name: &str,
     path: &str,
@@ -277,10 +278,8 @@ fn ensure_child_dir(
     let fd = match open_child_dir(dir, name, path)? {
         Some(fd) => fd,
         None => {
-            match mkdirat(dir, name, Mode::from_bits_truncate(0o700)) {
-                Ok(()) | Err(Errno::EEXIST) => {}
-                Err(e) => return Err(sys(path, "mkdir", e)),
-            }
+            // Labelled for SELinux before it appears (fs::Root::mkdir_labelled).
+            root.mkdir_labelled(dir, name.as_ref(), path, 0o700)?;
             fsync(dir).map_err(|e| sys(path, "fsync directory", e))?;
             open_child_dir(dir, name, path)?
                 .ok_or_else(|| sys(path, "open directory", Errno::ENOENT))?
@@ -303,6 +302,7 @@ fn ensure_child_dir(
 
 /// Writes `name` in `dir` atomically with `mode` and `owner`, never following a link.
 fn write_in_dir(
+    root: &fs::Root,
     dir: BorrowedFd<'_>,
     name: &str,
     path: &str,
@@ -330,6 +330,8 @@ fn write_in_dir(
         )
         .map_err(|e| sys(path, "chown", e))?;
         fchmod(fd.as_fd(), Mode::from_bits_truncate(mode)).map_err(|e| sys(path, "chmod", e))?;
+        // The replaced file's SELinux label, else the policy's (ssh_home_t).
+        root.label_before_rename(dir, name.as_ref(), tmp.as_ref(), fs::EntryKind::File, path)?;
         let mut file = std::fs::File::from(fd);
         let io = |source| {
             UsersError::Fs(FsError::Io {
@@ -417,12 +419,17 @@ pub fn write_ssh_keys(
         });
     }
 
-    let ssh = ensure_child_dir(home_fd.as_fd(), ".ssh", &ssh_path, 0o700, owner)?;
+    let ssh = ensure_child_dir(root, home_fd.as_fd(), ".ssh", &ssh_path, 0o700, owner)?;
     let dir = match layout {
         SshKeyLayout::Single => ssh,
-        SshKeyLayout::Fragment => {
-            ensure_child_dir(ssh.as_fd(), "authorized_keys.d", &frag_path, 0o700, owner)?
-        }
+        SshKeyLayout::Fragment => ensure_child_dir(
+            root,
+            ssh.as_fd(),
+            "authorized_keys.d",
+            &frag_path,
+            0o700,
+            owner,
+        )?,
     };
     if file_matches(dir.as_fd(), file_name, content.as_bytes(), 0o600, owner) {
         return Ok(SshKeysWritten {
@@ -431,6 +438,7 @@ pub fn write_ssh_keys(
         });
     }
     write_in_dir(
+        root,
         dir.as_fd(),
         file_name,
         &path,

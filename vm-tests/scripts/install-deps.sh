@@ -16,6 +16,8 @@
 #   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
+#   selinux-utils           libselinux's selabel_lookup: hostops/tests/selinux_labels.rs checks
+#                           hearth's file_contexts lookup against it (no policy is installed)
 #   qemu-system-x86         the VM tier (src/qemu.rs): QEMU with software emulation (TCG); the
 #                           harness reads and copies the raw disk itself (e2fsprogs' debugfs),
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
@@ -34,7 +36,7 @@ apt-get install -y -qq --no-install-recommends \
     systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2 \
     >/dev/null
 apt-get install -y -qq --no-install-recommends \
-    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config \
+    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils \
     >/dev/null
 
 if ! command -v qemu-system-x86_64 >/dev/null; then
@@ -48,8 +50,8 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
     apt-get install -y -qq --no-install-recommends qemu-system-x86 "${qemu_extra[@]}" >/dev/null
 fi
 
-for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config qemu-system-x86_64 \
-    debugfs mkfs.ext4; do
+for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config selabel_lookup \
+    qemu-system-x86_64 debugfs mkfs.ext4; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

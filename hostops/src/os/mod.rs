@@ -904,6 +904,27 @@ pub fn compare_booted(booted: &DeploymentInfo, expected: &OsExpectation) -> Vec<
     out
 }
 
+/// The expected kernel arguments missing from `<root>/proc/cmdline`, one sentence each. Only on a
+/// real boot (the command line carries `ostree=`); under systemd-nspawn it is the machine's own,
+/// and only the boot entry counts. The boot loader may add arguments of its own
+/// (`BOOT_IMAGE=...`): only missing ones count.
+pub(crate) fn cmdline_differences(root: &Path, expected: &OsExpectation) -> Vec<String> {
+    let (Some(want), Ok(cmdline)) = (
+        &expected.kernel_args,
+        std::fs::read_to_string(inside(root, "/proc/cmdline")),
+    ) else {
+        return Vec::new();
+    };
+    let args = hearth_config::plan::split_kernel_arguments(&[cmdline]);
+    if !args.iter().any(|a| a.starts_with("ostree=")) {
+        return Vec::new();
+    }
+    compare_kernel_args(want, &args, "/proc/cmdline")
+        .into_iter()
+        .filter(|d| d.contains(" is missing "))
+        .collect()
+}
+
 /// Differences between an expected and an actual kernel argument list (multisets first, then
 /// the order).
 pub fn compare_kernel_args(expected: &[String], actual: &[String], whose: &str) -> Vec<String> {

@@ -47,9 +47,9 @@ use tracing::{debug, info};
 
 use super::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
 use super::{
-    compare_booted, compare_kernel_args, display, human_bytes, inside, DeploymentId,
-    DeploymentInfo, Finalization, ImageRef, OsChange, OsConfig, OsError, OsExpectation, OsStatus,
-    RemoteConfig, RollbackOutcome, SpaceCheck, StagedDeployment,
+    compare_booted, display, human_bytes, inside, DeploymentId, DeploymentInfo, Finalization,
+    ImageRef, OsChange, OsConfig, OsError, OsExpectation, OsStatus, RemoteConfig, RollbackOutcome,
+    SpaceCheck, StagedDeployment,
 };
 
 /// The origin-file group in which hearth records a deployment's image and kernel type.
@@ -432,23 +432,7 @@ impl Session {
                 }
             }
         }
-        // On a real boot the kernel command line carries `ostree=`; under systemd-nspawn it is
-        // the machine's own, and only the boot entry counts.
-        if let (Some(want), Ok(cmdline)) = (
-            &expected.kernel_args,
-            std::fs::read_to_string(inside(&self.root, "/proc/cmdline")),
-        ) {
-            let args = hearth_config::plan::split_kernel_arguments(&[cmdline]);
-            if args.iter().any(|a| a.starts_with("ostree=")) {
-                // The bootloader may add its own arguments (BOOT_IMAGE=...): only missing ones
-                // count.
-                out.extend(
-                    compare_kernel_args(want, &args, "/proc/cmdline")
-                        .into_iter()
-                        .filter(|d| d.contains(" is missing ")),
-                );
-            }
-        }
+        out.extend(super::cmdline_differences(&self.root, expected));
         Ok(out)
     }
 

@@ -71,8 +71,8 @@ use zbus::{OwnedObjectPath, OwnedVariant as OwnedValue, Variant as Value};
 
 use super::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
 use super::{
-    compare_booted, compare_kernel_args, inside, DeploymentId, DeploymentInfo, Finalization,
-    OsChange, OsError, OsExpectation, OsStatus, RollbackOutcome, StagedDeployment,
+    compare_booted, compare_kernel_args, DeploymentId, DeploymentInfo, Finalization, OsChange,
+    OsError, OsExpectation, OsStatus, RollbackOutcome, StagedDeployment,
 };
 
 /// rpm-ostree's well-known bus name.
@@ -330,19 +330,7 @@ impl RpmOstreeBackend {
                 ));
             }
         }
-        if let (Some(want), Ok(cmdline)) = (
-            &expected.kernel_args,
-            std::fs::read_to_string(inside(&self.root, "/proc/cmdline")),
-        ) {
-            let args = hearth_config::plan::split_kernel_arguments(&[cmdline]);
-            if args.iter().any(|a| a.starts_with("ostree=")) {
-                out.extend(
-                    compare_kernel_args(want, &args, "/proc/cmdline")
-                        .into_iter()
-                        .filter(|d| d.contains(" is missing ")),
-                );
-            }
-        }
+        out.extend(super::cmdline_differences(&self.root, expected));
         Ok(out)
     }
 

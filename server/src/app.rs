@@ -153,6 +153,10 @@ pub struct App<S: Store> {
     group: Mutex<Vec<Pending>>,
     /// Held by whoever is committing a group.
     group_flush: tokio::sync::Mutex<()>,
+    /// Node credential hash → node name, kept up to date change by change after each commit
+    /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
+    /// `Fleet::credentials` is only read when the fleet is loaded.
+    credentials: RwLock<HashMap<String, String>>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {
@@ -171,6 +175,7 @@ impl<S: Store> App<S> {
     /// Loads the fleet from `store`.
     pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
         let fleet = Fleet::load(&store).await?;
+        let credentials = RwLock::new((*fleet.credentials).clone());
         let (desired_tx, _) = watch::channel(0);
         Ok(App {
             store,
@@ -185,6 +190,7 @@ impl<S: Store> App<S> {
             node_watch: Mutex::new(HashMap::new()),
             group: Mutex::new(Vec::new()),
             group_flush: tokio::sync::Mutex::new(()),
+            credentials,
         })
     }
 
@@ -313,10 +319,30 @@ impl<S: Store> App<S> {
                     self.metrics.commit();
                     new.stamp(&ops, revision);
                     let (changed, credentials) = node_changes(&old, &new);
+                    let new = Arc::new(new);
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
                     if credentials {
-                        new.index_credentials();
+                        // After publishing: a new credential never names a node the snapshot
+                        // does not have yet.
+                        let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
+                        for name in &changed {
+                            let hash = |f: &Fleet| {
+                                f.nodes
+                                    .get(name)
+                                    .and_then(|n| n.value.credential_sha256.clone())
+                            };
+                            let (before, after) = (hash(&old), hash(&new));
+                            if before == after {
+                                continue;
+                            }
+                            if let Some(h) = before {
+                                index.remove(&h);
+                            }
+                            if let Some(h) = after {
+                                index.insert(h, name.clone());
+                            }
+                        }
                     }
-                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
                     if !changed.is_empty() {
                         self.notify_nodes(Some(&changed));
                         self.desired_tx.send_modify(|v| *v += 1);
@@ -327,6 +353,8 @@ impl<S: Store> App<S> {
                     self.metrics.conflict();
                     tracing::warn!("store conflict: reloading the fleet and retrying");
                     let fresh = Fleet::load(&self.store).await?;
+                    *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
+                        (*fresh.credentials).clone();
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
                     self.notify_nodes(None);
                     self.desired_tx.send_modify(|v| *v += 1);
@@ -404,10 +432,16 @@ impl<S: Store> App<S> {
     /// Who holds `token`.
     pub fn authenticate(&self, token: &str) -> Result<Caller, ApiError> {
         let hash = pki::token_hash(token);
-        let fleet = self.snapshot();
-        if let Some(node) = fleet.credentials.get(&hash) {
-            return Ok(Caller::Node(node.clone()));
+        let node = self
+            .credentials
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .cloned();
+        if let Some(node) = node {
+            return Ok(Caller::Node(node));
         }
+        let fleet = self.snapshot();
         for rec in fleet.tokens.values() {
             if rec.value.sha256 != hash {
                 continue;
@@ -455,11 +489,22 @@ impl<S: Store> App<S> {
 
     /// The nodes that have reported once but have not been heard from within `stale_after`.
     pub fn silent(&self, fleet: &Fleet) -> std::collections::HashSet<String> {
+        let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now();
+        let stale = self.options.stale_after.as_secs();
         fleet
             .nodes
             .values()
-            .filter(|n| n.value.report.is_some() && !self.is_fresh(&n.value))
-            .map(|n| n.value.name.clone())
+            .map(|n| &n.value)
+            .filter(|n| n.report.is_some())
+            .filter(|n| {
+                let last = match (seen.get(&n.name).copied(), n.report_at) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                last.is_none_or(|t| now.saturating_sub(t) > stale)
+            })
+            .map(|n| n.name.clone())
             .collect()
     }
 
@@ -1055,28 +1100,47 @@ fn enroll_node(
 /// The nodes whose desired config or credential changed between two snapshots (including
 /// nodes added and removed), and whether some credential did.
 fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
+    // Both maps are sorted by name: one walk, no lookups (this runs after every commit).
     let mut changed = Vec::new();
     let mut credentials = false;
-    for (name, n) in &new.nodes {
-        match old.nodes.get(name) {
-            Some(o) if Arc::ptr_eq(o, n) => {}
-            Some(o) => {
-                let cred = o.value.credential_sha256 != n.value.credential_sha256;
-                credentials |= cred;
-                if cred || o.value.desired != n.value.desired {
-                    changed.push(name.clone());
-                }
-            }
-            None => {
+    let mut o = old.nodes.iter().peekable();
+    let mut n = new.nodes.iter().peekable();
+    loop {
+        match (o.peek(), n.peek()) {
+            (None, None) => break,
+            (Some((name, _)), None) => {
                 credentials = true;
-                changed.push(name.clone());
+                changed.push((*name).clone());
+                o.next();
             }
-        }
-    }
-    for name in old.nodes.keys() {
-        if !new.nodes.contains_key(name) {
-            credentials = true;
-            changed.push(name.clone());
+            (None, Some((name, _))) => {
+                credentials = true;
+                changed.push((*name).clone());
+                n.next();
+            }
+            (Some((on, ov)), Some((nn, nv))) => match on.cmp(nn) {
+                std::cmp::Ordering::Less => {
+                    credentials = true;
+                    changed.push((*on).clone());
+                    o.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    credentials = true;
+                    changed.push((*nn).clone());
+                    n.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if !Arc::ptr_eq(ov, nv) {
+                        let cred = ov.value.credential_sha256 != nv.value.credential_sha256;
+                        credentials |= cred;
+                        if cred || ov.value.desired != nv.value.desired {
+                            changed.push((*nn).clone());
+                        }
+                    }
+                    o.next();
+                    n.next();
+                }
+            },
         }
     }
     (changed, credentials)

@@ -11,9 +11,10 @@
 #      static file over TLS with the server's own certificate, same concurrency, same client.
 #
 # Usage: bench/server-load.sh [AGENTS] (default 10000). Environment: CONCURRENCY (64),
-# DURATION (10 s per throughput run), WAIT (long-poll wait, 120 s), NO_BUILD=1 to use the
-# binaries already in $CARGO_TARGET_DIR/release, SERVER_BIN=PATH to measure another
-# hearth-server build, SKIP_NGINX=1, OUT=DIR to keep the results.
+# DURATION (10 s per throughput run), REPEAT (rounds of the three throughput runs, 1), WAIT
+# (long-poll wait, 120 s), NO_BUILD=1 to use the binaries already in
+# $CARGO_TARGET_DIR/release, SERVER_BIN=PATH to measure another hearth-server build,
+# SKIP_NGINX=1, OUT=DIR to keep the results.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
 
@@ -21,6 +22,7 @@ AGENTS=${1:-10000}
 CONCURRENCY=${CONCURRENCY:-64}
 DURATION=${DURATION:-10}
 WAIT=${WAIT:-120}
+REPEAT=${REPEAT:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN=$TARGET/release
@@ -40,6 +42,8 @@ cleanup() {
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true
     [ -n "$NPID" ] && kill "$NPID" 2>/dev/null || true
     wait 2>/dev/null || true
+    # The state directory of 10,000 nodes is some 30 MB: keep only the results.
+    case "$OUT" in "$WORK"/*) rm -rf "$WORK/state" "$WORK/www" ;; *) rm -rf "$WORK" ;; esac
 }
 trap cleanup EXIT
 
@@ -110,16 +114,8 @@ for k, v in r["stats"]["latencyMs"].items():
 print(f"  errors: {r['stats']['errors'] or 'none'}; counts: {r['stats']['counts']}")
 EOF
 
-echo "== throughput, $CONCURRENCY clients, $DURATION s each"
+echo "== throughput, $CONCURRENCY clients, $DURATION s each, $REPEAT round(s)"
 TOKEN=$(cat "$STATE/tokens/worker.token")
-"$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/config/worker" --token "$TOKEN" \
-    -c "$CONCURRENCY" -d "$DURATION" --label "hearth-server /config/worker (first boot)" --json \
-    | tee "$OUT/throughput-firstboot.json" >/dev/null
-"$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/api/v1/agent/desired" \
-    --enroll-with "$TOKEN" -c "$CONCURRENCY" -d "$DURATION" \
-    --label "hearth-server /api/v1/agent/desired (no wait)" --json \
-    | tee "$OUT/throughput-desired.json" >/dev/null
-
 if [ -z "${SKIP_NGINX:-}" ]; then
     if ! command -v nginx >/dev/null; then
         echo "   installing nginx (apt-get)"
@@ -127,7 +123,8 @@ if [ -z "${SKIP_NGINX:-}" ]; then
             || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
     fi
     mkdir -p "$WORK/www"
-    curl -sf --cacert "$CA" -H "Accept:" -H "Authorization: Bearer $TOKEN" "$URL/config/worker" -o "$WORK/www/worker.ign"
+    # HTTP/1.1 and no Accept header, as the load generator asks: the same bytes.
+    curl -sf --http1.1 --cacert "$CA" -H "Accept:" -H "Authorization: Bearer $TOKEN" "$URL/config/worker" -o "$WORK/www/worker.ign"
     NPORT=$((PORT + 1))
     cat >"$WORK/nginx.conf" <<EOF
 user root;
@@ -151,20 +148,29 @@ EOF
     nginx -c "$WORK/nginx.conf" -p "$WORK" &
     NPID=$!
     sleep 1
-    "$BIN/hearth-loadgen" throughput --ca "$CA" --url "https://127.0.0.1:$NPORT/worker.ign" \
-        -c "$CONCURRENCY" -d "$DURATION" --label "nginx $(nginx -v 2>&1 | sed 's|.*/||') static file (same bytes)" --json \
-        | tee "$OUT/throughput-nginx.json" >/dev/null
 fi
+# Alternating rounds, so that other load on a shared machine hits all three alike.
+for i in $(seq "$REPEAT"); do
+    "$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/config/worker" --token "$TOKEN" \
+        -c "$CONCURRENCY" -d "$DURATION" --label "hearth-server /config/worker (first boot)" --json \
+        >"$OUT/throughput-$i-1-firstboot.json"
+    "$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/api/v1/agent/desired" \
+        --enroll-with "$TOKEN" -c "$CONCURRENCY" -d "$DURATION" \
+        --label "hearth-server /api/v1/agent/desired (no wait)" --json \
+        >"$OUT/throughput-$i-2-desired.json"
+    if [ -n "$NPID" ]; then
+        "$BIN/hearth-loadgen" throughput --ca "$CA" --url "https://127.0.0.1:$NPORT/worker.ign" \
+            -c "$CONCURRENCY" -d "$DURATION" --label "nginx $(nginx -v 2>&1 | sed 's|.*/||') static file (same bytes)" --json \
+            >"$OUT/throughput-$i-3-nginx.json"
+    fi
+done
 
 python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
 print(f"  {'endpoint':<52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'bytes':>7} errors")
-for f in ["throughput-firstboot.json", "throughput-desired.json", "throughput-nginx.json"]:
-    p = os.path.join(out, f)
-    if not os.path.exists(p):
-        continue
-    r = json.load(open(p))
+for f in sorted(f for f in os.listdir(out) if f.startswith("throughput-")):
+    r = json.load(open(os.path.join(out, f)))
     l = r["latencyMs"] or {}
     print(f"  {r['label']:<52} {r['requestsPerSecond']:>8} {l.get('p50', '-'):>8} {l.get('p99', '-'):>8} {r['bodyBytes']:>7} {r['errors'] or 'none'}")
 EOF

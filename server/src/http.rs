@@ -660,6 +660,7 @@ async fn first_boot<S: Store>(
     State(app): AppState<S>,
     Path(pool): Path<String>,
     Query(q): Query<ConfigQuery>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let token = bearer(&headers).or(q.token).ok_or_else(|| {
@@ -714,10 +715,13 @@ async fn first_boot<S: Store>(
     let url = match &app.options.advertise_url {
         Some(u) => u.clone(),
         None => {
+            // HTTP/1.1 sends Host; HTTP/2 sends the authority in the request's URI instead.
             let host = headers
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or("localhost");
+                .map(str::to_string)
+                .or_else(|| uri.authority().map(|a| a.to_string()))
+                .unwrap_or_else(|| "localhost".to_string());
             format!("https://{host}")
         }
     };

@@ -662,13 +662,19 @@ async fn first_boot<S: Store>(
     Query(q): Query<ConfigQuery>,
     uri: axum::http::Uri,
     headers: HeaderMap,
+    cert: Option<axum::Extension<ClientIdentity>>,
 ) -> Result<Response, ApiError> {
-    let token = bearer(&headers).or(q.token).ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing credentials: send the pool's bootstrap token as Authorization: Bearer or ?token=",
-        )
-    })?;
-    let embed = match app.authenticate(&token)? {
+    let caller = match bearer(&headers).or(q.token) {
+        Some(token) => app.authenticate(&token)?,
+        // An admin's client certificate, as for the admin endpoints.
+        None if cert.as_ref().is_some_and(|c| c.admin) => Caller::Admin,
+        None => {
+            return Err(ApiError::unauthorized(
+                "missing credentials: send the pool's bootstrap token as Authorization: Bearer or ?token=",
+            ))
+        }
+    };
+    let embed = match caller {
         Caller::Admin => None,
         Caller::Bootstrap { pool: p, token } if p == pool => Some(token),
         Caller::Bootstrap { pool: p, .. } => {

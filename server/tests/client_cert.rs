@@ -108,7 +108,30 @@ async fn issued_admin_certificate_is_an_admin_without_a_token() {
     let a = admin.get("/api/v1/pools/infra").await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
 
+    // The first-boot config too (as with the admin token: without a bootstrap token in it).
+    let a = with_cert.get("/config/worker").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let env = a.json["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/etc/hearth/agent.env")
+        .expect("the first-boot config holds agent.env")["contents"]["source"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        env.split_once("base64,").unwrap().1,
+    )
+    .unwrap();
+    let env = String::from_utf8(env).unwrap();
+    assert!(env.contains("HEARTH_SERVER="), "{env}");
+    assert!(!env.contains("hearth-bootstrap-"), "{env}");
+
     // Without the certificate and without a token: 401.
+    let a = admin.with_token("").get("/config/worker").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{}", a.text);
     let a = admin.with_token("").get("/api/v1/pools").await;
     assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{}", a.text);
     running.shutdown().await;

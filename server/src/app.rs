@@ -529,10 +529,20 @@ impl<S: Store> App<S> {
         files: &[ApplyFile],
         dry_run: bool,
     ) -> Result<ApplyOutcome, ApiError> {
+        self.apply_as(files, dry_run, None).await
+    }
+
+    /// [`App::apply`] by a named admin (a client certificate's CN): the events name them.
+    pub async fn apply_as(
+        &self,
+        files: &[ApplyFile],
+        dry_run: bool,
+        by: Option<&str>,
+    ) -> Result<ApplyOutcome, ApiError> {
         let (m, warnings) = read_manifests(files)?;
         let results = self
             .mutate(Scope::Full, dry_run, |fleet, t| {
-                Ok(apply_manifests(fleet, &m, t))
+                Ok(apply_manifests(fleet, &m, t, by))
             })
             .await?;
         self.metrics.apply();
@@ -1215,7 +1225,7 @@ pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>
     Ok((all, diags))
 }
 
-fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult> {
+fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64, by: Option<&str>) -> Vec<ApplyResult> {
     let mut results = Vec::new();
     let mut events = Vec::new();
     let mut record = |kind: &str, name: &str, action: &str, events: &mut Vec<EventRecord>| {
@@ -1233,7 +1243,10 @@ fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult>
                 } else {
                     "Configured"
                 },
-                format!("{action} by apply"),
+                match by {
+                    Some(who) => format!("{action} by apply (admin {who})"),
+                    None => format!("{action} by apply"),
+                },
             ));
         }
     };

@@ -223,9 +223,14 @@ async fn apply<S: Store>(
     Auth(c): Auth,
     Query(q): Query<ApplyQuery>,
     headers: HeaderMap,
+    cert: Option<axum::Extension<ClientIdentity>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     admin(&c)?;
+    // Admin by certificate (no token sent): its CN goes into the events.
+    let by = cert
+        .filter(|c| c.admin && bearer(&headers).is_none())
+        .map(|c| c.0.name);
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -243,7 +248,7 @@ async fn apply<S: Store>(
             text,
         }]
     };
-    let outcome = app.apply(&files, q.dry_run).await?;
+    let outcome = app.apply_as(&files, q.dry_run, by.as_deref()).await?;
     for r in &outcome.results {
         if r.action != "unchanged" {
             tracing::info!(kind = %r.kind, name = %r.name, action = %r.action, dry_run = q.dry_run, "applied");

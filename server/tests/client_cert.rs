@@ -107,6 +107,15 @@ async fn issued_admin_certificate_is_an_admin_without_a_token() {
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     let a = admin.get("/api/v1/pools/infra").await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    // The events name the certificate's holder.
+    let a = admin
+        .get("/api/v1/events?object=MachineConfigPool/infra")
+        .await;
+    assert!(
+        a.text.contains("created by apply (admin alice)"),
+        "{}",
+        a.text
+    );
 
     // The first-boot config too (as with the admin token: without a bootstrap token in it).
     let a = with_cert.get("/config/worker").await;

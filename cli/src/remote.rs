@@ -1,8 +1,9 @@
 //! The commands that talk to hearth-server: `login`, `apply`, `delete`, `get`, `describe`,
 //! `label`, `pause`, `resume`, `bootstrap-token`.
 //!
-//! Where the server is: `--server`, `--ca`, `--token` on the command line, else the environment
-//! (`HEARTH_SERVER`, `HEARTH_CA`, `HEARTH_TOKEN`), else the file `hearth login` writes
+//! Where the server is: `--server`, `--ca`, `--token` (or `--client-cert` and `--client-key`, an
+//! admin client certificate) on the command line, else the environment (`HEARTH_SERVER`,
+//! `HEARTH_CA`, `HEARTH_TOKEN`, `HEARTH_CLIENT_CERT`, `HEARTH_CLIENT_KEY`), else the file `hearth login` writes
 //! (`$HEARTH_CONFIG`, or `$XDG_CONFIG_HOME/hearth/config.json`, or
 //! `~/.config/hearth/config.json`, mode 0600). The server's certificate is checked against that
 //! CA only. Exit codes as for the offline commands: 0 success, 1 invalid input or an error from
@@ -30,6 +31,13 @@ pub struct Conn {
     /// The admin token; default `$HEARTH_TOKEN` or the login file.
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a
+    /// token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key.
+    #[arg(long, value_name = "FILE")]
+    client_cert: Option<PathBuf>,
+    /// The client certificate's key (PEM); default `$HEARTH_CLIENT_KEY` or the login file.
+    #[arg(long, value_name = "FILE")]
+    client_key: Option<PathBuf>,
 }
 
 /// `hearth login`.
@@ -42,8 +50,20 @@ pub struct LoginArgs {
     #[arg(long, value_name = "FILE")]
     ca: PathBuf,
     /// The admin token (`admin.token` in the server's state directory).
-    #[arg(long, value_name = "TOKEN")]
-    token: String,
+    #[arg(long, value_name = "TOKEN", required_unless_present = "client_cert")]
+    token: Option<String>,
+    /// Or an admin client certificate (`hearth-server issue-admin-cert`); the login file
+    /// keeps its path.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "client_key",
+        conflicts_with = "token"
+    )]
+    client_cert: Option<PathBuf>,
+    /// The client certificate's key; the login file keeps its path.
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    client_key: Option<PathBuf>,
 }
 
 /// `hearth apply`.
@@ -202,10 +222,16 @@ enum RolloutCommand {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct LoginFile {
     server: String,
     ca: PathBuf,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_cert: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_key: Option<PathBuf>,
 }
 
 /// The login file's path.
@@ -222,6 +248,7 @@ pub fn config_path() -> Option<PathBuf> {
 struct Client {
     base: String,
     http: reqwest::blocking::Client,
+    /// Empty when a client certificate authenticates.
     token: String,
 }
 
@@ -255,14 +282,20 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|s| !s.is_empty())
 }
 
-fn https_client(ca_pem: &[u8]) -> anyhow::Result<reqwest::blocking::Client> {
+fn https_client(
+    ca_pem: &[u8],
+    identity: Option<reqwest::Identity>,
+) -> anyhow::Result<reqwest::blocking::Client> {
     let certs = reqwest::Certificate::from_pem_bundle(ca_pem)
         .map_err(|e| anyhow!("the CA is not a PEM certificate: {e}"))?;
     if certs.is_empty() {
         return Err(anyhow!("the CA file holds no certificate"));
     }
-    reqwest::blocking::Client::builder()
-        .tls_certs_only(certs)
+    let mut b = reqwest::blocking::Client::builder();
+    if let Some(id) = identity {
+        b = b.identity(id);
+    }
+    b.tls_certs_only(certs)
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(120))
         .user_agent(concat!("hearth/", env!("CARGO_PKG_VERSION")))
@@ -309,26 +342,85 @@ impl Client {
             .or_else(|| env("HEARTH_CA").map(PathBuf::from))
             .or_else(|| file.as_ref().map(|f| f.ca.clone()))
             .ok_or_else(|| Usage("no CA: run `hearth login`, set HEARTH_CA or give --ca".into()))?;
-        let token = conn
-            .token
-            .clone()
-            .or_else(|| env("HEARTH_TOKEN"))
-            .or_else(|| file.as_ref().map(|f| f.token.clone()))
-            .ok_or_else(|| {
-                Usage("no token: run `hearth login`, set HEARTH_TOKEN or give --token".into())
-            })?;
+        // A token or a client certificate, whichever is found first (command line,
+        // environment, login file).
+        let cert_pair = |cert: Option<PathBuf>, key: Option<PathBuf>, from: &str| match (cert, key)
+        {
+            (Some(c), Some(k)) => Ok(Some((c, k))),
+            (None, None) => Ok(None),
+            _ => Err(Usage(format!(
+                "{from}: a client certificate needs both the certificate and its key"
+            ))),
+        };
+        let token = conn.token.clone().filter(|t| !t.trim().is_empty());
+        let cli_cert = cert_pair(
+            conn.client_cert.clone(),
+            conn.client_key.clone(),
+            "--client-cert/--client-key",
+        )?;
+        let env_cert = cert_pair(
+            env("HEARTH_CLIENT_CERT").map(PathBuf::from),
+            env("HEARTH_CLIENT_KEY").map(PathBuf::from),
+            "HEARTH_CLIENT_CERT/HEARTH_CLIENT_KEY",
+        )?;
+        let file_token = file
+            .as_ref()
+            .map(|f| f.token.clone())
+            .filter(|t| !t.is_empty());
+        let file_cert = file
+            .as_ref()
+            .and_then(|f| f.client_cert.clone().zip(f.client_key.clone()));
+        let (token, cert) = if token.is_some() || cli_cert.is_some() {
+            (token, cli_cert)
+        } else if let Some(t) = env("HEARTH_TOKEN") {
+            (Some(t), None)
+        } else if env_cert.is_some() {
+            (None, env_cert)
+        } else {
+            (file_token, file_cert)
+        };
+        if token.is_none() && cert.is_none() {
+            return Err(Usage(
+                "no credentials: run `hearth login`, set HEARTH_TOKEN (or HEARTH_CLIENT_CERT and HEARTH_CLIENT_KEY) or give --token (or --client-cert and --client-key)".into(),
+            )
+            .into());
+        }
+        let identity = match &cert {
+            Some((c, k)) => {
+                let mut pem = std::fs::read(c).with_context(|| {
+                    format!("cannot read the client certificate {}", c.display())
+                })?;
+                pem.push(b'\n');
+                pem.extend(
+                    std::fs::read(k)
+                        .with_context(|| format!("cannot read the client key {}", k.display()))?,
+                );
+                Some(reqwest::Identity::from_pem(&pem).map_err(|e| {
+                    anyhow!(
+                        "{} and {} are not a PEM certificate and its key: {e}",
+                        c.display(),
+                        k.display()
+                    )
+                })?)
+            }
+            None => None,
+        };
         let pem =
             std::fs::read(&ca).with_context(|| format!("cannot read the CA {}", ca.display()))?;
         Ok(Client {
             base: server.trim_end_matches('/').to_string(),
-            http: https_client(&pem)?,
-            token: token.trim().to_string(),
+            http: https_client(&pem, identity)?,
+            token: token.unwrap_or_default().trim().to_string(),
         })
     }
 
     fn send(&self, req: reqwest::blocking::RequestBuilder) -> anyhow::Result<Value> {
+        let req = if self.token.is_empty() {
+            req
+        } else {
+            req.bearer_auth(&self.token)
+        };
         let resp = req
-            .bearer_auth(&self.token)
             .send()
             .map_err(|e| anyhow!("cannot reach {}: {}", self.base, error_chain(&e)))?;
         let status = resp.status().as_u16();
@@ -363,10 +455,17 @@ impl Client {
 pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
     let ca =
         std::fs::canonicalize(&a.ca).with_context(|| format!("cannot read {}", a.ca.display()))?;
+    let abs = |p: &PathBuf| {
+        std::fs::canonicalize(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let client_cert = a.client_cert.as_ref().map(abs).transpose()?;
+    let client_key = a.client_key.as_ref().map(abs).transpose()?;
     let conn = Conn {
         server: Some(a.server.clone()),
         ca: Some(ca.clone()),
-        token: Some(a.token.clone()),
+        token: a.token.clone(),
+        client_cert: client_cert.clone(),
+        client_key: client_key.clone(),
     };
     let c = Client::new(&conn)?;
     let pools = c.get("/api/v1/pools")?;
@@ -375,6 +474,8 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         server: c.base.clone(),
         ca,
         token: c.token.clone(),
+        client_cert,
+        client_key,
     };
     write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
     let n = pools["items"].as_array().map(Vec::len).unwrap_or(0);

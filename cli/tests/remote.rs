@@ -62,6 +62,8 @@ impl Env {
             .env_remove("HEARTH_SERVER")
             .env_remove("HEARTH_CA")
             .env_remove("HEARTH_TOKEN")
+            .env_remove("HEARTH_CLIENT_CERT")
+            .env_remove("HEARTH_CLIENT_KEY")
             .output()
             .unwrap()
     }
@@ -466,4 +468,110 @@ fn rollout_status_follows_a_rollout() {
         err.contains("halted: node w0 is degraded: step 1 of 1 (write file /etc/a): EIO"),
         "{err}"
     );
+}
+
+#[test]
+fn client_certificate_login_and_commands() {
+    let env = setup();
+    let layout = hearth_server::pki::Layout {
+        dir: env.dir.path().join("state"),
+    };
+    let certs = env.dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let write = |name: &str, c: &hearth_server::pki::ClientCert| {
+        let (crt, key) = (
+            certs.join(format!("{name}.crt")),
+            certs.join(format!("{name}.key")),
+        );
+        std::fs::write(&crt, &c.cert_pem).unwrap();
+        std::fs::write(&key, &c.key_pem).unwrap();
+        (crt, key)
+    };
+    let (crt, key) = write(
+        "alice",
+        &hearth_server::pki::issue_admin_cert(&layout, "alice", 1).unwrap(),
+    );
+    let ca = env.state("pki/ca.crt");
+    let out = env.ok(&[
+        "login",
+        "--server",
+        &env.url,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--client-cert",
+        crt.to_str().unwrap(),
+        "--client-key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(out.contains("Logged in"), "{out}");
+    // The login file keeps the paths, no token.
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.config()).unwrap()).unwrap();
+    assert!(file.get("token").is_none(), "{file}");
+    assert_eq!(file["clientCert"].as_str().unwrap(), crt.to_str().unwrap());
+    let out = env.ok(&["apply", "-f", examples().to_str().unwrap()]);
+    assert!(out.contains("machineconfigpool/infra created"), "{out}");
+    let out = env.ok(&["get", "mcp", "-o", "name"]);
+    assert!(out.contains("machineconfigpool/infra"), "{out}");
+
+    // From the environment, without a login file.
+    let other_home = env.dir.path().join("nohome/config.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["get", "mcp", "-o", "name", "--server", &env.url, "--ca"])
+        .arg(&ca)
+        .env("HEARTH_CONFIG", &other_home)
+        .env_remove("HEARTH_TOKEN")
+        .env("HEARTH_CLIENT_CERT", &crt)
+        .env("HEARTH_CLIENT_KEY", &key)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("machineconfigpool/worker"));
+
+    // A certificate of another CA: refused, exit 1, nothing saved.
+    let other = hearth_server::pki::Layout {
+        dir: env.dir.path().join("other-state"),
+    };
+    hearth_server::pki::init(&other, &["localhost".to_string()]).unwrap();
+    let (fcrt, fkey) = write(
+        "mallory",
+        &hearth_server::pki::issue_admin_cert(&other, "mallory", 1).unwrap(),
+    );
+    let before = std::fs::read(env.config()).unwrap();
+    let o = env.hearth(&[
+        "login",
+        "--server",
+        &env.url,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--client-cert",
+        fcrt.to_str().unwrap(),
+        "--client-key",
+        fkey.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(env.config()).unwrap(), before);
+    // A certificate without its key is a usage error.
+    let o = env.hearth(&[
+        "get",
+        "mcp",
+        "--server",
+        &env.url,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--client-cert",
+        crt.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs both"));
 }

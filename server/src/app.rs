@@ -23,7 +23,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// Server settings that are not the store's.
 #[derive(Debug, Clone)]
@@ -126,6 +126,16 @@ type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
 /// A desired config's name and its encoded answer.
 pub type DesiredBody = (String, Arc<Vec<u8>>);
 
+/// One change of a group commit ([`App::group_commit`]). It must leave the fleet untouched
+/// when it returns an error (the others of its group are committed without it).
+type GroupOp = Box<dyn FnMut(&mut Fleet, u64) -> Result<(), ApiError> + Send>;
+
+/// A change waiting for the next group commit, and where its outcome goes.
+struct Pending {
+    op: GroupOp,
+    done: oneshot::Sender<Result<(), ApiError>>,
+}
+
 /// The server state.
 pub struct App<S: Store> {
     store: S,
@@ -140,6 +150,17 @@ pub struct App<S: Store> {
     pub metrics: Metrics,
     last_seen: Mutex<HashMap<String, u64>>,
     body_cache: Mutex<BodyCache>,
+    /// Per node: ticks when that node's desired config or credential changes (long-polls wait
+    /// on their own node's channel, so a change wakes only the nodes it concerns).
+    node_watch: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Changes waiting for the next group commit.
+    group: Mutex<Vec<Pending>>,
+    /// Held by whoever is committing a group.
+    group_flush: tokio::sync::Mutex<()>,
+    /// Node credential hash → node name, kept up to date change by change after each commit
+    /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
+    /// `Fleet::credentials` is only read when the fleet is loaded.
+    credentials: RwLock<HashMap<String, String>>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {
@@ -158,6 +179,7 @@ impl<S: Store> App<S> {
     /// Loads the fleet from `store`.
     pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
         let fleet = Fleet::load(&store).await?;
+        let credentials = RwLock::new((*fleet.credentials).clone());
         let (desired_tx, _) = watch::channel(0);
         Ok(App {
             store,
@@ -169,6 +191,10 @@ impl<S: Store> App<S> {
             metrics: Metrics::default(),
             last_seen: Mutex::new(HashMap::new()),
             body_cache: Mutex::new((0, HashMap::new())),
+            node_watch: Mutex::new(HashMap::new()),
+            group: Mutex::new(Vec::new()),
+            group_flush: tokio::sync::Mutex::new(()),
+            credentials,
         })
     }
 
@@ -180,6 +206,91 @@ impl<S: Store> App<S> {
     /// Ticks whenever some node's desired config changes (or a node goes away).
     pub fn desired_watch(&self) -> watch::Receiver<u64> {
         self.desired_tx.subscribe()
+    }
+
+    /// Ticks whenever `node`'s desired config or credential changes, or the node goes away.
+    pub fn node_desired_watch(&self, node: &str) -> watch::Receiver<u64> {
+        let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get(node) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = watch::channel(0);
+                m.insert(node.to_string(), tx);
+                rx
+            }
+        }
+    }
+
+    /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
+    /// waits on.
+    fn notify_nodes(&self, nodes: Option<&[String]>) {
+        let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
+        match nodes {
+            None => {
+                m.retain(|_, tx| tx.receiver_count() > 0);
+                for tx in m.values() {
+                    tx.send_modify(|v| *v += 1);
+                }
+            }
+            Some(nodes) => {
+                for n in nodes {
+                    if let Some(tx) = m.get(n) {
+                        if tx.receiver_count() == 0 {
+                            m.remove(n);
+                        } else {
+                            tx.send_modify(|v| *v += 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits `op` together with the other changes that arrive while a commit is under way:
+    /// one controller run, one store transaction (one fsync) for the whole group, and each
+    /// caller's answer only after that commit. Under load, status reports and enrollments
+    /// thus cost one commit per group instead of one each; alone, a change is committed at
+    /// once. Only for changes that need no render (`Scope::Rollout`).
+    async fn group_commit(&self, op: GroupOp) -> Result<(), ApiError> {
+        let (done, mut rx) = oneshot::channel();
+        self.group
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Pending { op, done });
+        let guard = self.group_flush.lock().await;
+        match rx.try_recv() {
+            // A previous group took this change.
+            Ok(r) => return r,
+            Err(oneshot::error::TryRecvError::Closed) => {
+                return Err(ApiError::internal("a group commit was abandoned"))
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        let mut pending =
+            std::mem::take(&mut *self.group.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut results: Vec<Result<(), ApiError>> = Vec::with_capacity(pending.len());
+        let outcome = self
+            .mutate(Scope::Rollout, false, |fleet, t| {
+                results.clear();
+                for p in pending.iter_mut() {
+                    results.push((p.op)(fleet, t));
+                }
+                Ok(())
+            })
+            .await;
+        let mut results = results.into_iter();
+        for p in pending {
+            let r = match &outcome {
+                Ok(()) => results
+                    .next()
+                    .unwrap_or_else(|| Err(ApiError::internal("a group commit lost a result"))),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = p.done.send(r);
+        }
+        drop(guard);
+        rx.await
+            .unwrap_or_else(|_| Err(ApiError::internal("a group commit was abandoned")))
     }
 
     /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
@@ -212,11 +323,32 @@ impl<S: Store> App<S> {
                     self.metrics.commit();
                     new.stamp(&ops, revision);
                     let (changed, credentials) = node_changes(&old, &new);
+                    let new = Arc::new(new);
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
                     if credentials {
-                        new.index_credentials();
+                        // After publishing: a new credential never names a node the snapshot
+                        // does not have yet.
+                        let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
+                        for name in &changed {
+                            let hash = |f: &Fleet| {
+                                f.nodes
+                                    .get(name)
+                                    .and_then(|n| n.value.credential_sha256.clone())
+                            };
+                            let (before, after) = (hash(&old), hash(&new));
+                            if before == after {
+                                continue;
+                            }
+                            if let Some(h) = before {
+                                index.remove(&h);
+                            }
+                            if let Some(h) = after {
+                                index.insert(h, name.clone());
+                            }
+                        }
                     }
-                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
-                    if changed {
+                    if !changed.is_empty() {
+                        self.notify_nodes(Some(&changed));
                         self.desired_tx.send_modify(|v| *v += 1);
                     }
                     return Ok(out);
@@ -225,7 +357,10 @@ impl<S: Store> App<S> {
                     self.metrics.conflict();
                     tracing::warn!("store conflict: reloading the fleet and retrying");
                     let fresh = Fleet::load(&self.store).await?;
+                    *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
+                        (*fresh.credentials).clone();
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                    self.notify_nodes(None);
                     self.desired_tx.send_modify(|v| *v += 1);
                 }
                 Err(e) => return Err(e.into()),
@@ -301,10 +436,16 @@ impl<S: Store> App<S> {
     /// Who holds `token`.
     pub fn authenticate(&self, token: &str) -> Result<Caller, ApiError> {
         let hash = pki::token_hash(token);
-        let fleet = self.snapshot();
-        if let Some(node) = fleet.credentials.get(&hash) {
-            return Ok(Caller::Node(node.clone()));
+        let node = self
+            .credentials
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .cloned();
+        if let Some(node) = node {
+            return Ok(Caller::Node(node));
         }
+        let fleet = self.snapshot();
         for rec in fleet.tokens.values() {
             if rec.value.sha256 != hash {
                 continue;
@@ -352,11 +493,22 @@ impl<S: Store> App<S> {
 
     /// The nodes that have reported once but have not been heard from within `stale_after`.
     pub fn silent(&self, fleet: &Fleet) -> std::collections::HashSet<String> {
+        let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now();
+        let stale = self.options.stale_after.as_secs();
         fleet
             .nodes
             .values()
-            .filter(|n| n.value.report.is_some() && !self.is_fresh(&n.value))
-            .map(|n| n.value.name.clone())
+            .map(|n| &n.value)
+            .filter(|n| n.report.is_some())
+            .filter(|n| {
+                let last = match (seen.get(&n.name).copied(), n.report_at) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                last.is_none_or(|t| now.saturating_sub(t) > stale)
+            })
+            .map(|n| n.name.clone())
             .collect()
     }
 
@@ -381,10 +533,20 @@ impl<S: Store> App<S> {
         files: &[ApplyFile],
         dry_run: bool,
     ) -> Result<ApplyOutcome, ApiError> {
+        self.apply_as(files, dry_run, None).await
+    }
+
+    /// [`App::apply`] by a named admin (a client certificate's CN): the events name them.
+    pub async fn apply_as(
+        &self,
+        files: &[ApplyFile],
+        dry_run: bool,
+        by: Option<&str>,
+    ) -> Result<ApplyOutcome, ApiError> {
         let (m, warnings) = read_manifests(files)?;
         let results = self
             .mutate(Scope::Full, dry_run, |fleet, t| {
-                Ok(apply_manifests(fleet, &m, t))
+                Ok(apply_manifests(fleet, &m, t, by))
             })
             .await?;
         self.metrics.apply();
@@ -613,70 +775,39 @@ impl<S: Store> App<S> {
         let credential =
             pki::new_token(pki::NODE_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
         let hash = pki::token_hash(&credential);
-        let (labels, pool) = self
-            .mutate(Scope::Full, false, |fleet, t| {
-                let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
-                let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
-                    return Err(ApiError::forbidden(format!(
-                        "pool {token_pool:?} of this bootstrap token no longer exists"
-                    )));
+        // Usually the node only has to be placed in its pool, whose rendered config exists:
+        // that is a group commit with a rollout, not a render of the whole fleet.
+        let placed = Arc::new(Mutex::new(None));
+        {
+            let (placed, token_pool, req, hash) = (
+                placed.clone(),
+                token_pool.to_string(),
+                req.clone(),
+                hash.clone(),
+            );
+            self.group_commit(Box::new(move |fleet, t| {
+                let r = enroll_node(fleet, &token_pool, &req, &hash, t, true)?;
+                *placed.lock().unwrap_or_else(|e| e.into_inner()) = match r {
+                    Placed::Done(labels, pool) => Some((labels, pool)),
+                    Placed::NeedsFull => None,
                 };
-                let labels = match &existing {
-                    Some(n) if !n.labels.is_empty() => n.labels.clone(),
-                    _ if !req.labels.is_empty() => req.labels.clone(),
-                    _ => token_pool_rec
-                        .value
-                        .spec
-                        .node_selector
-                        .match_labels
-                        .clone(),
-                };
-                let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
-                let pools = render::with_builtin_pools(&models);
-                let probe = NodeRecord {
-                    name: req.node.clone(),
-                    labels: labels.clone(),
-                    ..Default::default()
-                };
-                let pool = render::pool_for_node(&pools, &probe.to_model())
-                    .map_err(|e| ApiError::forbidden(e.to_string()))?
-                    .name()
-                    .to_string();
-                if pool != token_pool {
-                    return Err(ApiError::forbidden(format!(
-                        "node {} with labels {} belongs to pool {pool}, but the bootstrap token is for pool {token_pool}",
-                        req.node,
-                        format_labels(&labels)
-                    )));
-                }
-                let mut node = existing.clone().unwrap_or_else(|| NodeRecord {
-                    name: req.node.clone(),
-                    created_at: t,
-                    ..Default::default()
-                });
-                node.labels = labels.clone();
-                let reenrolled = node.credential_sha256.is_some();
-                node.credential_sha256 = Some(hash.clone());
-                node.enrolled_at = Some(t);
-                put(&mut fleet.nodes, &req.node, node);
-                fleet.record_events(vec![if reenrolled {
-                    EventRecord::warning(
-                        t,
-                        meta_object("Node", &req.node),
-                        "Enrolled",
-                        format!("enrolled again into pool {pool}; the previous credential was revoked"),
-                    )
-                } else {
-                    EventRecord::normal(
-                        t,
-                        meta_object("Node", &req.node),
-                        "Enrolled",
-                        format!("enrolled into pool {pool}"),
-                    )
-                }]);
-                Ok((labels, pool))
-            })
+                Ok(())
+            }))
             .await?;
+        }
+        let placed = placed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (labels, pool) = match placed {
+            Some(x) => x,
+            None => {
+                self.mutate(Scope::Full, false, |fleet, t| {
+                    match enroll_node(fleet, token_pool, req, &hash, t, false)? {
+                        Placed::Done(labels, pool) => Ok((labels, pool)),
+                        Placed::NeedsFull => Err(ApiError::internal("enrollment was not placed")),
+                    }
+                })
+                .await?
+            }
+        };
         self.seen(&req.node);
         Ok(EnrollResponse {
             node: req.node.clone(),
@@ -733,56 +864,18 @@ impl<S: Store> App<S> {
         Ok(Some((name, body)))
     }
 
-    /// Records a status report.
+    /// Records a status report. Reports arriving together are committed together
+    /// ([`App::group_commit`]); the answer comes after the commit, so an acknowledged report is
+    /// stored.
     pub async fn report(&self, node: &str, status: AgentStatus) -> Result<(), ApiError> {
         self.seen(node);
-        self.mutate(Scope::Rollout, false, |fleet, t| {
-            let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
-                return Err(ApiError::unauthorized(format!(
-                    "node {node} is no longer known; enroll again"
-                )));
-            };
-            let before = n.state();
-            let mut events = Vec::new();
-            if before != Some(status.state)
-                || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref()
-            {
-                let object = meta_object("Node", node);
-                let reason = status.reason.clone().unwrap_or_default();
-                let desired = status.desired.clone().unwrap_or_else(|| "-".into());
-                events.push(match status.state {
-                    NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
-                        t,
-                        object,
-                        status.state.as_str(),
-                        format!("{desired}: {reason}"),
-                    ),
-                    s => EventRecord::normal(
-                        t,
-                        object,
-                        s.as_str(),
-                        if reason.is_empty() {
-                            desired
-                        } else {
-                            format!("{desired}: {reason}")
-                        },
-                    ),
-                });
-            }
-            let release = status.state == NodeState::Done
-                && status.current.is_some()
-                && status.current == n.desired
-                && n.reboot_slot.is_some();
-            update(&mut fleet.nodes, node, |n| {
-                n.report = Some(status.clone());
-                n.report_at = Some(t);
-                if release {
-                    n.reboot_slot = None;
-                }
-            });
-            fleet.record_events(events);
-            Ok(())
-        })
+        if !self.snapshot().nodes.contains_key(node) {
+            return Err(unknown_node(node));
+        }
+        let node = node.to_string();
+        self.group_commit(Box::new(move |fleet, t| {
+            record_report(fleet, &node, &status, t)
+        }))
         .await
     }
 
@@ -886,28 +979,205 @@ impl<S: Store> App<S> {
     }
 }
 
-/// Whether some node's desired config (or the set of nodes), and whether some credential,
-/// changed between two snapshots.
-fn node_changes(old: &Fleet, new: &Fleet) -> (bool, bool) {
-    let mut desired = old.nodes.len() != new.nodes.len();
-    let mut credentials = desired;
-    for (name, n) in &new.nodes {
-        match old.nodes.get(name) {
-            Some(o) if Arc::ptr_eq(o, n) => {}
-            Some(o) => {
-                desired |= o.value.desired != n.value.desired;
-                credentials |= o.value.credential_sha256 != n.value.credential_sha256;
-            }
-            None => {
-                desired = true;
-                credentials = true;
-            }
+fn unknown_node(node: &str) -> ApiError {
+    ApiError::unauthorized(format!("node {node} is no longer known; enroll again"))
+}
+
+/// Stores one status report in `fleet` (nothing when the node is unknown: an error).
+fn record_report(
+    fleet: &mut Fleet,
+    node: &str,
+    status: &AgentStatus,
+    t: u64,
+) -> Result<(), ApiError> {
+    let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+        return Err(unknown_node(node));
+    };
+    let before = n.state();
+    let mut events = Vec::new();
+    if before != Some(status.state)
+        || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref()
+    {
+        let object = meta_object("Node", node);
+        let reason = status.reason.clone().unwrap_or_default();
+        let desired = status.desired.clone().unwrap_or_else(|| "-".into());
+        events.push(match status.state {
+            NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
+                t,
+                object,
+                status.state.as_str(),
+                format!("{desired}: {reason}"),
+            ),
+            s => EventRecord::normal(
+                t,
+                object,
+                s.as_str(),
+                if reason.is_empty() {
+                    desired
+                } else {
+                    format!("{desired}: {reason}")
+                },
+            ),
+        });
+    }
+    let release = status.state == NodeState::Done
+        && status.current.is_some()
+        && status.current == n.desired
+        && n.reboot_slot.is_some();
+    update(&mut fleet.nodes, node, |n| {
+        n.report = Some(status.clone());
+        n.report_at = Some(t);
+        if release {
+            n.reboot_slot = None;
         }
-        if desired && credentials {
-            break;
+    });
+    fleet.record_events(events);
+    Ok(())
+}
+
+/// How an enrollment was placed.
+enum Placed {
+    /// The node is in the fleet copy: its labels and pool.
+    Done(BTreeMap<String, String>, String),
+    /// The node needs a full reconcile (its pool has no rendered config yet, or per-node
+    /// overlays exist for it); nothing was changed.
+    NeedsFull,
+}
+
+/// Enrolls a node into `fleet`. With `place`, also assigns its pool and target itself (so
+/// that only a rollout, not a render of the whole fleet, has to follow); when that is not
+/// possible, changes nothing and answers [`Placed::NeedsFull`].
+fn enroll_node(
+    fleet: &mut Fleet,
+    token_pool: &str,
+    req: &EnrollRequest,
+    hash: &str,
+    t: u64,
+    place: bool,
+) -> Result<Placed, ApiError> {
+    let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
+    let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
+        return Err(ApiError::forbidden(format!(
+            "pool {token_pool:?} of this bootstrap token no longer exists"
+        )));
+    };
+    let labels = match &existing {
+        Some(n) if !n.labels.is_empty() => n.labels.clone(),
+        _ if !req.labels.is_empty() => req.labels.clone(),
+        _ => token_pool_rec.value.spec.node_selector.match_labels.clone(),
+    };
+    let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
+    let pools = render::with_builtin_pools(&models);
+    let probe = NodeRecord {
+        name: req.node.clone(),
+        labels: labels.clone(),
+        ..Default::default()
+    };
+    let pool = render::pool_for_node(&pools, &probe.to_model())
+        .map_err(|e| ApiError::forbidden(e.to_string()))?
+        .name()
+        .to_string();
+    if pool != token_pool {
+        return Err(ApiError::forbidden(format!(
+            "node {} with labels {} belongs to pool {pool}, but the bootstrap token is for pool {token_pool}",
+            req.node,
+            format_labels(&labels)
+        )));
+    }
+    let mut node = existing.clone().unwrap_or_else(|| NodeRecord {
+        name: req.node.clone(),
+        created_at: t,
+        ..Default::default()
+    });
+    if place {
+        let target = fleet
+            .pools
+            .get(&pool)
+            .and_then(|p| p.value.status.target.clone());
+        let overlays = fleet.mcs.values().any(|m| {
+            m.value
+                .metadata
+                .labels
+                .get(hearth_config::model::NODE_LABEL)
+                == Some(&req.node)
+        });
+        let Some(target) = target.filter(|_| !overlays) else {
+            return Ok(Placed::NeedsFull);
+        };
+        node.pool = Some(pool.clone());
+        node.target = Some(target);
+        node.error = None;
+    }
+    node.labels = labels.clone();
+    let reenrolled = node.credential_sha256.is_some();
+    node.credential_sha256 = Some(hash.to_string());
+    node.enrolled_at = Some(t);
+    put(&mut fleet.nodes, &req.node, node);
+    fleet.record_events(vec![if reenrolled {
+        EventRecord::warning(
+            t,
+            meta_object("Node", &req.node),
+            "Enrolled",
+            format!("enrolled again into pool {pool}; the previous credential was revoked"),
+        )
+    } else {
+        EventRecord::normal(
+            t,
+            meta_object("Node", &req.node),
+            "Enrolled",
+            format!("enrolled into pool {pool}"),
+        )
+    }]);
+    Ok(Placed::Done(labels, pool))
+}
+
+/// The nodes whose desired config or credential changed between two snapshots (including
+/// nodes added and removed), and whether some credential did.
+fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
+    // Both maps are sorted by name: one walk, no lookups (this runs after every commit).
+    let mut changed = Vec::new();
+    let mut credentials = false;
+    let mut o = old.nodes.iter().peekable();
+    let mut n = new.nodes.iter().peekable();
+    loop {
+        match (o.peek(), n.peek()) {
+            (None, None) => break,
+            (Some((name, _)), None) => {
+                credentials = true;
+                changed.push((*name).clone());
+                o.next();
+            }
+            (None, Some((name, _))) => {
+                credentials = true;
+                changed.push((*name).clone());
+                n.next();
+            }
+            (Some((on, ov)), Some((nn, nv))) => match on.cmp(nn) {
+                std::cmp::Ordering::Less => {
+                    credentials = true;
+                    changed.push((*on).clone());
+                    o.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    credentials = true;
+                    changed.push((*nn).clone());
+                    n.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if !Arc::ptr_eq(ov, nv) {
+                        let cred = ov.value.credential_sha256 != nv.value.credential_sha256;
+                        credentials |= cred;
+                        if cred || ov.value.desired != nv.value.desired {
+                            changed.push((*nn).clone());
+                        }
+                    }
+                    o.next();
+                    n.next();
+                }
+            },
         }
     }
-    (desired || credentials, credentials)
+    (changed, credentials)
 }
 
 /// `k=v, k2=v2` (or `none`).
@@ -979,7 +1249,7 @@ pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>
     Ok((all, diags))
 }
 
-fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult> {
+fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64, by: Option<&str>) -> Vec<ApplyResult> {
     let mut results = Vec::new();
     let mut events = Vec::new();
     let mut record = |kind: &str, name: &str, action: &str, events: &mut Vec<EventRecord>| {
@@ -997,7 +1267,10 @@ fn apply_manifests(fleet: &mut Fleet, m: &Manifests, t: u64) -> Vec<ApplyResult>
                 } else {
                     "Configured"
                 },
-                format!("{action} by apply"),
+                match by {
+                    Some(who) => format!("{action} by apply (admin {who})"),
+                    None => format!("{action} by apply"),
+                },
             ));
         }
     };

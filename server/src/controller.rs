@@ -272,10 +272,11 @@ fn roll_out(
                 waits.insert(pool.to_string(), (Some(w.clone()), waiting));
             }
             for a in rollout::next_desired(&view, &views) {
-                let previous = nodes
-                    .iter()
-                    .find(|n| n.name == a.node)
-                    .and_then(|n| n.desired.clone());
+                // A lookup, not a scan of the pool: an apply assigns every node of a pool.
+                let previous = fleet
+                    .nodes
+                    .get(a.node.as_str())
+                    .and_then(|n| n.value.desired.clone());
                 assignments.push((a, previous));
             }
         }

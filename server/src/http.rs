@@ -4,6 +4,7 @@ use crate::api::{AgentStatus, EnrollRequest, SlotAction, SlotRequest};
 use crate::app::{App, ApplyFile, Caller};
 use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};
+use crate::pki::ClientIdentity;
 use crate::store::Store;
 use crate::views;
 use axum::body::Bytes;
@@ -81,10 +82,18 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
+    let cert = req
+        .extensions()
+        .get::<ClientIdentity>()
+        .map(|i| i.name.clone());
     let started = Instant::now();
     let resp = next.run(req).await;
     let status = resp.status().as_u16();
     app.metrics.request(method.as_str(), &route, status);
+    if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
+        // Changes made with a client certificate name its holder.
+        tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
+    }
     let ms = started.elapsed().as_millis() as u64;
     if route == "/api/v1/agent/desired" || route == "/healthz" || status < 400 {
         tracing::debug!(%method, route, status, ms, "request");
@@ -170,7 +179,7 @@ fn basic_password(headers: &HeaderMap) -> Option<String> {
     Some(password.to_string()).filter(|p| !p.is_empty())
 }
 
-/// An authenticated caller (from `Authorization: Bearer`).
+/// An authenticated caller (from `Authorization: Bearer`, or an admin client certificate).
 #[derive(Debug)]
 pub struct Auth(pub Caller);
 
@@ -181,10 +190,21 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
         parts: &mut Parts,
         app: &Arc<App<S>>,
     ) -> Result<Self, Self::Rejection> {
-        let token = bearer(&parts.headers).ok_or_else(|| {
-            ApiError::unauthorized("missing credentials: send Authorization: Bearer <token>")
-        })?;
-        app.authenticate(&token).map(Auth)
+        // A token decides when one is sent (nodes always send theirs); otherwise an admin
+        // client certificate, verified against the fleet CA during the TLS handshake.
+        if let Some(token) = bearer(&parts.headers) {
+            return app.authenticate(&token).map(Auth);
+        }
+        match parts.extensions.get::<ClientIdentity>() {
+            Some(id) if id.admin => Ok(Auth(Caller::Admin)),
+            Some(id) => Err(ApiError::forbidden(format!(
+                "the client certificate of {:?} was not issued for an admin (see hearth-server issue-admin-cert)",
+                id.name
+            ))),
+            None => Err(ApiError::unauthorized(
+                "missing credentials: send Authorization: Bearer <token> or an admin client certificate",
+            )),
+        }
     }
 }
 
@@ -245,9 +265,14 @@ async fn apply<S: Store>(
     Auth(c): Auth,
     Query(q): Query<ApplyQuery>,
     headers: HeaderMap,
+    cert: Option<axum::Extension<ClientIdentity>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     admin(&c)?;
+    // Admin by certificate (no token sent): its CN goes into the events.
+    let by = cert
+        .filter(|c| c.admin && bearer(&headers).is_none())
+        .map(|c| c.0.name);
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -265,7 +290,7 @@ async fn apply<S: Store>(
             text,
         }]
     };
-    let outcome = app.apply(&files, q.dry_run).await?;
+    let outcome = app.apply_as(&files, q.dry_run, by.as_deref()).await?;
     for r in &outcome.results {
         if r.action != "unchanged" {
             tracing::info!(kind = %r.kind, name = %r.name, action = %r.action, dry_run = q.dry_run, "applied");
@@ -613,10 +638,14 @@ async fn desired<S: Store>(
     app.seen(&me);
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut rx = app.desired_watch();
+    // Subscribed before looking, so that a change between the look and the wait is not missed;
+    // a request that will not wait needs no channel.
+    let mut rx = (!wait.is_zero()).then(|| app.node_desired_watch(&me));
     let mut waiting = None;
     loop {
-        rx.borrow_and_update();
+        if let Some(rx) = rx.as_mut() {
+            rx.borrow_and_update();
+        }
         if let Some((name, body)) = app.desired_body(&me)? {
             if q.known.as_deref() != Some(name.as_str()) {
                 app.metrics.desired_served();
@@ -631,9 +660,12 @@ async fn desired<S: Store>(
                 return Ok(resp);
             }
         }
-        if wait.is_zero() || tokio::time::Instant::now() >= deadline {
+        let Some(rx) = rx
+            .as_mut()
+            .filter(|_| tokio::time::Instant::now() < deadline)
+        else {
             return Ok(not_modified(q.known.as_deref()));
-        }
+        };
         if waiting.is_none() {
             waiting = Some(app.metrics.waiting());
         }
@@ -681,14 +713,21 @@ async fn first_boot<S: Store>(
     State(app): AppState<S>,
     Path(pool): Path<String>,
     Query(q): Query<ConfigQuery>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
+    cert: Option<axum::Extension<ClientIdentity>>,
 ) -> Result<Response, ApiError> {
-    let token = bearer(&headers).or(q.token).ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing credentials: send the pool's bootstrap token as Authorization: Bearer or ?token=",
-        )
-    })?;
-    let embed = match app.authenticate(&token)? {
+    let caller = match bearer(&headers).or(q.token) {
+        Some(token) => app.authenticate(&token)?,
+        // An admin's client certificate, as for the admin endpoints.
+        None if cert.as_ref().is_some_and(|c| c.admin) => Caller::Admin,
+        None => {
+            return Err(ApiError::unauthorized(
+                "missing credentials: send the pool's bootstrap token as Authorization: Bearer or ?token=",
+            ))
+        }
+    };
+    let embed = match caller {
         Caller::Admin => None,
         Caller::Bootstrap { pool: p, token } if p == pool => Some(token),
         Caller::Bootstrap { pool: p, .. } => {
@@ -735,10 +774,13 @@ async fn first_boot<S: Store>(
     let url = match &app.options.advertise_url {
         Some(u) => u.clone(),
         None => {
+            // HTTP/1.1 sends Host; HTTP/2 sends the authority in the request's URI instead.
             let host = headers
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or("localhost");
+                .map(str::to_string)
+                .or_else(|| uri.authority().map(|a| a.to_string()))
+                .unwrap_or_else(|| "localhost".to_string());
             format!("https://{host}")
         }
     };

@@ -5,7 +5,7 @@ use hearth_server::app::Options;
 use hearth_server::controller::Settings;
 use hearth_server::{pki, serve};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,7 +18,12 @@ use std::time::Duration;
 )]
 struct Cli {
     /// Where the store, the CA, the certificates and the tokens live.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/hearth-server")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/hearth-server",
+        global = true
+    )]
     state_dir: PathBuf,
     /// Address to listen on (22623 is the MCO's config server port).
     #[arg(long, value_name = "ADDR", default_value = "[::]:22623")]
@@ -50,6 +55,26 @@ struct Cli {
     /// seconds at start (and ran on from there). Nothing else uses this clock.
     #[arg(long, value_name = "UNIX_SECONDS", hide = true)]
     window_clock_start: Option<u64>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and
+    /// NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`.
+    /// The server need not be stopped; it keeps no copy.
+    IssueAdminCert {
+        /// The admin's name: the certificate's CN, shown in the server's logs.
+        #[arg(long)]
+        name: String,
+        /// Where to write NAME.crt and NAME.key (created with mode 0700 if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Validity in days.
+        #[arg(long, default_value_t = pki::ADMIN_CERT_DAYS)]
+        days: i64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -68,6 +93,16 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(Command::IssueAdminCert { name, out, days }) = &cli.command {
+        return match issue_admin_cert(&cli.state_dir, name, out, *days) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    raise_nofile();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -86,6 +121,75 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Each waiting agent holds a connection: raise the soft limit of open files to the hard one.
+fn raise_nofile() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-files limit"),
+            Err(e) => tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit"),
+        },
+        Ok((soft, _)) => tracing::debug!(limit = soft, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
+    }
+}
+
+fn issue_admin_cert(state_dir: &Path, name: &str, out: &Path, days: i64) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if days <= 0 {
+        anyhow::bail!("--days must be at least 1");
+    }
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        anyhow::bail!(
+            "--name {name:?} must be a plain name (it names the files NAME.crt and NAME.key)"
+        );
+    }
+    let layout = pki::Layout {
+        dir: state_dir.to_path_buf(),
+    };
+    let cert = pki::issue_admin_cert(&layout, name, days)?;
+    if !out.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+    }
+    let write = |file: PathBuf, text: &str| -> anyhow::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .with_context(|| {
+                format!(
+                    "cannot create {} (an existing file is not overwritten)",
+                    file.display()
+                )
+            })?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        Ok(())
+    };
+    let (crt, key) = (
+        out.join(format!("{name}.crt")),
+        out.join(format!("{name}.key")),
+    );
+    write(key.clone(), &cert.key_pem)?;
+    write(crt.clone(), &cert.cert_pem)?;
+    println!(
+        "Issued an admin certificate for {name} (valid {days} days): {} and {}\n  hearth login --server URL --ca {} --client-cert {} --client-key {}",
+        crt.display(),
+        key.display(),
+        layout.ca_cert().display(),
+        crt.display(),
+        key.display()
+    );
+    Ok(())
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -13,6 +13,9 @@
 //!                          start within 30 days of expiry or when --san changes)
 //!   pki/server.json        the serving certificate's names and expiry
 //! ```
+//!
+//! Admin client certificates ([`issue_admin_cert`]) are signed by the same CA; the server
+//! keeps no copy of them.
 
 use anyhow::{anyhow, Context, Result};
 use rcgen::{
@@ -335,6 +338,106 @@ pub fn init(layout: &Layout, sans: &[String]) -> Result<Init> {
         created_ca,
         created_admin_token,
     })
+}
+
+/// The organization (`O`) of admin client certificates: a client certificate signed by the fleet
+/// CA is an admin's only with it (and the client-authentication key usage).
+pub const ADMIN_ORGANIZATION: &str = "hearth admins";
+/// How long an admin certificate is valid unless told otherwise.
+pub const ADMIN_CERT_DAYS: i64 = 90;
+
+/// A client certificate and its key (PEM).
+#[derive(Debug)]
+pub struct ClientCert {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key (keep it 0600).
+    pub key_pem: String,
+}
+
+fn load_ca(layout: &Layout) -> Result<KeyPair> {
+    let k = read_opt(&layout.ca_key())?.ok_or_else(|| {
+        anyhow!(
+            "{} does not exist: start hearth-server once with this --state-dir to create the fleet CA",
+            layout.ca_key().display()
+        )
+    })?;
+    KeyPair::from_pem(&k)
+        .map_err(|e| anyhow!("{} is not a usable key: {e}", layout.ca_key().display()))
+}
+
+/// Issues an admin client certificate for `name` (its CN) from the fleet CA, valid for `days`.
+pub fn issue_admin_cert(layout: &Layout, name: &str, days: i64) -> Result<ClientCert> {
+    let now = time::OffsetDateTime::now_utc();
+    issue_client_cert(
+        layout,
+        name,
+        Some(ADMIN_ORGANIZATION),
+        now - time::Duration::hours(1),
+        now + time::Duration::days(days),
+    )
+}
+
+/// Issues a client certificate from the fleet CA with any subject and validity (tests use it
+/// for expired certificates and certificates of no admin).
+pub fn issue_client_cert(
+    layout: &Layout,
+    name: &str,
+    organization: Option<&str>,
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<ClientCert> {
+    if name.trim().is_empty() || name.chars().any(|c| c.is_control()) {
+        return Err(anyhow!(
+            "the certificate's name must be a non-empty printable name"
+        ));
+    }
+    let ca_key = load_ca(layout)?;
+    let key = KeyPair::generate().map_err(|e| anyhow!("cannot make a key: {e}"))?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    if let Some(o) = organization {
+        dn.push(DnType::OrganizationName, o);
+    }
+    params.distinguished_name = dn;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = not_before;
+    params.not_after = not_after;
+    let issuer = Issuer::new(ca_params(time::OffsetDateTime::now_utc()), &ca_key);
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(|e| anyhow!("cannot sign the client certificate: {e}"))?;
+    Ok(ClientCert {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// Who a verified client certificate names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// The subject's CN.
+    pub name: String,
+    /// Whether it was issued for an admin ([`ADMIN_ORGANIZATION`]).
+    pub admin: bool,
+}
+
+/// Reads the subject of a client certificate the TLS layer has verified against the fleet CA.
+pub fn client_identity(der: &[u8]) -> Option<ClientIdentity> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|a| a.as_str().ok())?
+        .to_string();
+    let admin = subject
+        .iter_organization()
+        .any(|a| a.as_str().ok() == Some(ADMIN_ORGANIZATION));
+    Some(ClientIdentity { name, admin })
 }
 
 #[cfg(test)]

@@ -112,6 +112,12 @@ pub async fn start(config: Config) -> Result<Running> {
         dir: config.state_dir.clone(),
     };
     let init = pki::init(&layout, &config.sans)?;
+    // Bound before the tokens are written: whoever sees the token files can connect (requests
+    // wait in the backlog until the server accepts).
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
     let store = RedbStore::open(&layout.database())?;
     let app = Arc::new(
         App::new(store, config.options.clone(), init.tls.ca_pem.clone())
@@ -121,19 +127,33 @@ pub async fn start(config: Config) -> Result<Running> {
     let new_bootstrap_tokens = app.ensure_defaults(&layout, &init.admin_token).await?;
 
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    // Client certificates are optional; one that is presented must be signed by the fleet CA,
+    // be valid now and be meant for client authentication, or the handshake fails.
+    let mut roots = rustls::RootCertStore::empty();
+    {
+        use rustls::pki_types::pem::PemObject;
+        let ca = rustls::pki_types::CertificateDer::from_pem_slice(init.tls.ca_pem.as_bytes())
+            .context("the fleet CA certificate is not PEM")?;
+        roots
+            .add(ca)
+            .context("the fleet CA certificate is not usable as a trust anchor")?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .context("TLS client-certificate setup")?;
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS setup")?
-        .with_no_client_auth()
+        .with_client_cert_verifier(verifier)
         .with_single_cert(init.tls.chain.clone(), init.tls.key.clone_key())
         .context("the serving certificate does not match its key")?;
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = TlsAcceptor::from(Arc::new(tls));
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let addr = listener.local_addr()?;
     let router = http::router(app.clone());
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let ticker = {
@@ -183,8 +203,19 @@ pub async fn start(config: Config) -> Result<Running> {
                                 return;
                             }
                         };
+                        // A verified client certificate names its holder for the whole connection.
+                        let identity = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(|c| pki::client_identity(c.as_ref()));
                         let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                            router.clone().oneshot(req.map(axum::body::Body::new))
+                            let mut req = req.map(axum::body::Body::new);
+                            if let Some(id) = &identity {
+                                req.extensions_mut().insert(id.clone());
+                            }
+                            router.clone().oneshot(req)
                         });
                         let mut builder = auto::Builder::new(TokioExecutor::new());
                         // A client gets 30 s to send a request's headers (no slow-loris).

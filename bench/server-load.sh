@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# hearth-server under load, on this machine (see docs/performance.md, "hearth-server at 10,000
+# agents"):
+#
+#   1. a release hearth-server on a temporary state directory, with examples/fleet applied and
+#      the worker pool's maxUnavailable set to 100% (so an apply goes to every node at once);
+#   2. hearth-loadgen simulates AGENTS agents (enroll, long-poll, report Working/Done), then
+#      runs `hearth apply` of a new worker MachineConfig and measures until every agent has
+#      seen it and reported Done in it; server memory from /proc;
+#   3. the config endpoint's throughput next to nginx serving the same rendered config as a
+#      static file over TLS with the server's own certificate, same concurrency, same client.
+#
+# Usage: bench/server-load.sh [AGENTS] (default 10000). Environment: CONCURRENCY (64),
+# DURATION (10 s per throughput run), REPEAT (rounds of the three throughput runs, 1), WAIT
+# (long-poll wait, 120 s), NO_BUILD=1 to use the binaries already in
+# $CARGO_TARGET_DIR/release, SERVER_BIN=PATH to measure another hearth-server build,
+# SKIP_NGINX=1, OUT=DIR to keep the results.
+# Installs nginx with apt-get when it is missing (this script only; CI never runs it).
+set -euo pipefail
+
+AGENTS=${1:-10000}
+CONCURRENCY=${CONCURRENCY:-64}
+DURATION=${DURATION:-10}
+WAIT=${WAIT:-120}
+REPEAT=${REPEAT:-1}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN=$TARGET/release
+
+if [ -z "${NO_BUILD:-}" ]; then
+    (cd "$ROOT" && cargo build --release --locked -p hearth-server -p hearth-cli -p hearth-loadgen)
+fi
+for b in hearth-server hearth hearth-loadgen; do
+    [ -x "$BIN/$b" ] || { echo "error: $BIN/$b is missing (build with cargo build --release)" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d /tmp/hearth-load.XXXXXX)
+OUT=${OUT:-$WORK/results}
+mkdir -p "$OUT"
+SPID= NPID=
+cleanup() {
+    [ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true
+    [ -n "$NPID" ] && kill "$NPID" 2>/dev/null || true
+    wait 2>/dev/null || true
+    # The state directory of 10,000 nodes is some 30 MB: keep only the results.
+    case "$OUT" in "$WORK"/*) rm -rf "$WORK/state" "$WORK/www" ;; *) rm -rf "$WORK" ;; esac
+}
+trap cleanup EXIT
+
+ulimit -n "$(ulimit -Hn)"
+PORT=$((20000 + RANDOM % 10000))
+URL=https://127.0.0.1:$PORT
+STATE=$WORK/state
+"${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
+    --max-wait 300 >"$WORK/server.out" 2>"$WORK/server.log" &
+SPID=$!
+for _ in $(seq 100); do
+    curl -sf --cacert "$STATE/pki/ca.crt" "$URL/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+CA=$STATE/pki/ca.crt
+export HEARTH_CONFIG=$WORK/login.json
+"$BIN/hearth" login --server "$URL" --ca "$CA" --token "$(cat "$STATE/admin.token")" >/dev/null
+"$BIN/hearth" apply -f "$ROOT/examples/fleet" >/dev/null
+cat >"$WORK/pool.yaml" <<'EOF'
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: worker
+spec:
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: worker
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/worker: ""
+  maxUnavailable: "100%"
+EOF
+"$BIN/hearth" apply -f "$WORK/pool.yaml" >/dev/null
+cat >"$WORK/change.yaml" <<EOF
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 99-loadgen-change
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+        - path: /etc/loadgen-change
+          mode: 420
+          contents:
+            source: data:,changed%20at%20$(date +%s)
+EOF
+
+echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
+"$BIN/hearth-loadgen" agents --server "$URL" --ca "$CA" \
+    --bootstrap-token "@$STATE/tokens/worker.token" -n "$AGENTS" --wait "$WAIT" \
+    --server-pid "$SPID" --apply "$BIN/hearth apply -f $WORK/change.yaml" \
+    --json >"$OUT/agents.json"
+python3 - "$OUT/agents.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+a = r["apply"]
+print(f"  enrolled {r['agents']} in {r['enrollSeconds']} s; all running their first config after {r['allRunningFirstConfigSeconds']} s")
+print(f"  apply -> all seen {a['allSeenSeconds']} s, all Done {a['allDoneSeconds']} s (hearth apply itself {a['applyCommandSeconds']} s)")
+m = r["serverMemory"]
+print(f"  server memory: start {m['start']}, all waiting {m['idleWithAllWaiting']}, end {m['end']}")
+for k, v in r["stats"]["latencyMs"].items():
+    print(f"  {k:<28} n={v['n']:<7} p50={v.get('p50')} ms p99={v.get('p99')} ms max={v.get('max')} ms")
+print(f"  errors: {r['stats']['errors'] or 'none'}; counts: {r['stats']['counts']}")
+EOF
+
+echo "== throughput, $CONCURRENCY clients, $DURATION s each, $REPEAT round(s)"
+TOKEN=$(cat "$STATE/tokens/worker.token")
+if [ -z "${SKIP_NGINX:-}" ]; then
+    if ! command -v nginx >/dev/null; then
+        echo "   installing nginx (apt-get)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null \
+            || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+    fi
+    mkdir -p "$WORK/www"
+    # HTTP/1.1 and no Accept header, as the load generator asks: the same bytes.
+    curl -sf --http1.1 --cacert "$CA" -H "Accept:" -H "Authorization: Bearer $TOKEN" "$URL/config/worker" -o "$WORK/www/worker.ign"
+    NPORT=$((PORT + 1))
+    cat >"$WORK/nginx.conf" <<EOF
+user root;
+worker_processes auto;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+daemon off;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$NPORT ssl;
+        ssl_certificate $STATE/pki/server.crt;
+        ssl_certificate_key $STATE/pki/server.key;
+        root $WORK/www;
+        default_type application/vnd.coreos.ignition+json;
+    }
+}
+EOF
+    nginx -c "$WORK/nginx.conf" -p "$WORK" &
+    NPID=$!
+    sleep 1
+fi
+# Alternating rounds, so that other load on a shared machine hits all three alike.
+for i in $(seq "$REPEAT"); do
+    "$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/config/worker" --token "$TOKEN" \
+        -c "$CONCURRENCY" -d "$DURATION" --label "hearth-server /config/worker (first boot)" --json \
+        >"$OUT/throughput-$i-1-firstboot.json"
+    "$BIN/hearth-loadgen" throughput --ca "$CA" --url "$URL/api/v1/agent/desired" \
+        --enroll-with "$TOKEN" -c "$CONCURRENCY" -d "$DURATION" \
+        --label "hearth-server /api/v1/agent/desired (no wait)" --json \
+        >"$OUT/throughput-$i-2-desired.json"
+    if [ -n "$NPID" ]; then
+        "$BIN/hearth-loadgen" throughput --ca "$CA" --url "https://127.0.0.1:$NPORT/worker.ign" \
+            -c "$CONCURRENCY" -d "$DURATION" --label "nginx $(nginx -v 2>&1 | sed 's|.*/||') static file (same bytes)" --json \
+            >"$OUT/throughput-$i-3-nginx.json"
+    fi
+done
+
+python3 - "$OUT" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+print(f"  {'endpoint':<52} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'bytes':>7} errors")
+for f in sorted(f for f in os.listdir(out) if f.startswith("throughput-")):
+    r = json.load(open(os.path.join(out, f)))
+    l = r["latencyMs"] or {}
+    print(f"  {r['label']:<52} {r['requestsPerSecond']:>8} {l.get('p50', '-'):>8} {l.get('p99', '-'):>8} {r['bodyBytes']:>7} {r['errors'] or 'none'}")
+EOF
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+echo "results in $OUT"

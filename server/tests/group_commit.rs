@@ -1,0 +1,133 @@
+//! Many agents at once against a real server (in-process, real TLS): concurrent enrollments and
+//! status reports are committed in groups, and none is lost or mixed up; a long-poll wakes for
+//! its own node's change and not for other nodes' enrollments.
+
+mod common;
+
+use common::{start, worker_mc, Api};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+
+const NODES: usize = 120;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_enrollments_and_reports_all_land() {
+    let d = tempfile::tempdir().unwrap();
+    let running = start(d.path(), common::options(5)).await;
+    let admin = Api::admin(&running);
+    let a = admin.apply_text("mc.yaml", &worker_mc("a", "one")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    // All at once to the new config when it changes.
+    let pool = r#"apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: worker
+spec:
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: worker
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/worker: ""
+  maxUnavailable: "100%"
+"#;
+    assert_eq!(
+        admin.apply_text("pool.yaml", pool).await.status,
+        StatusCode::OK
+    );
+    let bootstrap = std::fs::read_to_string(d.path().join("tokens/worker.token")).unwrap();
+    let bootstrap = bootstrap.trim().to_string();
+
+    // A node that waits from before the others enroll: their enrollments do not answer it.
+    let early = admin.enroll(&bootstrap, "early", json!({})).await;
+    let first = early.desired_name().await.expect("a desired config");
+    let waiting = {
+        let early = early.clone();
+        let first = first.clone();
+        tokio::spawn(async move {
+            early
+                .get(&format!("/api/v1/agent/desired?known={first}&wait=60"))
+                .await
+        })
+    };
+
+    let mut tasks = Vec::new();
+    for i in 0..NODES {
+        let (admin, bootstrap) = (admin.clone(), bootstrap.clone());
+        tasks.push(tokio::spawn(async move {
+            let node = admin
+                .enroll(&bootstrap, &format!("node-{i:03}"), json!({}))
+                .await;
+            let name = node.desired_name().await.expect("a desired config");
+            node.report("Working", None, Some(&name), None).await;
+            node.report("Done", Some(&name), Some(&name), None).await;
+            (node, name)
+        }));
+    }
+    let mut nodes = Vec::new();
+    for t in tasks {
+        nodes.push(t.await.unwrap());
+    }
+    assert!(nodes.iter().all(|(_, n)| *n == first));
+    assert!(
+        !waiting.is_finished(),
+        "the early node's long-poll was answered by other nodes' enrollments"
+    );
+
+    // Every report landed on its own node.
+    let list = admin.get("/api/v1/nodes?pool=worker").await;
+    assert_eq!(list.status, StatusCode::OK);
+    let items = list.json["items"].as_array().unwrap();
+    assert_eq!(items.len(), NODES + 1);
+    let p = admin.get("/api/v1/pools/worker").await;
+    assert_eq!(p.json["status"]["machineCount"], NODES + 1, "{}", p.json);
+    assert_eq!(p.json["status"]["updatedMachineCount"], NODES, "{}", p.json);
+
+    // A change: the early node's long-poll is answered, and all nodes report concurrently.
+    let a = admin.apply_text("mc2.yaml", &worker_mc("b", "two")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let answer = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the early node's long-poll is answered after the apply")
+        .unwrap();
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+    let second = answer.json["name"].as_str().unwrap().to_string();
+    assert_ne!(second, first);
+    let mut tasks = Vec::new();
+    for (node, old) in nodes {
+        let second = second.clone();
+        tasks.push(tokio::spawn(async move {
+            assert_eq!(node.desired_name().await.as_deref(), Some(second.as_str()));
+            node.report("Working", Some(&old), Some(&second), None)
+                .await;
+            node.report("Done", Some(&second), Some(&second), None)
+                .await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    early
+        .report("Done", Some(&second), Some(&second), None)
+        .await;
+    let p = admin.get("/api/v1/pools/worker").await;
+    assert_eq!(
+        p.json["status"]["updatedMachineCount"],
+        NODES + 1,
+        "{}",
+        p.json
+    );
+    assert_eq!(
+        p.json["status"]["configuration"]["name"],
+        second.as_str(),
+        "{}",
+        p.json
+    );
+    let list = admin.get("/api/v1/nodes?pool=worker").await;
+    for n in list.json["items"].as_array().unwrap() {
+        assert_eq!(n["status"]["state"], "Done", "{n}");
+        assert_eq!(n["status"]["current"], second.as_str(), "{n}");
+    }
+    running.shutdown().await;
+}

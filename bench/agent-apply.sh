@@ -2,6 +2,7 @@
 # Benchmark of hearth-agent applying files, next to the physical floor.
 #
 #   bench/agent-apply.sh [FILES] [RUNS]      (defaults: 1000 files, 5 runs)
+#   HEARTH_AGENT=/path/to/hearth-agent bench/agent-apply.sh ...   (measure that binary)
 #
 # - cold apply: `hearth-agent apply --once-from CONFIG --root DIR` into an empty image root
 #   (files of 1 KiB; offline mode, so only the file work is measured: plan, atomic writes,
@@ -16,8 +17,12 @@ set -euo pipefail
 FILES=${1:-1000}
 RUNS=${2:-5}
 cd "$(dirname "$0")/.."
-cargo build -q --release --bin hearth-agent
-AGENT=${CARGO_TARGET_DIR:-$PWD/target}/release/hearth-agent
+if [ -n "${HEARTH_AGENT:-}" ]; then
+  AGENT=$HEARTH_AGENT   # another build to compare with, e.g. an older commit's
+else
+  cargo build -q --release --bin hearth-agent
+  AGENT=${CARGO_TARGET_DIR:-$PWD/target}/release/hearth-agent
+fi
 WORK=$(mktemp -d /var/tmp/hearth-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 

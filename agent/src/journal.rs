@@ -14,7 +14,8 @@
 //! to it, and files no journal refers to are removed only after the journal is written; so the
 //! journal on disk always refers to complete spec files, and a crash leaves at most an
 //! unreferenced file that the next save removes. A spec file is checked against its name when
-//! read.
+//! read. A reader in another process (`hearth-agent status`) that finds a spec gone because an
+//! agent saved a newer journal meanwhile reads the journal again.
 //!
 //! Version 1 journals (specs inline) are read as they are and written as version 2 by the next
 //! save.
@@ -390,6 +391,33 @@ impl Journal {
     /// Reads the journal, or a fresh one when there is none. A version 1 journal is read as it
     /// is (and written as the current version by the next [`Journal::save`]).
     pub fn load(root: &Root) -> Result<Journal, JournalError> {
+        Self::consistent(root, Self::load_once)
+    }
+
+    /// Runs a read of the journal and the specs it refers to again when a spec it named was
+    /// missing because another process saved a newer journal in between (and removed the spec
+    /// the older one named); a spec missing under an unchanged journal is an error.
+    fn consistent<T>(
+        root: &Root,
+        read: impl Fn(&Root) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        let mut tries = 0;
+        loop {
+            let before = root.read(JOURNAL_PATH)?;
+            match read(root) {
+                Err(JournalError::Config { .. }) if tries < 3 => {
+                    if root.read(JOURNAL_PATH)? == before {
+                        // Not a concurrent save: report the missing spec.
+                        return read(root);
+                    }
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn load_once(root: &Root) -> Result<Journal, JournalError> {
         let Some(bytes) = root.read(JOURNAL_PATH)? else {
             return Ok(Journal::default());
         };
@@ -418,6 +446,10 @@ impl Journal {
     /// Reads only the current config (for the drift monitor's expectations): `None` when the
     /// host has none yet.
     pub fn load_current(root: &Root) -> Result<Option<NamedConfig>, JournalError> {
+        Self::consistent(root, Self::load_current_once)
+    }
+
+    fn load_current_once(root: &Root) -> Result<Option<NamedConfig>, JournalError> {
         let Some(bytes) = root.read(JOURNAL_PATH)? else {
             return Ok(None);
         };

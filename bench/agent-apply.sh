@@ -2,6 +2,7 @@
 # Benchmark of hearth-agent applying files, next to the physical floor.
 #
 #   bench/agent-apply.sh [FILES] [RUNS]      (defaults: 1000 files, 5 runs)
+#   HEARTH_AGENT=/path/to/hearth-agent bench/agent-apply.sh ...   (measure that binary)
 #
 # - cold apply: `hearth-agent apply --once-from CONFIG --root DIR` into an empty image root
 #   (files of 1 KiB; offline mode, so only the file work is measured: plan, atomic writes,
@@ -9,14 +10,19 @@
 # - no-op re-apply: the same command again on the same root;
 # - floor: a script doing the same atomic writes (temp file, fchmod, write, fsync, rename,
 #   fsync of the directory) and nothing else;
-# - idle RSS: `hearth-agent run --watch` on the applied root, after it settled.
+# - idle RSS: `hearth-agent run --watch` on the applied root, after it settled (VmRSS, and its
+#   anonymous and file-backed parts).
 # Prints the medians. Run on a quiet machine; record the output in docs/performance.md.
 set -euo pipefail
 FILES=${1:-1000}
 RUNS=${2:-5}
 cd "$(dirname "$0")/.."
-cargo build -q --release --bin hearth-agent
-AGENT=$PWD/target/release/hearth-agent
+if [ -n "${HEARTH_AGENT:-}" ]; then
+  AGENT=$HEARTH_AGENT   # another build to compare with, e.g. an older commit's
+else
+  cargo build -q --release --bin hearth-agent
+  AGENT=${CARGO_TARGET_DIR:-$PWD/target}/release/hearth-agent
+fi
 WORK=$(mktemp -d /var/tmp/hearth-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -70,11 +76,15 @@ c=$(printf '%s\n' "${cold[@]}" | median); n=$(printf '%s\n' "${noop[@]}" | media
 mkdir -p "$WORK/watch" && cp "$WORK/config.yaml" "$WORK/watch/"
 "$AGENT" run --watch "$WORK/watch" --root "$WORK/root-1" --interval 1 2>/dev/null &
 pid=$!; sleep 5
-rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status); kill $pid; wait $pid 2>/dev/null || true
+rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+anon=$(awk '/RssAnon/ {print $2}' /proc/$pid/status)
+file=$(awk '/RssFile/ {print $2}' /proc/$pid/status)
+kill $pid; wait $pid 2>/dev/null || true
 
 printf 'files: %s x 1 KiB, runs: %s (medians)\n' "$FILES" "$RUNS"
 printf 'cold apply:       %.3f s\n' "$c"
 printf 'floor (fsync):    %.3f s\n' "$f"
 printf 'cold / floor:     %.2f\n' "$(echo "$c / $f" | bc -l)"
 printf 'no-op re-apply:   %.1f ms\n' "$(echo "$n * 1000" | bc -l)"
-printf 'idle RSS (run):   %.1f MiB\n' "$(echo "$rss / 1024" | bc -l)"
+printf 'idle RSS (run):   %.1f MiB (anonymous %.1f, file-backed %.1f: the binary and its libraries)\n' \
+  "$(echo "$rss / 1024" | bc -l)" "$(echo "$anon / 1024" | bc -l)" "$(echo "$file / 1024" | bc -l)"

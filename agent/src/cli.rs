@@ -241,6 +241,7 @@ where
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    crate::memory::tune_allocator();
     crate::logging::init();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -432,14 +433,25 @@ struct Daemon<'a> {
 impl Daemon<'_> {
     /// The managed paths of the current config.
     fn expected(&self) -> Vec<ManagedPath> {
-        match Journal::load(self.agent.root()) {
-            Ok(j) => j
-                .current
-                .as_ref()
+        match Journal::load_current(self.agent.root()) {
+            Ok(current) => current
                 .map(|c| self.drift.managed(self.agent.root(), &c.spec.config))
                 .unwrap_or_default(),
-            Err(_) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the current config to watch for drift");
+                Vec::new()
+            }
         }
+    }
+
+    /// Finishes an apply that was interrupted (a crash, a reboot); the journal it read is not
+    /// kept.
+    async fn resume(&self) -> Result<()> {
+        let mut j = Journal::default();
+        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
+            tracing::info!(?outcome, "finished an interrupted apply");
+        }
+        Ok(())
     }
 
     /// Starts the drift monitor on a thread of its own; its events arrive on the channel.
@@ -491,11 +503,7 @@ impl Daemon<'_> {
         } else {
             tracing::error!(message_id = crate::logging::MSG_DRIFT, path = %ev.path, "drift: {}: {}", ev.path, ev.what);
         }
-        let mut j = Journal::load(self.agent.root())?;
-        let prefix = format!("{}: ", ev.path);
-        j.drift.retain(|d| !d.starts_with(&prefix));
-        j.drift.push(format!("{}: {}", ev.path, ev.what));
-        j.save(self.agent.root())?;
+        Journal::record_drift(self.agent.root(), &ev.path, &ev.what)?;
         Ok(())
     }
 
@@ -510,10 +518,7 @@ impl Daemon<'_> {
         // the agent waits for the boot to finish (its health check), which it never would while
         // this service is still starting.
         notify.ready(&Summary::load(self.agent.root())?.status_line());
-        let mut j = Journal::load(self.agent.root())?;
-        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
-            tracing::info!(?outcome, "finished an interrupted apply");
-        }
+        self.resume().await?;
         let (drift, mut drift_events) = self.start_drift()?;
         let summary = Summary::load(self.agent.root())?;
         self.metrics.set_state(summary.state);
@@ -564,8 +569,9 @@ impl Daemon<'_> {
                     .is_some_and(|p| p.phase == Phase::Rebooting)
             {
                 // A reboot that was blocked (or not yet asked for): try again.
-                let mut j = Journal::load(self.agent.root())?;
+                let mut j = Journal::default();
                 let _ = self.agent.resume(&mut j, &Options::default()).await?;
+                drop(j);
                 Summary::load(self.agent.root())?
             } else {
                 summary
@@ -594,24 +600,23 @@ impl Daemon<'_> {
         use crate::follow;
         let notify = crate::logging::Notifier::new();
         // Ready first: see `run`.
-        notify.ready(&status_line(&Journal::load(self.agent.root())?));
-        let mut j = Journal::load(self.agent.root())?;
-        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
-            tracing::info!(?outcome, "finished an interrupted apply");
-        }
+        notify.ready(&Summary::load(self.agent.root())?.status_line());
+        self.resume().await?;
         let (drift, mut drift_events) = self.start_drift()?;
         let (mut remote, mut state) = follow::connect(self.agent.root(), &server).await?;
-        notify.status(&status_line(&Journal::load(self.agent.root())?));
+        notify.status(&Summary::load(self.agent.root())?.status_line());
         let mut backoff = Duration::from_secs(1);
         loop {
             notify.watchdog();
-            let j = Journal::load(self.agent.root())?;
-            self.metrics.set_state(j.state);
-            notify.status(&status_line(&j));
-            if let Err(e) = remote
-                .report(&follow::report_document(&j, &state.node))
-                .await
-            {
+            // What this turn needs of the journal; the configs are not kept while waiting.
+            let (doc, known) = {
+                let j = Journal::load(self.agent.root())?;
+                self.metrics.set_state(j.state);
+                notify.status(&status_line(&j));
+                let known = j.desired.as_ref().map(|d| d.name.clone());
+                (follow::report_document(&j, &state.node), known)
+            };
+            if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
             // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
@@ -624,7 +629,7 @@ impl Daemon<'_> {
                     server.wait
                 }
             };
-            let known = j.desired.as_ref().map(|d| d.name.clone());
+            drop(doc);
             tokio::select! {
                 r = remote.desired(known.as_deref(), wait) => match r {
                     Ok(Some(desired)) => {

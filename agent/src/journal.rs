@@ -1,23 +1,41 @@
 //! The agent's journal: what it is doing, written atomically before every step, so that a
 //! `kill -9` or a power cut at any point converges when the agent starts again.
 //!
-//! The journal is one JSON document at [`JOURNAL_PATH`] in the target root (version 1). It
-//! holds the current and desired configs (names and full specs), the node-disruption policies in
-//! force, the state and its reason, the progress of an apply (phase, step) and the undo records
-//! of the steps taken so far. The snapshots the undo records refer to live under [`UNDO_DIR`].
+//! The journal is one JSON document at [`JOURNAL_PATH`] in the target root (version 2). It
+//! holds the names of the current and desired configs with references to their specs, the
+//! node-disruption policies in force, the state and its reason, the progress of an apply (phase,
+//! step) and the undo records of the steps taken so far. The snapshots the undo records refer to
+//! live under [`UNDO_DIR`].
+//!
+//! The specs themselves are stored once each under [`CONFIG_DIR`], named by the sha256 of their
+//! bytes (`<sha256>.json`), so that the journal stays a small document however many files a
+//! config has: the daemon reads and rewrites it (a tick, a drift report) without handling two
+//! full configs. Crash safety: a spec file is written (atomically) before the journal that refers
+//! to it, and files no journal refers to are removed only after the journal is written; so the
+//! journal on disk always refers to complete spec files, and a crash leaves at most an
+//! unreferenced file that the next save removes. A spec file is checked against its name when
+//! read. A reader in another process (`hearth-agent status`) that finds a spec gone because an
+//! agent saved a newer journal meanwhile reads the journal again.
+//!
+//! Version 1 journals (specs inline) are read as they are and written as version 2 by the next
+//! save.
 
 use crate::state::{transition, Event, InvalidTransition, State};
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
 use hearth_hostops::fs::{FsError, Root};
 use hearth_hostops::os::{DeploymentId, OsExpectation};
+use hearth_hostops::verify::sha256_hex;
 use serde::{Deserialize, Serialize};
 
 /// Where the journal lives in the target root.
 pub const JOURNAL_PATH: &str = "/var/lib/hearth/journal.json";
 /// Where undo snapshots of the apply in progress live.
 pub const UNDO_DIR: &str = "/var/lib/hearth/undo";
-/// The journal format version this agent writes.
-pub const JOURNAL_VERSION: u32 = 1;
+/// Where the specs the journal refers to are stored (`<sha256>.json`).
+pub const CONFIG_DIR: &str = "/var/lib/hearth/configs";
+/// The journal format version this agent writes (1: specs inline; 2: specs under
+/// [`CONFIG_DIR`]).
+pub const JOURNAL_VERSION: u32 = 2;
 /// How many transitions the history keeps.
 pub const HISTORY_LEN: usize = 32;
 
@@ -117,7 +135,8 @@ pub struct HistoryEntry {
     pub desired: Option<String>,
 }
 
-/// The journal document.
+/// The journal document. Its serde form leaves out the configs; [`Journal::save`] and
+/// [`Journal::load`] store them next to it (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Journal {
@@ -131,10 +150,10 @@ pub struct Journal {
     /// When the state last changed (RFC 3339, UTC).
     pub last_transition: String,
     /// The config the host is in (verified).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip)]
     pub current: Option<NamedConfig>,
     /// The config being applied, or the last one asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip)]
     pub desired: Option<NamedConfig>,
     /// Node-disruption policies the plan was made with.
     #[serde(default)]
@@ -197,6 +216,16 @@ pub enum JournalError {
     /// The journal cannot be parsed.
     #[error("journal {JOURNAL_PATH} is unreadable ({0}); move it away to start afresh (the host keeps its files)")]
     Parse(String),
+    /// A spec the journal refers to is missing or damaged.
+    #[error("journal {JOURNAL_PATH}: config {name:?} ({CONFIG_DIR}/{digest}.json) {what}; move the journal away to start afresh (the host keeps its files)")]
+    Config {
+        /// The config's name.
+        name: String,
+        /// Its digest.
+        digest: String,
+        /// What is wrong.
+        what: String,
+    },
     /// It was written by a newer agent.
     #[error("journal {JOURNAL_PATH} has version {0}, newer than this agent understands ({JOURNAL_VERSION})")]
     Version(u32),
@@ -255,25 +284,270 @@ impl Summary {
     }
 }
 
+/// A config as the journal file names it. Version 2: `config` is the digest of its spec under
+/// [`CONFIG_DIR`]; version 1: `spec` is the spec itself.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredConfig {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<MachineConfigSpec>,
+}
+
+/// The journal file as written.
+#[derive(Serialize)]
+struct DiskOut<'a> {
+    #[serde(flatten)]
+    journal: &'a Journal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current: Option<StoredConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desired: Option<StoredConfig>,
+}
+
+/// The journal file as read (either version).
+#[derive(Deserialize)]
+struct DiskIn {
+    #[serde(flatten)]
+    journal: Journal,
+    #[serde(default)]
+    current: Option<StoredConfig>,
+    #[serde(default)]
+    desired: Option<StoredConfig>,
+}
+
+/// Only the current config of the journal file.
+#[derive(Deserialize)]
+struct CurrentOnly {
+    version: u32,
+    #[serde(default)]
+    current: Option<StoredConfig>,
+}
+
+fn config_path(digest: &str) -> String {
+    format!("{CONFIG_DIR}/{digest}.json")
+}
+
+fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Stores `spec` under [`CONFIG_DIR`] unless it is there already; returns its digest.
+fn store_spec(root: &Root, spec: &MachineConfigSpec) -> Result<String, JournalError> {
+    let bytes = serde_json::to_vec(spec).map_err(|e| JournalError::Parse(e.to_string()))?;
+    let digest = sha256_hex(&bytes);
+    let path = config_path(&digest);
+    // Content-addressed and written atomically: a file of this name has these bytes.
+    if root.stat(&path)?.is_none() {
+        root.write_atomic(&path, &bytes, 0o600, None)?;
+    }
+    Ok(digest)
+}
+
+/// Reads a stored config back (checking its bytes against its name).
+fn read_spec(root: &Root, stored: &StoredConfig) -> Result<MachineConfigSpec, JournalError> {
+    let Some(digest) = stored.config.as_deref() else {
+        return Err(JournalError::Parse(format!(
+            "config {:?} has neither a spec nor a reference to one",
+            stored.name
+        )));
+    };
+    let err = |what: String| JournalError::Config {
+        name: stored.name.clone(),
+        digest: digest.to_string(),
+        what,
+    };
+    if !is_digest(digest) {
+        return Err(err("is not a sha256 digest".into()));
+    }
+    let bytes = root
+        .read(&config_path(digest))?
+        .ok_or_else(|| err("is missing".into()))?;
+    if sha256_hex(&bytes) != digest {
+        return Err(err("is damaged (its sha256 does not match its name)".into()));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| err(format!("cannot be parsed: {e}")))
+}
+
+fn into_named(
+    root: &Root,
+    stored: Option<StoredConfig>,
+) -> Result<Option<NamedConfig>, JournalError> {
+    let Some(mut stored) = stored else {
+        return Ok(None);
+    };
+    let spec = match stored.spec.take() {
+        Some(spec) => spec,
+        None => read_spec(root, &stored)?,
+    };
+    Ok(Some(NamedConfig {
+        name: stored.name,
+        spec,
+    }))
+}
+
 impl Journal {
-    /// Reads the journal, or a fresh one when there is none.
+    /// Reads the journal, or a fresh one when there is none. A version 1 journal is read as it
+    /// is (and written as the current version by the next [`Journal::save`]).
     pub fn load(root: &Root) -> Result<Journal, JournalError> {
+        Self::consistent(root, Self::load_once)
+    }
+
+    /// Runs a read of the journal and the specs it refers to again when a spec it named was
+    /// missing because another process saved a newer journal in between (and removed the spec
+    /// the older one named); a spec missing under an unchanged journal is an error.
+    fn consistent<T>(
+        root: &Root,
+        read: impl Fn(&Root) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        let mut tries = 0;
+        loop {
+            let before = root.read(JOURNAL_PATH)?;
+            match read(root) {
+                Err(JournalError::Config { .. }) if tries < 3 => {
+                    if root.read(JOURNAL_PATH)? == before {
+                        // Not a concurrent save: report the missing spec.
+                        return read(root);
+                    }
+                    tries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn load_once(root: &Root) -> Result<Journal, JournalError> {
         let Some(bytes) = root.read(JOURNAL_PATH)? else {
             return Ok(Journal::default());
         };
-        let j: Journal =
+        let disk: DiskIn =
             serde_json::from_slice(&bytes).map_err(|e| JournalError::Parse(e.to_string()))?;
+        drop(bytes);
+        let mut j = disk.journal;
         if j.version > JOURNAL_VERSION {
             return Err(JournalError::Version(j.version));
         }
+        j.version = JOURNAL_VERSION;
+        let same = matches!((&disk.current, &disk.desired),
+            (Some(StoredConfig { config: Some(a), .. }), Some(StoredConfig { config: Some(b), .. })) if a == b);
+        j.current = into_named(root, disk.current)?;
+        j.desired = match disk.desired {
+            // Both refer to one spec: read it once.
+            Some(d) if same => j.current.as_ref().map(|c| NamedConfig {
+                name: d.name,
+                spec: c.spec.clone(),
+            }),
+            d => into_named(root, d)?,
+        };
         Ok(j)
     }
 
-    /// Writes the journal atomically (temp file, fsync, rename, fsync directory).
+    /// Reads only the current config (for the drift monitor's expectations): `None` when the
+    /// host has none yet.
+    pub fn load_current(root: &Root) -> Result<Option<NamedConfig>, JournalError> {
+        Self::consistent(root, Self::load_current_once)
+    }
+
+    fn load_current_once(root: &Root) -> Result<Option<NamedConfig>, JournalError> {
+        let Some(bytes) = root.read(JOURNAL_PATH)? else {
+            return Ok(None);
+        };
+        let disk: CurrentOnly =
+            serde_json::from_slice(&bytes).map_err(|e| JournalError::Parse(e.to_string()))?;
+        if disk.version > JOURNAL_VERSION {
+            return Err(JournalError::Version(disk.version));
+        }
+        into_named(root, disk.current)
+    }
+
+    /// Records a drift line for `path` (replacing the one it had) with no other change:
+    /// rewrites the small journal document without reading the configs (a version 1 journal is
+    /// loaded and saved in full, which makes it version 2).
+    pub fn record_drift(root: &Root, path: &str, what: &str) -> Result<(), JournalError> {
+        let parse = |e: serde_json::Error| JournalError::Parse(e.to_string());
+        let doc: Option<serde_json::Value> = match root.read(JOURNAL_PATH)? {
+            Some(bytes) => Some(serde_json::from_slice(&bytes).map_err(parse)?),
+            None => None,
+        };
+        let version = doc
+            .as_ref()
+            .and_then(|d| d.get("version"))
+            .and_then(|v| v.as_u64());
+        let prefix = format!("{path}: ");
+        let line = format!("{path}: {what}");
+        match (doc, version) {
+            (Some(mut doc), Some(v)) if v == u64::from(JOURNAL_VERSION) => {
+                let obj = doc
+                    .as_object_mut()
+                    .ok_or_else(|| JournalError::Parse("not a JSON object".into()))?;
+                let drift = obj
+                    .entry("drift")
+                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+                let list = drift
+                    .as_array_mut()
+                    .ok_or_else(|| JournalError::Parse("drift is not a list".into()))?;
+                list.retain(|d| !d.as_str().is_some_and(|d| d.starts_with(&prefix)));
+                list.push(line.into());
+                let bytes = serde_json::to_vec_pretty(&doc).map_err(parse)?;
+                root.write_atomic(JOURNAL_PATH, &bytes, 0o600, None)?;
+            }
+            _ => {
+                let mut j = Journal::load(root)?;
+                j.drift.retain(|d| !d.starts_with(&prefix));
+                j.drift.push(line);
+                j.save(root)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the journal atomically (temp file, fsync, rename, fsync directory), after storing
+    /// the specs it refers to; then removes the stored specs it no longer refers to.
     pub fn save(&self, root: &Root) -> Result<(), JournalError> {
+        let current = match &self.current {
+            Some(c) => Some((c.name.clone(), store_spec(root, &c.spec)?)),
+            None => None,
+        };
+        let desired = match (&self.desired, &current) {
+            (Some(d), Some((_, digest)))
+                if self.current.as_ref().is_some_and(|c| c.spec == d.spec) =>
+            {
+                Some((d.name.clone(), digest.clone()))
+            }
+            (Some(d), _) => Some((d.name.clone(), store_spec(root, &d.spec)?)),
+            (None, _) => None,
+        };
+        let keep: Vec<String> = current
+            .iter()
+            .chain(desired.iter())
+            .map(|(_, digest)| format!("{digest}.json"))
+            .collect();
+        let stored = |c: Option<(String, String)>| {
+            c.map(|(name, digest)| StoredConfig {
+                name,
+                config: Some(digest),
+                spec: None,
+            })
+        };
+        let out = DiskOut {
+            // `version` is this agent's: `load` and `default` set it.
+            journal: self,
+            current: stored(current),
+            desired: stored(desired),
+        };
         let bytes =
-            serde_json::to_vec_pretty(self).map_err(|e| JournalError::Parse(e.to_string()))?;
+            serde_json::to_vec_pretty(&out).map_err(|e| JournalError::Parse(e.to_string()))?;
         root.write_atomic(JOURNAL_PATH, &bytes, 0o600, None)?;
+        // Only now: the journal on disk no longer refers to them.
+        for name in root.list_dir(CONFIG_DIR)? {
+            let stale_tmp = name.starts_with(".hearth-tmp-");
+            let stale_spec =
+                name.strip_suffix(".json").is_some_and(is_digest) && !keep.contains(&name);
+            if stale_tmp || stale_spec {
+                root.remove(&format!("{CONFIG_DIR}/{name}"))?;
+            }
+        }
         Ok(())
     }
 
@@ -341,5 +615,142 @@ mod tests {
             .unwrap();
         let e = Journal::load(&root).unwrap_err();
         assert!(e.to_string().contains("move it away"), "{e}");
+    }
+
+    fn spec(karg: &str) -> MachineConfigSpec {
+        MachineConfigSpec {
+            kernel_arguments: vec![karg.into()],
+            ..Default::default()
+        }
+    }
+
+    fn named(name: &str, karg: &str) -> NamedConfig {
+        NamedConfig {
+            name: name.into(),
+            spec: spec(karg),
+        }
+    }
+
+    fn stored_specs(root: &Root) -> Vec<String> {
+        root.list_dir(CONFIG_DIR).unwrap()
+    }
+
+    #[test]
+    fn configs_are_stored_once_and_collected_when_no_longer_referred_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let mut j = Journal {
+            current: Some(named("rendered-a", "a=1")),
+            desired: Some(named("rendered-b", "b=1")),
+            ..Default::default()
+        };
+        j.save(&root).unwrap();
+        assert_eq!(stored_specs(&root).len(), 2);
+        // The journal file refers to the specs; it does not hold them.
+        let text = String::from_utf8(root.read(JOURNAL_PATH).unwrap().unwrap()).unwrap();
+        assert!(!text.contains("a=1") && !text.contains("b=1"), "{text}");
+        assert_eq!(Journal::load(&root).unwrap(), j);
+        assert_eq!(
+            Journal::load_current(&root).unwrap(),
+            Some(named("rendered-a", "a=1"))
+        );
+
+        // Applied: both refer to one spec, stored once; the other is removed.
+        j.current = j.desired.clone();
+        j.save(&root).unwrap();
+        let left = stored_specs(&root);
+        assert_eq!(left.len(), 1, "{left:?}");
+        let bytes = root
+            .read(&format!("{CONFIG_DIR}/{}", left[0]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(format!("{}.json", sha256_hex(&bytes)), left[0]);
+        assert_eq!(Journal::load(&root).unwrap(), j);
+
+        // No configs: nothing stored.
+        j.current = None;
+        j.desired = None;
+        j.save(&root).unwrap();
+        assert!(stored_specs(&root).is_empty());
+    }
+
+    #[test]
+    fn version_1_journals_are_read_and_written_as_version_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        // As an agent of journal version 1 wrote it: the specs inline.
+        let v1 = serde_json::json!({
+            "version": 1,
+            "state": "Degraded",
+            "reason": "step 3 (write file /etc/x): disk full",
+            "lastTransition": "2026-01-01T00:00:00Z",
+            "current": {"name": "rendered-a", "spec": spec("a=1")},
+            "desired": {"name": "rendered-b", "spec": spec("b=1")},
+            "drift": ["/etc/y: deleted"],
+            "history": [],
+        });
+        root.write_atomic(JOURNAL_PATH, v1.to_string().as_bytes(), 0o600, None)
+            .unwrap();
+        let j = Journal::load(&root).unwrap();
+        assert_eq!(j.version, JOURNAL_VERSION);
+        assert_eq!(j.state, State::Degraded);
+        assert_eq!(j.current, Some(named("rendered-a", "a=1")));
+        assert_eq!(j.desired, Some(named("rendered-b", "b=1")));
+        assert_eq!(j.drift, vec!["/etc/y: deleted".to_string()]);
+        assert_eq!(
+            Journal::load_current(&root).unwrap(),
+            Some(named("rendered-a", "a=1"))
+        );
+
+        // A drift report on a version 1 journal migrates it.
+        Journal::record_drift(&root, "/etc/z", "mode changed").unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&root.read(JOURNAL_PATH).unwrap().unwrap()).unwrap();
+        assert_eq!(doc["version"], JOURNAL_VERSION);
+        assert!(doc["current"].get("spec").is_none(), "{doc}");
+        assert_eq!(stored_specs(&root).len(), 2);
+        let back = Journal::load(&root).unwrap();
+        assert_eq!(back.current, j.current);
+        assert_eq!(back.desired, j.desired);
+        assert_eq!(
+            back.drift,
+            vec![
+                "/etc/y: deleted".to_string(),
+                "/etc/z: mode changed".to_string()
+            ]
+        );
+        // Version 2: a drift report rewrites only the journal document.
+        Journal::record_drift(&root, "/etc/y", "content changed").unwrap();
+        let back = Journal::load(&root).unwrap();
+        assert_eq!(
+            back.drift,
+            vec![
+                "/etc/z: mode changed".to_string(),
+                "/etc/y: content changed".to_string()
+            ]
+        );
+        assert_eq!(back.current, j.current);
+    }
+
+    #[test]
+    fn a_missing_or_damaged_config_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let j = Journal {
+            current: Some(named("rendered-a", "a=1")),
+            ..Default::default()
+        };
+        j.save(&root).unwrap();
+        let name = stored_specs(&root).remove(0);
+        let path = format!("{CONFIG_DIR}/{name}");
+        root.write_atomic(&path, b"{}", 0o600, None).unwrap();
+        let e = Journal::load(&root).unwrap_err().to_string();
+        assert!(e.contains("rendered-a") && e.contains("damaged"), "{e}");
+        root.remove(&path).unwrap();
+        let e = Journal::load(&root).unwrap_err().to_string();
+        assert!(
+            e.contains("missing") && e.contains("move the journal away"),
+            "{e}"
+        );
     }
 }

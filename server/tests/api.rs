@@ -1094,12 +1094,17 @@ async fn a_silent_node_counts_as_unavailable() {
         n.report("Done", Some(&first), Some(&first), None).await;
     }
     assert_eq!(counts(&api, "worker").await, (2, 2, 2, 0));
-    // w1 goes quiet; w0 keeps talking.
-    for _ in 0..6 {
+    // w1 goes quiet; w0 keeps talking. The server counts in whole seconds, so silence shows
+    // between 1 and 2 s after w1's last word (plus a tick): wait for it, up to 10 s.
+    let mut p = pool(&api, "worker").await;
+    for _ in 0..33 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         w0.report("Done", Some(&first), Some(&first), None).await;
+        p = pool(&api, "worker").await;
+        if p["status"]["unavailableMachineCount"] == 1 {
+            break;
+        }
     }
-    let p = pool(&api, "worker").await;
     assert_eq!(p["status"]["unavailableMachineCount"], 1, "{p}");
     assert_eq!(p["status"]["readyMachineCount"], 1, "{p}");
     assert_eq!(

@@ -36,7 +36,7 @@ apt-get install -y -qq --no-install-recommends \
     systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2 \
     >/dev/null
 apt-get install -y -qq --no-install-recommends \
-    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils \
+    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils \
     >/dev/null
 
 if ! command -v qemu-system-x86_64 >/dev/null; then
@@ -51,7 +51,7 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
 fi
 
 for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config selabel_lookup \
-    qemu-system-x86_64 debugfs mkfs.ext4; do
+    qemu-system-x86_64 debugfs mkfs.ext4 strip; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

@@ -39,14 +39,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use nix::fcntl::{Flock, FlockArg};
 use nix::mount::{mount, MsFlags};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
@@ -158,59 +157,18 @@ fn images_complete(dir: &Path) -> bool {
 pub fn cached_images() -> Result<Images> {
     util::require_root()?;
     util::require_program("ostree", "ostree")?;
-    let cache = cache_dir();
-    let key = images_key();
-    let dest = cache.join(format!("images-{key}"));
-    if images_complete(&dest) {
-        return Images::load(&dest);
+    let dest = util::CachedBuild {
+        prefix: "images",
+        what: "the OS images",
+        takes: "about 4 minutes",
+        script: BUILD_IMAGES_SCRIPT,
+        script_name: "build-images.sh",
+        key: images_key(),
+        needs: &[("debootstrap", "debootstrap")],
+        complete: images_complete,
+        remove: mounts::remove_tree,
     }
-    fs::create_dir_all(&cache)
-        .with_context(|| format!("creating the cache directory {}", cache.display()))?;
-    let lock_path = cache.join(format!("images-{key}.lock"));
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
-    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
-        .map_err(|(_, errno)| errno)
-        .with_context(|| format!("flock {}", lock_path.display()))?;
-    if images_complete(&dest) {
-        return Images::load(&dest);
-    }
-    util::require_program("debootstrap", "debootstrap")?;
-    let tmp_prefix = format!("images-{key}.tmp");
-    for entry in fs::read_dir(&cache)? {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(&tmp_prefix) {
-            warn!(dir = %entry.path().display(), "removing an interrupted image build");
-            mounts::remove_tree(&entry.path())?;
-        }
-    }
-    if dest.exists() {
-        mounts::remove_tree(&dest)?;
-    }
-    let tmp = cache.join(format!("{tmp_prefix}-{}", std::process::id()));
-    let log_path = cache.join(format!("images-{key}.log"));
-    let log =
-        File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    info!(dest = %dest.display(), log = %log_path.display(), "building the OS images (about 4 minutes)");
-    let started = Instant::now();
-    let status = util::run_build_script(BUILD_IMAGES_SCRIPT, "build-images.sh", &tmp, log)?;
-    if !status.success() || !images_complete(&tmp) {
-        if let Err(e) = mounts::remove_tree(&tmp) {
-            warn!("cleaning up the failed image build: {e:#}");
-        }
-        bail!(
-            "building the OS images failed ({status}); full log in {}:\n{}",
-            log_path.display(),
-            util::tail(&log_path, 30)
-        );
-    }
-    fs::rename(&tmp, &dest)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), dest.display()))?;
-    info!(seconds = started.elapsed().as_secs_f64(), "OS images built");
+    .get(&cache_dir())?;
     Images::load(&dest)
 }
 

@@ -45,7 +45,6 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
@@ -141,61 +140,22 @@ fn image_complete(dir: &Path) -> bool {
 /// others wait.
 pub fn cached_vm_image() -> Result<VmImage> {
     util::require_root()?;
-    let cache = cache_dir();
-    let key = vm_image_key();
-    let dest = cache.join(format!("vm-image-{key}"));
-    if image_complete(&dest) {
-        return VmImage::load(&dest);
+    let dest = util::CachedBuild {
+        prefix: "vm-image",
+        what: "the VM image",
+        takes: "about 5 minutes",
+        script: BUILD_VM_IMAGE_SCRIPT,
+        script_name: "build-vm-image.sh",
+        key: vm_image_key(),
+        needs: &[
+            ("debootstrap", "debootstrap"),
+            ("ostree", "ostree"),
+            ("mkfs.ext4", "e2fsprogs"),
+        ],
+        complete: image_complete,
+        remove: remove_build_dir,
     }
-    fs::create_dir_all(&cache)
-        .with_context(|| format!("creating the cache directory {}", cache.display()))?;
-    let lock_path = cache.join(format!("vm-image-{key}.lock"));
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
-    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
-        .map_err(|(_, errno)| errno)
-        .with_context(|| format!("flock {}", lock_path.display()))?;
-    if image_complete(&dest) {
-        return VmImage::load(&dest);
-    }
-    util::require_program("debootstrap", "debootstrap")?;
-    util::require_program("ostree", "ostree")?;
-    util::require_program("mkfs.ext4", "e2fsprogs")?;
-    let tmp_prefix = format!("vm-image-{key}.tmp");
-    for entry in fs::read_dir(&cache)? {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(&tmp_prefix) {
-            warn!(dir = %entry.path().display(), "removing an interrupted VM image build");
-            remove_build_dir(&entry.path())?;
-        }
-    }
-    if dest.exists() {
-        remove_build_dir(&dest)?;
-    }
-    let tmp = cache.join(format!("{tmp_prefix}-{}", std::process::id()));
-    let log_path = cache.join(format!("vm-image-{key}.log"));
-    let log =
-        File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    info!(dest = %dest.display(), log = %log_path.display(), "building the VM image (about 5 minutes)");
-    let started = Instant::now();
-    let status = util::run_build_script(BUILD_VM_IMAGE_SCRIPT, "build-vm-image.sh", &tmp, log)?;
-    if !status.success() || !image_complete(&tmp) {
-        if let Err(e) = remove_build_dir(&tmp) {
-            warn!("cleaning up the failed VM image build: {e:#}");
-        }
-        bail!(
-            "building the VM image failed ({status}); full log in {}:\n{}",
-            log_path.display(),
-            util::tail(&log_path, 30)
-        );
-    }
-    fs::rename(&tmp, &dest)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), dest.display()))?;
-    info!(seconds = started.elapsed().as_secs_f64(), "VM image built");
+    .get(&cache_dir())?;
     VmImage::load(&dest)
 }
 

@@ -123,6 +123,114 @@ pub(crate) fn run_build_script(
         .with_context(|| format!("running bash ({name})"))
 }
 
+/// A directory that a build script makes once and the cache keeps under the script's hash
+/// (`<cache>/<prefix>-<key>`): the root filesystem, the OS images, the VM image.
+pub(crate) struct CachedBuild<'a> {
+    /// The name in the cache (`rootfs`, `images`, `vm-image`).
+    pub prefix: &'a str,
+    /// What it is, for logs and errors (`the test root filesystem`).
+    pub what: &'a str,
+    /// How long a build takes, for the log (`about a minute`).
+    pub takes: &'a str,
+    /// The script's text and its file name.
+    pub script: &'a str,
+    /// The script's file name (for its logs).
+    pub script_name: &'a str,
+    /// The cache key (the hex sha256 of the script).
+    pub key: String,
+    /// Programs a build needs, with their Debian packages (checked only when building).
+    pub needs: &'a [(&'a str, &'a str)],
+    /// Whether a directory is a finished build (it appears only by rename after one).
+    pub complete: fn(&Path) -> bool,
+    /// Removes a build directory (partial or stale).
+    pub remove: fn(&Path) -> Result<()>,
+}
+
+impl CachedBuild<'_> {
+    /// The finished directory, building it first when the cache does not have it. Safe to
+    /// call from many threads and processes at once: an exclusive `flock` on
+    /// `<prefix>-<key>.lock` lets one build while the others wait; leftovers of an interrupted
+    /// build are removed; the build runs in `<prefix>-<key>.tmp-<pid>` with its log in
+    /// `<prefix>-<key>.log` and is renamed into place only when complete.
+    pub fn get(&self, cache: &Path) -> Result<PathBuf> {
+        use nix::fcntl::{Flock, FlockArg};
+        let name = format!("{}-{}", self.prefix, self.key);
+        let dest = cache.join(&name);
+        if (self.complete)(&dest) {
+            return Ok(dest);
+        }
+        fs::create_dir_all(cache)
+            .with_context(|| format!("creating the cache directory {}", cache.display()))?;
+        let lock_path = cache.join(format!("{name}.lock"));
+        let lock_file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        tracing::debug!(lock = %lock_path.display(), "waiting for the build lock");
+        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
+            .map_err(|(_, errno)| errno)
+            .with_context(|| format!("flock {}", lock_path.display()))?;
+        if (self.complete)(&dest) {
+            // Another thread or process built it while we waited.
+            return Ok(dest);
+        }
+        for (program, package) in self.needs {
+            require_program(program, package)?;
+        }
+        // Leftovers of an interrupted build (the lock says nobody is building now).
+        let tmp_prefix = format!("{name}.tmp");
+        for entry in fs::read_dir(cache)? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with(&tmp_prefix) {
+                tracing::warn!(dir = %entry.path().display(), "removing an interrupted build of {}", self.what);
+                (self.remove)(&entry.path())?;
+            }
+        }
+        if dest.exists() {
+            // Incomplete: cannot come from a rename, but be safe.
+            (self.remove)(&dest)?;
+        }
+        let tmp = cache.join(format!("{tmp_prefix}-{}", std::process::id()));
+        fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let log_path = cache.join(format!("{name}.log"));
+        let log = fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        tracing::info!(dest = %dest.display(), log = %log_path.display(), "building {} ({})", self.what, self.takes);
+        let started = std::time::Instant::now();
+        let status = run_build_script(self.script, self.script_name, &tmp, log)?;
+        if !status.success() || !(self.complete)(&tmp) {
+            if let Err(e) = (self.remove)(&tmp) {
+                tracing::warn!("cleaning up the failed build of {}: {e:#}", self.what);
+            }
+            let why = if status.success() {
+                format!(
+                    "{} succeeded but left an incomplete result",
+                    self.script_name
+                )
+            } else {
+                status.to_string()
+            };
+            bail!(
+                "building {} failed ({why}); full log in {}:\n{}",
+                self.what,
+                log_path.display(),
+                tail(&log_path, 30)
+            );
+        }
+        fs::rename(&tmp, &dest)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), dest.display()))?;
+        tracing::info!(
+            dest = %dest.display(),
+            seconds = started.elapsed().as_secs_f64(),
+            "built {}",
+            self.what
+        );
+        Ok(dest)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

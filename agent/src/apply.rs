@@ -120,6 +120,9 @@ pub struct Agent {
     os: OsBackend,
 }
 
+/// The unit that finalizes a staged ostree deployment at shutdown.
+pub const FINALIZE_UNIT: &str = "ostree-finalize-staged.service";
+
 /// Why an offline image root has no OS backend.
 pub const OFFLINE_OS_REASON: &str = "an offline image root cannot take OS-level changes";
 
@@ -713,6 +716,22 @@ impl Agent {
     async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
         tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
         let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
+        if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
+            // The staged deployment becomes bootable only when ostree-finalize-staged.service
+            // runs its stop action at shutdown. Its path unit starts it when the staging file
+            // appears, but a reboot asked for right after staging can cancel that start job:
+            // the host then boots the old deployment. Start it now and wait (as newer
+            // libostree does itself).
+            if let Units::Online(sd) = &self.units {
+                if let Err(e) = sd.start(FINALIZE_UNIT).await {
+                    self.cancel_pending_os().await;
+                    return Err(format!(
+                        "the deployment was staged, but {FINALIZE_UNIT} (which finalizes it at \
+                         shutdown) cannot be started, so it was dropped again: {e}"
+                    ));
+                }
+            }
+        }
         for skipped in &staged.skipped_deletes {
             tracing::warn!(
                 karg = %skipped.argument,

@@ -302,6 +302,12 @@ fn agent_killed_between_staging_and_reboot_converges() {
         assert!(Instant::now() < deadline, "no inhibited reboot reported");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The agent started the unit that finalizes the staged deployment at shutdown (a reboot
+    // right after staging must not outrun its path unit).
+    let active = host
+        .exec(&["systemctl", "is-active", "ostree-finalize-staged.service"])
+        .unwrap();
+    assert_eq!(active.stdout.trim(), "active", "{active}");
     let entries_before = deployments(&host);
     assert_eq!(entries_before, 2, "booted + staged");
     host.exec_ok(&[

@@ -208,6 +208,23 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
     }
 }
 
+/// An authenticated admin (an [`Auth`] whose caller is an admin; anyone else is 403 with the
+/// reason): for handlers that need nothing else of the caller.
+#[derive(Debug)]
+pub struct Admin;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Auth(caller) = Auth::from_request_parts(parts, app).await?;
+        admin(&caller).map(|()| Admin)
+    }
+}
+
 fn admin(caller: &Caller) -> Result<(), ApiError> {
     match caller {
         Caller::Admin => Ok(()),
@@ -233,8 +250,7 @@ fn list(items: Vec<Value>) -> Json<Value> {
     Json(json!({"apiVersion": "v1", "kind": "List", "items": items}))
 }
 
-async fn metrics<S: Store>(State(app): AppState<S>, Auth(c): Auth) -> Result<Response, ApiError> {
-    admin(&c)?;
+async fn metrics<S: Store>(State(app): AppState<S>, _: Admin) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
     Ok((
         [(
@@ -299,11 +315,7 @@ async fn apply<S: Store>(
     Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
 }
 
-async fn list_mcs<S: Store>(
-    State(app): AppState<S>,
-    Auth(c): Auth,
-) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
+async fn list_mcs<S: Store>(State(app): AppState<S>, _: Admin) -> Result<Json<Value>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.mcs.values().map(|r| views::machine_config(r)).collect(),
@@ -312,10 +324,9 @@ async fn list_mcs<S: Store>(
 
 async fn get_mc<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     if let Some(r) = f.mcs.get(&name) {
         return Ok(Json(views::machine_config(r)));
@@ -330,10 +341,9 @@ async fn get_mc<S: Store>(
 
 async fn delete_mc<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     if app.snapshot().rendered.contains_key(&name) {
         return Err(ApiError::conflict(format!(
             "{name} is a rendered config: the server keeps it while anything refers to it and collects it afterwards"
@@ -354,11 +364,7 @@ fn pool_json<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Opt
     Some(views::pool(rec, &counts, halted.as_deref(), now))
 }
 
-async fn list_pools<S: Store>(
-    State(app): AppState<S>,
-    Auth(c): Auth,
-) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
+async fn list_pools<S: Store>(State(app): AppState<S>, _: Admin) -> Result<Json<Value>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.pools
@@ -370,10 +376,9 @@ async fn list_pools<S: Store>(
 
 async fn get_pool<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     pool_json(&app, &f, &name)
         .map(Json)
@@ -382,10 +387,9 @@ async fn get_pool<S: Store>(
 
 async fn delete_pool<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let what = app.delete_pool(&name).await?;
     Ok(Json(
         json!({"kind": "MachineConfigPool", "name": name, "action": what}),
@@ -394,10 +398,9 @@ async fn delete_pool<S: Store>(
 
 async fn pause<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let changed = app.set_paused(&name, true).await?;
     Ok(Json(
         json!({"kind": "MachineConfigPool", "name": name, "paused": true, "changed": changed}),
@@ -406,10 +409,9 @@ async fn pause<S: Store>(
 
 async fn resume<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let changed = app.set_paused(&name, false).await?;
     Ok(Json(
         json!({"kind": "MachineConfigPool", "name": name, "paused": false, "changed": changed}),
@@ -425,11 +427,10 @@ struct TokenRequest {
 
 async fn bootstrap_token<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let req: TokenRequest = if body.is_empty() {
         TokenRequest::default()
     } else {
@@ -463,10 +464,9 @@ fn node_json<S: Store>(app: &App<S>, rec: &crate::fleet::Rec<crate::records::Nod
 
 async fn list_nodes<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Query(q): Query<NodeListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     Ok(list(
         f.nodes
@@ -479,10 +479,9 @@ async fn list_nodes<S: Store>(
 
 async fn get_node<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     f.nodes
         .get(&name)
@@ -492,10 +491,9 @@ async fn get_node<S: Store>(
 
 async fn delete_node<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     app.delete_node(&name).await?;
     tracing::info!(node = %name, "node deleted");
     Ok(Json(
@@ -515,11 +513,10 @@ struct LabelRequest {
 
 async fn label_node<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
     Json(req): Json<LabelRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let labels = app
         .label_node(&name, &req.set, &req.remove, req.overwrite)
         .await?;
@@ -530,9 +527,8 @@ async fn label_node<S: Store>(
 
 async fn list_rendered<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     Ok(list(
         f.rendered.values().map(|r| views::rendered(r)).collect(),
@@ -541,10 +537,9 @@ async fn list_rendered<S: Store>(
 
 async fn get_rendered<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     f.rendered
         .get(&name)
@@ -562,10 +557,9 @@ struct EventQuery {
 
 async fn events<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    _: Admin,
     Query(q): Query<EventQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&c)?;
     let f = app.snapshot();
     let mut items: Vec<Value> = f
         .events

@@ -5,6 +5,7 @@
 //! problem is printed to stderr, one per line, with file, line, object and field), 2 usage error.
 
 pub mod remote;
+pub mod term;
 pub mod yaml;
 
 use anyhow::{anyhow, Context};
@@ -172,11 +173,12 @@ where
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<InvalidInput>() => ExitCode::from(1),
         Err(e) if e.is::<Usage>() => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", term::escape_keep_newlines(&e.to_string()));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The chain may quote the server or a manifest: escaped like every other output.
+            eprintln!("error: {}", term::escape_keep_newlines(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }
@@ -286,7 +288,8 @@ fn print_diagnostics(diags: &[Diagnostic]) {
     let stderr = std::io::stderr();
     let mut err = stderr.lock();
     for d in diags {
-        let _ = writeln!(err, "{d}");
+        // A manifest's text (names, paths) can carry control characters: escaped.
+        let _ = writeln!(err, "{}", term::escape(&d.to_string()));
     }
 }
 
@@ -314,7 +317,7 @@ fn validate(paths: &[PathBuf], output: Format) -> anyhow::Result<()> {
                 "warnings": warnings,
                 "problems": diags,
             });
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            println!("{}", term::json_safe(&serde_json::to_string_pretty(&v)?));
             if errors > 0 {
                 return Err(InvalidInput.into());
             }
@@ -372,7 +375,7 @@ fn render_target(
 
 fn print_doc(value: &serde_json::Value, format: DocFormat) -> anyhow::Result<()> {
     match format {
-        DocFormat::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        DocFormat::Json => println!("{}", term::json_safe(&serde_json::to_string_pretty(value)?)),
         DocFormat::Yaml => print!("{}", yaml::to_string(value)),
     }
     Ok(())
@@ -428,14 +431,14 @@ fn plan_cmd(
     let policies = m.disruption_policies();
     let p = plan::plan(&current, &desired, &policies);
     match output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+        Format::Json => println!("{}", term::json_safe(&serde_json::to_string_pretty(&p)?)),
         Format::Text => {
             println!(
                 "Plan from {} to {desired_name}:",
                 from.map(|f| f.display().to_string())
                     .unwrap_or_else(|| "an unconfigured node".to_string())
             );
-            print!("{p}");
+            print!("{}", term::escape_keep_newlines(&p.to_string()));
         }
     }
     Ok(())
@@ -452,7 +455,10 @@ fn convert(version: &str, file: &Path) -> anyhow::Result<()> {
     let spec = read_spec(file)?;
     match spec.config.to_version(v) {
         Ok(value) => {
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            println!(
+                "{}",
+                term::json_safe(&serde_json::to_string_pretty(&value)?)
+            );
             Ok(())
         }
         Err(errors) => {

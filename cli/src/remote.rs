@@ -10,6 +10,7 @@
 //! the server (the message is printed), 2 usage.
 
 use super::{manifest_files, read_text, InvalidInput, Usage};
+use crate::term::{escape, escape_keep_newlines, json_safe};
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -272,7 +273,13 @@ impl std::fmt::Display for ServerError {
             .get("reason")
             .and_then(Value::as_str)
             .unwrap_or("");
-        write!(f, "{msg} (HTTP {} {reason})", self.status)
+        write!(
+            f,
+            "{} (HTTP {} {})",
+            escape(msg),
+            self.status,
+            escape(reason)
+        )
     }
 }
 
@@ -545,7 +552,7 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
                     print_diagnostics(diags);
                     eprintln!(
                         "error: {}",
-                        se.body["message"].as_str().unwrap_or("invalid manifests")
+                        escape(se.body["message"].as_str().unwrap_or("invalid manifests"))
                     );
                     return Err(InvalidInput.into());
                 }
@@ -560,16 +567,17 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
     for r in out["results"].as_array().into_iter().flatten() {
         println!(
             "{}/{} {}{suffix}",
-            r["kind"].as_str().unwrap_or("").to_ascii_lowercase(),
-            r["name"].as_str().unwrap_or(""),
-            r["action"].as_str().unwrap_or("")
+            s(&r["kind"]).to_ascii_lowercase(),
+            s(&r["name"]),
+            s(&r["action"])
         );
     }
     for p in out["pools"].as_array().into_iter().flatten() {
         if let Some(e) = p["renderError"].as_str() {
             eprintln!(
-                "warning: machineconfigpool/{}: {e}",
-                p["name"].as_str().unwrap_or("")
+                "warning: machineconfigpool/{}: {}",
+                s(&p["name"]),
+                escape(e)
             );
         }
     }
@@ -580,21 +588,21 @@ fn print_diagnostics(diags: &[Value]) {
     let mut err = std::io::stderr().lock();
     for d in diags {
         let mut line = String::new();
-        line.push_str(d["file"].as_str().unwrap_or("-"));
+        line.push_str(&escape(d["file"].as_str().unwrap_or("-")));
         if let Some(l) = d["line"].as_u64() {
             line.push_str(&format!(":{l}"));
         }
         line.push_str(&format!(
             ": {}: ",
-            d["severity"].as_str().unwrap_or("error")
+            escape(d["severity"].as_str().unwrap_or("error"))
         ));
         if let Some(o) = d["object"].as_str() {
-            line.push_str(&format!("{o}: "));
+            line.push_str(&format!("{}: ", escape(o)));
         }
         if let Some(p) = d["path"].as_str().filter(|p| !p.is_empty()) {
-            line.push_str(&format!("{p}: "));
+            line.push_str(&format!("{}: ", escape(p)));
         }
-        line.push_str(d["message"].as_str().unwrap_or(""));
+        line.push_str(&escape(d["message"].as_str().unwrap_or("")));
         let _ = writeln!(err, "{line}");
     }
 }
@@ -704,9 +712,11 @@ fn age(v: &Value) -> String {
         .unwrap_or_else(|| "<unknown>".into())
 }
 
+/// A scalar for a table cell or a line of text, with control characters escaped (see
+/// [`crate::term`]): strings here come from the server, and through it from nodes.
 fn s(v: &Value) -> String {
     match v {
-        Value::String(s) if !s.is_empty() => s.clone(),
+        Value::String(s) if !s.is_empty() => escape(s).into_owned(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Number(n) => n.to_string(),
         _ => String::new(),
@@ -739,7 +749,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&format!("{c:<w$}   ", w = widths[i]));
             }
         }
-        println!("{}", out.trim_end());
+        println!("{}", escape(out.trim_end()));
     };
     line(header.to_vec());
     for r in rows {
@@ -779,7 +789,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             } else {
                 json!({"apiVersion": "v1", "kind": "List", "items": objects})
             };
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            println!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
         }
         Some(Output::Yaml) => {
             let v = if a.name.is_some() {
@@ -908,7 +918,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                                     .as_str()
                                     .or(st["error"].as_str())
                                     .unwrap_or("-");
-                                r.push(reason.replace('\n', " "));
+                                r.push(escape(reason).into_owned());
                             }
                             r
                         })
@@ -928,7 +938,7 @@ fn maintenance_cell(m: &Value) -> String {
         return "-".into();
     }
     match (m["state"].as_str(), m["waiting"].as_str()) {
-        (_, Some(w)) => w.to_string(),
+        (_, Some(w)) => escape(w).into_owned(),
         (Some("Open"), _) => "open".into(),
         (Some("Closed"), _) => format!("closed ({})", s(&m["message"])),
         _ => s(&m["message"]),
@@ -962,7 +972,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
         v.as_object()
             .map(|m| {
                 m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .map(|(k, v)| format!("{}={}", escape(k), escape(v.as_str().unwrap_or(""))))
                     .collect::<Vec<_>>()
                     .join(", ")
             })
@@ -983,12 +993,12 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             field(&mut out, "State", state);
             field(&mut out, "Reason", dash(&st["reason"]));
             if let Some(p) = st["progress"].as_object() {
-                let phase = p.get("phase").and_then(Value::as_str).unwrap_or("?");
+                let phase = escape(p.get("phase").and_then(Value::as_str).unwrap_or("?"));
                 let step = p.get("step").and_then(Value::as_u64).unwrap_or(0);
                 let total = p.get("total").and_then(Value::as_u64).unwrap_or(0);
                 let mut text = format!("{phase}, step {} of {total}", step + 1);
                 if let Some(f) = p.get("failure").and_then(Value::as_str) {
-                    text.push_str(&format!(" (undoing: {f})"));
+                    text.push_str(&format!(" (undoing: {})", escape(f)));
                 }
                 field(&mut out, "Progress", text);
             }
@@ -1036,7 +1046,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 },
             );
             if let Some(e) = st["error"].as_str() {
-                field(&mut out, "Server problem", e.to_string());
+                field(&mut out, "Server problem", escape(e).into_owned());
             }
             let drift = st["drift"].as_array().cloned().unwrap_or_default();
             if drift.is_empty() {
@@ -1108,7 +1118,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     format!("{} ({})", s(&m["windows"]), s(&m["message"])),
                 );
                 if let Some(w) = m["waiting"].as_str() {
-                    field(&mut out, "Waiting", w.to_string());
+                    field(&mut out, "Waiting", escape(w).into_owned());
                 }
             }
             field(
@@ -1162,7 +1172,8 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
         }
         out.push_str(&indent_table(&rows));
     }
-    print!("{out}");
+    // Every field above is escaped; this second guard keeps only the lines composed here.
+    print!("{}", escape_keep_newlines(&out));
     Ok(())
 }
 
@@ -1297,10 +1308,11 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 if paused { ", paused" } else { "" }
             );
             if let Some(n) = &halted {
+                let n = escape(n);
                 println!("rollout halted: node {n} is degraded (hearth describe node {n})");
             }
             if let Some(w) = st["maintenance"]["waiting"].as_str() {
-                println!("reboots {w}");
+                println!("reboots {}", escape(w));
             }
             let rows: Vec<Vec<String>> = nodes
                 .iter()
@@ -1380,7 +1392,10 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 .find(|x| x["metadata"]["name"] == n.as_str())
                 .map(|x| dash(&x["status"]["reason"]))
                 .unwrap_or_default();
-            eprintln!("error: the rollout of pool {pool} halted: node {n} is degraded: {reason}");
+            eprintln!(
+                "error: the rollout of pool {pool} halted: node {} is degraded: {reason}",
+                escape(&n)
+            );
             return Err(InvalidInput.into());
         }
         if let Some(t) = timeout {

@@ -113,7 +113,7 @@ fn needs_quotes(s: &str) -> bool {
     s.contains(": ")
         || s.contains(" #")
         || s.ends_with(':')
-        || s.chars().any(|c| c.is_control() || c == '\u{feff}')
+        || s.chars().any(crate::term::is_unsafe)
 }
 
 fn string(s: &str, level: usize) -> String {
@@ -139,7 +139,9 @@ fn string(s: &str, level: usize) -> String {
         return out;
     }
     if needs_quotes(s) {
-        Value::String(s.to_string()).to_string()
+        // Double-quoted YAML takes JSON's escapes; DEL, C1 and invisible format characters,
+        // which `serde_json` leaves raw, become `\uXXXX` too (see `crate::term`).
+        crate::term::json_safe(&Value::String(s.to_string()).to_string()).into_owned()
     } else {
         s.to_string()
     }
@@ -148,7 +150,9 @@ fn string(s: &str, level: usize) -> String {
 /// A literal block keeps the text exactly only if no line would be misread: no tabs or carriage
 /// returns or other control characters, and a first line that does not start with a space.
 fn block_ok(s: &str) -> bool {
-    !s.starts_with(' ') && !s.starts_with('\n') && !s.chars().any(|c| c.is_control() && c != '\n')
+    !s.starts_with(' ')
+        && !s.starts_with('\n')
+        && !s.chars().any(|c| crate::term::is_unsafe(c) && c != '\n')
 }
 
 #[cfg(test)]

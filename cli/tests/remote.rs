@@ -575,3 +575,71 @@ fn client_certificate_login_and_commands() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs both"));
 }
+
+/// A node is not trusted: what it reports (reason, progress, drift, history, labels at
+/// enrolment) reaches the admin's terminal through `get`, `describe` and `rollout status`.
+/// None of it may carry a control character to the terminal: escape sequences that clear the
+/// screen or retitle the window, carriage returns and newlines that forge lines, C1 controls
+/// and bidirectional overrides all come out as visible escapes.
+#[test]
+fn node_strings_never_reach_the_terminal_raw() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let hostile =
+        "boom\x1b[2J\x1b]0;pwned\x07\r\nworker-9   Done   True\u{9b}31m\u{202e}txt.exe\u{7f}";
+    let cred = env.enroll("w0");
+    let d = env.desired(&cred);
+    env.report(
+        &cred,
+        json!({
+            "state": "Degraded",
+            "current": null,
+            "desired": d,
+            "reason": hostile,
+            "progress": {"phase": hostile, "step": 0, "total": 1, "failure": hostile},
+            "drift": [hostile],
+            "history": [{"time": "2026-01-01T00:00:00Z", "state": "Degraded", "reason": hostile, "desired": hostile}],
+        }),
+    );
+    let unsafe_char = |text: &str| {
+        text.chars()
+            .find(|&c| hearth_cli::term::is_unsafe(c) && c != '\n')
+    };
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["get", "nodes"],
+        vec!["get", "nodes", "-o", "wide"],
+        vec!["get", "nodes", "-o", "json"],
+        vec!["get", "nodes", "-o", "yaml"],
+        vec!["get", "nodes", "-o", "name"],
+        vec!["describe", "node", "w0"],
+        vec!["rollout", "status", "worker"],
+        vec!["rollout", "status", "worker", "--watch", "--timeout", "5"],
+    ];
+    for args in runs {
+        let o = env.hearth(&args);
+        let out = String::from_utf8(o.stdout).unwrap();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(unsafe_char(&out), None, "hearth {args:?} stdout:\n{out}");
+        assert_eq!(unsafe_char(&err), None, "hearth {args:?} stderr:\n{err}");
+        // No forged line: the text after the newline never starts a line of its own.
+        for line in out.lines().chain(err.lines()) {
+            assert!(
+                !line.trim_start().starts_with("worker-9"),
+                "hearth {args:?} printed a forged line: {line}\n{out}{err}"
+            );
+        }
+        if args.contains(&"describe") || args.contains(&"wide") {
+            assert!(
+                out.contains(r"boom\x1b[2J\x1b]0;pwned\x07\r\nworker-9"),
+                "hearth {args:?}: the reason is shown, escaped:\n{out}"
+            );
+        }
+    }
+    // -o json still carries the node's exact string (escaped as JSON, same value).
+    let json_out = env.ok(&["get", "nodes", "w0", "-o", "json"]);
+    let v: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(v["status"]["reason"], hostile);
+}

@@ -482,6 +482,28 @@ fn mco_helpers_test__TestSetDefaultFileOverwrite() {
     assert_eq!(spec.config.storage.files[1].overwrite, Some(false));
 }
 
+// TestSetDefaultFileOverwrite, on a running node: a config rendered before hearth set the
+// default (overwrite unset) and the same config rendered now (overwrite: true) differ in nothing
+// the agent does, so upgrading hearth rewrites no file and reboots no node; an explicit change
+// to false is still a change.
+#[test]
+fn mco_helpers_test__TestSetDefaultFileOverwrite_no_rewrite_on_upgrade() {
+    let mc = load(
+        "overwrite",
+        "worker",
+        v3(file("/etc/chrony.conf", "data:,server%20ntp", false)),
+    );
+    let now = merge(&[&mc]).unwrap();
+    assert_eq!(now.config.storage.files[0].overwrite, Some(true));
+    let mut before = now.clone();
+    before.config.storage.files[0].overwrite = None;
+    let p = plan_of(&before, &now);
+    assert!(p.is_empty(), "{p}");
+    let mut keep = now.clone();
+    keep.config.storage.files[0].overwrite = Some(false);
+    assert!(!plan_of(&now, &keep).is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // TestIgnitionMergeCompressed
 

@@ -452,7 +452,9 @@ fn convert(version: &str, file: &Path) -> anyhow::Result<()> {
         ))
         .into());
     };
-    let spec = read_spec(file)?;
+    let mut spec = read_spec(file)?;
+    // What the server serves at first boot: files without `overwrite` get `true`.
+    hearth_config::mco::default_file_overwrite(&mut spec.config);
     match spec.config.to_version(v) {
         Ok(value) => {
             println!(

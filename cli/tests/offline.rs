@@ -142,6 +142,18 @@ fn convert_gives_each_version_or_says_what_it_cannot_express() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["storage"]["files"][0]["filesystem"], "root");
+    // A 3.2 file without `overwrite` is served with `overwrite: true`, as at first boot (or
+    // Ignition would refuse to replace /etc/containers/policy.json, which the image has).
+    let (code, out, _) = hearth(&[
+        "convert",
+        "--ignition-version",
+        "3.2.0",
+        "-f",
+        &corpus("change-policy-json.yaml"),
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["storage"]["files"][0]["overwrite"], true);
 }
 
 #[test]

@@ -1202,6 +1202,7 @@ impl V2Config {
                 users.push(user);
             }
         }
+        crate::mco::dedup_users_ssh_keys(&mut users);
         out.passwd.users = users;
         out.passwd.groups = dedup_by_key(self.passwd.groups, |g| g.name.clone(), |a, b| *a = b);
 

@@ -5,6 +5,7 @@ pub mod diag;
 pub mod disruption;
 pub mod ignition;
 pub mod manifest;
+pub mod mco;
 pub mod model;
 pub mod node;
 pub mod plan;

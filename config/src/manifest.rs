@@ -884,6 +884,21 @@ impl Reader<'_> {
     }
 
     fn machine_configuration(&mut self, doc: &Node, base: &str, object: Option<String>) {
+        if let Some(n) = doc
+            .get("spec")
+            .and_then(|s| s.get(crate::mco::OVERRIDES_FIELD))
+            .filter(|n| crate::mco::asks_for_something(n))
+        {
+            self.diags.push(
+                Diagnostic::error(
+                    self.file,
+                    Some(n.line),
+                    &join(base, &format!("spec.{}", crate::mco::OVERRIDES_FIELD)),
+                    crate::mco::OVERRIDES_REFUSED,
+                )
+                .with_object(object.clone()),
+            );
+        }
         let path = join(base, "spec.nodeDisruptionPolicy");
         let Some(node) = doc
             .get("spec")
@@ -972,7 +987,7 @@ impl Reader<'_> {
             policies.ssh_key = Some(convert("sshkey".to_string(), s.actions, self));
         }
         for (i, f) in policies.files.iter().enumerate() {
-            if let Some(msg) = validate::check_path(&f.path) {
+            if let Some(msg) = crate::mco::check_policy_path(&f.path) {
                 let p = format!("files[{i}].path");
                 self.diags.push(
                     Diagnostic::error(self.file, Some(line_of(node, &p)), &join(&path, &p), msg)

@@ -534,7 +534,10 @@ fn plan_files(cur: &Config, des: &Config, unit_owned: &HashSet<String>) -> Vec<A
         }
     }
     for (path, (_, file)) in &des_files {
-        if cur_files.get(path).map(|(_, c)| *c) != Some(*file) {
+        if !cur_files
+            .get(path)
+            .is_some_and(|(_, c)| crate::mco::same_file(c, file))
+        {
             out.push(Action::WriteFile {
                 file: (*file).clone(),
             });
@@ -1037,6 +1040,13 @@ fn unreconcilable(current: &MachineConfigSpec, desired: &MachineConfigSpec) -> V
     let mut out = Vec::new();
 
     unreconcilable_users(&mut out, cur, des);
+    if let Some((i, reason)) = crate::mco::core_lockout(cur, des) {
+        push(
+            &mut out,
+            format!("spec.config.passwd.users[{i}].sshAuthorizedKeys"),
+            reason,
+        );
+    }
     keyed_changes(
         &mut out,
         "passwd.groups",
@@ -1111,7 +1121,9 @@ fn unreconcilable(current: &MachineConfigSpec, desired: &MachineConfigSpec) -> V
 
     let cur_files = keyed(&cur.storage.files, |f| f.path.as_str());
     for (path, (i, file)) in keyed(&des.storage.files, |f| f.path.as_str()) {
-        let changed = cur_files.get(path).is_none_or(|(_, old)| *old != file);
+        let changed = cur_files
+            .get(path)
+            .is_none_or(|(_, old)| !crate::mco::same_file(old, file));
         if changed && !file.append.is_empty() {
             push(
                 &mut out,

@@ -510,6 +510,11 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     let mut config: Config =
         serde_json::from_value(out).map_err(|e| RenderError::Merge(e.to_string()))?;
     config.ignition.version = Some(SpecVersion::LATEST.as_str().to_string());
+    // The MCO's merge: `overwrite: true` where unset (or new nodes fail their first boot on a
+    // file the image has), each SSH key once, no kernel-devel with a non-default kernel.
+    crate::mco::default_file_overwrite(&mut config);
+    crate::mco::dedup_users_ssh_keys(&mut config.passwd.users);
+    crate::mco::check_merged(configs, &spec).map_err(|e| RenderError::Invalid(vec![e]))?;
     // Valid configs can still contradict each other once merged: refuse the result rather than
     // hand a node a config it would refuse.
     let mut findings = Vec::new();

@@ -407,6 +407,7 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
         }
     }
     validate_config("spec.config", &spec.config, out);
+    crate::mco::validate_spec(spec, out);
     for (i, k) in spec.kernel_arguments.iter().enumerate() {
         if k.is_empty() {
             out.push(error(

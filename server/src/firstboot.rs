@@ -106,9 +106,13 @@ pub fn agent_env(b: &Bootstrap<'_>) -> String {
     out
 }
 
-/// The pool's rendered Ignition config plus the bootstrap files and the agent's unit.
+/// The pool's rendered Ignition config plus the bootstrap files and the agent's unit. Every
+/// file whose `overwrite` is unset gets `overwrite: true`, as the MCO serves it: Ignition 3
+/// would otherwise refuse to replace a file the OS image already has and fail the first boot
+/// (rendering sets it too; this also covers configs rendered before it did).
 pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
     let mut c = config.clone();
+    hearth_config::mco::default_file_overwrite(&mut c);
     let mut add = |path: &str, bytes: &[u8], mode: i64| {
         c.storage.files.retain(|f| f.path != path);
         c.storage.files.push(File {
@@ -178,6 +182,68 @@ mod tests {
             negotiate(Some("application/vnd.coreos.ignition+json;version=3.9.0, application/vnd.coreos.ignition+json;version=3.4.0;q=0.8")),
             v("3.4.0")
         );
+    }
+
+    /// Issue 15, item 1 (the MCO's `TestSetDefaultFileOverwrite`): a file the OS image already
+    /// has must carry `overwrite: true` at first boot, through rendering and the first-boot
+    /// config, in every 3.x version served, or Ignition stops the boot with "file exists".
+    #[test]
+    fn first_boot_files_carry_overwrite_true_unless_the_config_says_false() {
+        let yaml = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-chrony
+  labels: {machineconfiguration.openshift.io/role: worker}
+spec:
+  config:
+    ignition: {version: 3.2.0}
+    storage:
+      files:
+      - path: /etc/chrony.conf
+        mode: 0644
+        contents: {source: "data:,server%20ntp"}
+      - path: /etc/keep-if-present
+        overwrite: false
+        contents: {source: "data:,x"}
+"#;
+        let (m, d) = hearth_config::manifest::read_str("chrony.yaml", yaml);
+        assert!(!d.iter().any(|d| d.is_error()), "{d:?}");
+        let configs: Vec<_> = m.machine_configs.into_iter().map(|s| s.item).collect();
+        let pools = hearth_config::render::with_builtin_pools(&[]);
+        let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
+        let rendered = hearth_config::render::render_pool(worker, &configs).unwrap();
+        let b = Bootstrap {
+            server_url: "https://h:22623",
+            ca_pem: "PEM",
+            pool: "worker",
+            bootstrap_token: None,
+        };
+        let served = with_bootstrap(&rendered.spec.config, &b);
+        for v in ["3.0.0", "3.2.0", "3.5.0"] {
+            let json = served.to_version(SpecVersion::parse(v).unwrap()).unwrap();
+            let files = json["storage"]["files"].as_array().unwrap();
+            assert_eq!(files.len(), 4, "{v}");
+            for f in files {
+                let want = f["path"] != "/etc/keep-if-present";
+                assert_eq!(f["overwrite"], want, "{v}: {f}");
+            }
+        }
+        // A rendered config from before rendering set the flag still gets it at first boot.
+        let mut old = rendered.spec.config.clone();
+        for f in &mut old.storage.files {
+            if f.overwrite == Some(true) {
+                f.overwrite = None;
+            }
+        }
+        let served = with_bootstrap(&old, &b);
+        let chrony = served
+            .storage
+            .files
+            .iter()
+            .find(|f| f.path == "/etc/chrony.conf")
+            .unwrap();
+        assert_eq!(chrony.overwrite, Some(true));
     }
 
     #[test]

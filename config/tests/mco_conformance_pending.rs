@@ -6,7 +6,7 @@
 //! Sources: openshift/machine-config-operator at commit 7ff337a4ffac8e7562692181178ede61e4b2eec5.
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use hearth_config::plan::{split_kernel_arguments, Action};

@@ -5,7 +5,7 @@
 //! (`setRunningKargsWithCmdline`) are the agent's: it compares against what the node booted.
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use hearth_config::plan::Action;

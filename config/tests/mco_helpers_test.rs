@@ -9,7 +9,7 @@
 //! The file-mode entries (sticky/setuid/setgid refused) are in mco_conformance_pending.rs.
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use flate2::write::GzEncoder;

@@ -7,7 +7,7 @@
 //! purpose test hearth's documented behaviour (docs/config-model.md, "Differences from the MCO").
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use serde_json::{json, Value};

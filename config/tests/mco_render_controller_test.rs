@@ -6,7 +6,7 @@
 //! counterpart in hearth and are not replayed.
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use hearth_config::model::MachineConfig;

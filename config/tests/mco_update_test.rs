@@ -8,7 +8,7 @@
 //! docs/config-model.md "Differences from the MCO") and says why.
 #![allow(non_snake_case)]
 
-#[path = "mco_support.rs"]
+#[path = "mco_support/mod.rs"]
 mod support;
 
 use hearth_config::dataurl;

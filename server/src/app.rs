@@ -14,6 +14,7 @@ use crate::records::{
     bootstrap_token_name, EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord,
     TokenRecord, TokenScope, ADMIN_TOKEN,
 };
+use crate::render_memo::RenderMemo;
 use crate::store::{Store, StoreError};
 use crate::time::now;
 use hearth_config::diag::Diagnostic;
@@ -42,6 +43,9 @@ pub struct Options {
     /// An ostree repository (archive mode) served to authenticated nodes and admins under
     /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
     pub ostree_repo: Option<std::path::PathBuf>,
+    /// For tests only: a directory; while `<dir>/hold` exists, every render writes
+    /// `<dir>/rendering` and waits ([`RenderMemo::with_gate`]).
+    pub render_gate: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -53,6 +57,7 @@ impl Default for Options {
             stale_after: Duration::from_secs(600),
             tick: Duration::from_secs(10),
             ostree_repo: None,
+            render_gate: None,
         }
     }
 }
@@ -119,6 +124,9 @@ pub struct PoolTarget {
     /// Why rendering failed.
     pub render_error: Option<String>,
 }
+
+/// How often a change is rendered again when the fleet changed while it was being rendered.
+const RENDER_ATTEMPTS: usize = 5;
 
 /// Encoded desired-config answers by rendered name, valid for one policies revision.
 type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
@@ -296,12 +304,57 @@ impl<S: Store> App<S> {
     /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
     /// difference is committed in one transaction. A conflict with another writer reloads the
     /// fleet from the store and runs `f` again (up to three times).
+    ///
+    /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
+    /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
+    /// slots and FleetLock, which commit under that lock, never wait for a render.
     pub async fn mutate<T>(
         &self,
         scope: Scope,
         dry_run: bool,
         mut f: impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
+        if scope == Scope::Rollout {
+            return self
+                .mutate_locked(scope, dry_run, &mut f, None)
+                .await
+                .and_then(|o| o.ok_or_else(|| ApiError::internal("a rollout needed a render")));
+        }
+        let mut memo = RenderMemo::computing().with_gate(self.options.render_gate.clone());
+        for _ in 0..RENDER_ATTEMPTS {
+            let mut copy = (*self.snapshot()).clone();
+            let t = now();
+            f(&mut copy, t)?;
+            memo.compute_again();
+            memo = tokio::task::spawn_blocking(move || {
+                controller::prerender(copy, t, &mut memo);
+                memo
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("rendering failed: {e}")))?;
+            memo.lookup_only();
+            if let Some(out) = self
+                .mutate_locked(scope, dry_run, &mut f, Some(&mut memo))
+                .await?
+            {
+                return Ok(out);
+            }
+            tracing::info!("the fleet changed while rendering; rendering again");
+        }
+        Err(ApiError::conflict(format!(
+            "the MachineConfigs, pools or labels changed while this change was being rendered, {RENDER_ATTEMPTS} times; try again"
+        )))
+    }
+
+    /// [`App::mutate`] under the writer lock; with a lookup-only `memo` that misses (the
+    /// inputs changed since they were rendered), nothing is committed and the answer is `None`.
+    async fn mutate_locked<T>(
+        &self,
+        scope: Scope,
+        dry_run: bool,
+        f: &mut impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
+        mut memo: Option<&mut RenderMemo>,
+    ) -> Result<Option<T>, ApiError> {
         let _guard = self.write.lock().await;
         let mut attempts = 0;
         loop {
@@ -311,12 +364,29 @@ impl<S: Store> App<S> {
             let t = now();
             let out = f(&mut new, t)?;
             let silent = self.silent(&new);
-            let events =
-                controller::reconcile_with(&mut new, scope, t, &self.options.settings, &silent);
+            let events = match memo.as_deref_mut() {
+                Some(memo) => {
+                    let events = controller::reconcile_memo(
+                        &mut new,
+                        scope,
+                        t,
+                        &self.options.settings,
+                        &silent,
+                        memo,
+                    );
+                    if memo.missed() {
+                        return Ok(None);
+                    }
+                    events
+                }
+                None => {
+                    controller::reconcile_with(&mut new, scope, t, &self.options.settings, &silent)
+                }
+            };
             new.record_events(events);
             let ops = new.diff(&old)?;
             if dry_run || ops.is_empty() {
-                return Ok(out);
+                return Ok(Some(out));
             }
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
@@ -351,7 +421,7 @@ impl<S: Store> App<S> {
                         self.notify_nodes(Some(&changed));
                         self.desired_tx.send_modify(|v| *v += 1);
                     }
-                    return Ok(out);
+                    return Ok(Some(out));
                 }
                 Err(StoreError::Conflict { .. }) if attempts < 3 => {
                     self.metrics.conflict();
@@ -543,7 +613,12 @@ impl<S: Store> App<S> {
         dry_run: bool,
         by: Option<&str>,
     ) -> Result<ApplyOutcome, ApiError> {
-        let (m, warnings) = read_manifests(files)?;
+        // Reading and validating is linear but can be long for big manifests: on a blocking
+        // thread, so that it holds up no request of anyone else.
+        let owned = files.to_vec();
+        let (m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
         let results = self
             .mutate(Scope::Full, dry_run, |fleet, t| {
                 Ok(apply_manifests(fleet, &m, t, by))

@@ -20,6 +20,7 @@
 
 use crate::fleet::{put, update, Fleet};
 use crate::records::{EventRecord, NodeRecord, RenderedRecord};
+use crate::render_memo::{Inputs, RenderMemo};
 use crate::rollout::{self, NodeView, PoolView, Why};
 use crate::window::{self, WindowClock, WindowWait};
 use hearth_config::model::{MachineConfig, MachineConfigPool};
@@ -73,9 +74,32 @@ pub fn reconcile_with(
     settings: &Settings,
     silent: &HashSet<String>,
 ) -> Vec<EventRecord> {
+    reconcile_memo(
+        fleet,
+        scope,
+        now,
+        settings,
+        silent,
+        &mut RenderMemo::computing(),
+    )
+}
+
+/// [`reconcile_with`], rendering through `memo`. With a lookup-only memo that misses
+/// ([`RenderMemo::missed`]) the result is incomplete and must be thrown away.
+pub fn reconcile_memo(
+    fleet: &mut Fleet,
+    scope: Scope,
+    now: u64,
+    settings: &Settings,
+    silent: &HashSet<String>,
+    memo: &mut RenderMemo,
+) -> Vec<EventRecord> {
     let mut events = Vec::new();
     if scope == Scope::Full {
-        render_all(fleet, now, &mut events);
+        render_all(fleet, now, &mut events, memo);
+        if memo.missed() {
+            return events;
+        }
     }
     roll_out(fleet, now, settings, silent, &mut events);
     update_configurations(fleet);
@@ -87,7 +111,14 @@ pub fn reconcile_with(
     events
 }
 
-fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
+/// Renders every pool and every node with overlays of `fleet` into `memo` (the expensive step,
+/// run outside the write lock; see [`crate::render_memo`]).
+pub fn prerender(mut fleet: Fleet, now: u64, memo: &mut RenderMemo) {
+    render_all(&mut fleet, now, &mut Vec::new(), memo);
+}
+
+fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>, memo: &mut RenderMemo) {
+    let inputs = Inputs::of(fleet);
     let configs: Vec<MachineConfig> = fleet.mcs.values().map(|r| r.value.to_model()).collect();
     let pools: Vec<MachineConfigPool> = render::with_builtin_pools(
         &fleet
@@ -115,7 +146,10 @@ fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
         };
         let old = fleet.pools[&name].value.status.clone();
         let mut status = old.clone();
-        match render::render_pool(model, &configs) {
+        let Some(rendered) = memo.pool(&inputs, &fleet.pools[&name].value, model, &configs) else {
+            return;
+        };
+        match rendered {
             Ok(mc) => {
                 let rec = RenderedRecord::from_model(&mc, &name, None, now);
                 status.source = rec.rendered_from.clone();
@@ -171,9 +205,13 @@ fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
                         .and_then(|r| r.value.status.target.clone());
                     (Some(p), t, None)
                 } else {
-                    match render::render_node(&pools, &configs, &[node.to_model()], &name) {
+                    let Some(rendered) = memo.node(&inputs, &pools, &configs, &node.to_model())
+                    else {
+                        return;
+                    };
+                    match rendered {
                         Ok(r) => {
-                            let rec = RenderedRecord::from_model(&r.config, &p, Some(&name), now);
+                            let rec = RenderedRecord::from_model(&r, &p, Some(&name), now);
                             let t = rec.name.clone();
                             if !fleet.rendered.contains_key(&t) {
                                 put(&mut fleet.rendered, &t, rec);

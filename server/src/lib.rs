@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;
 pub mod records;
+pub mod render_memo;
 pub mod rollout;
 pub mod serve;
 pub mod store;

@@ -1,0 +1,123 @@
+//! Issue 9, "trust under hostile input": the server against hostile or careless clients, over
+//! real TLS (HTTP/1.1 and HTTP/2). See docs/security.md.
+
+mod common;
+
+use common::*;
+use reqwest::StatusCode;
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+/// A guard against a deadlock, not a measurement: what it bounds either answers at once or
+/// never (before the fix it waited for a render that the test holds forever).
+const DEADLOCK_GUARD: Duration = Duration::from_secs(60);
+
+async fn guarded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLOCK_GUARD, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not complete while a render was held"))
+}
+
+async fn wait_for_file(p: &Path) {
+    guarded("the render", async {
+        while !p.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A FleetLock request with the node's credential as Basic password (what Zincati sends).
+fn fleetlock(api: &Api, node: &Api, path: &str, id: &str) -> reqwest::RequestBuilder {
+    api.client
+        .post(format!("{}{path}", api.base))
+        .basic_auth("node", Some(node.token.clone()))
+        .header("fleet-lock-protocol", "true")
+        .body(json!({"client_params": {"id": id, "group": "default"}}).to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Rendering is off the path of status reports, long-polls, enrollments and FleetLock.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_render_in_progress_holds_up_no_report_poll_enrollment_or_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        hearth_server::app::Options {
+            render_gate: Some(gate.path().to_path_buf()),
+            ..options(5)
+        },
+    )
+    .await;
+    let api = Api::admin(&s);
+    let r = api.apply_text("a.yaml", &worker_mc("10-a", "one")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let token = bootstrap_token(&s, "worker");
+    let w0 = api.enroll(&token, "w0", json!({})).await;
+    let w1 = api.enroll(&token, "w1", json!({})).await;
+    let first = w0.desired_name().await.expect("a desired config");
+    w0.report("Done", Some(&first), Some(&first), None).await;
+    w1.report("Done", Some(&first), Some(&first), None).await;
+
+    // An apply whose render is held until the test lets it go.
+    std::fs::write(gate.path().join("hold"), b"").unwrap();
+    let apply = {
+        let api = api.clone();
+        tokio::spawn(async move { api.apply_text("b.yaml", &worker_mc("20-b", "two")).await })
+    };
+    wait_for_file(&gate.path().join("rendering")).await;
+
+    // While it renders: a status report, a long-poll, an enrollment, a reboot slot, FleetLock.
+    guarded(
+        "a status report",
+        w1.report("Working", Some(&first), Some(&first), None),
+    )
+    .await;
+    let poll = guarded(
+        "a long-poll",
+        w0.get(&format!("/api/v1/agent/desired?known={first}&wait=1")),
+    )
+    .await;
+    assert_eq!(poll.status, StatusCode::NOT_MODIFIED, "{}", poll.text);
+    let w2 = guarded("an enrollment", api.enroll(&token, "w2", json!({}))).await;
+    let slot = guarded(
+        "a reboot slot",
+        w1.post("/api/v1/agent/reboot-slot", &json!({"action": "acquire"})),
+    )
+    .await;
+    assert_eq!(slot.status, StatusCode::OK, "{}", slot.text);
+    let fl = guarded(
+        "FleetLock",
+        api.send(fleetlock(&api, &w0, "/v1/steady-state", "m0")),
+    )
+    .await;
+    assert_eq!(fl.status, StatusCode::OK, "{}", fl.text);
+    // The render was in progress all along.
+    assert!(
+        !apply.is_finished(),
+        "the apply finished while its render was held"
+    );
+    let nodes = api.get("/api/v1/nodes").await;
+    assert_eq!(nodes.json["items"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        api.get("/api/v1/nodes/w1").await.json["status"]["state"],
+        "Working"
+    );
+
+    // Let it go: the apply lands, with the node enrolled meanwhile in the fleet it rendered.
+    std::fs::remove_file(gate.path().join("hold")).unwrap();
+    let r = guarded("the apply", apply).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let target = pool(&api, "worker").await["spec"]["configuration"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(target, first);
+    let node = api.get("/api/v1/nodes/w2").await;
+    assert_eq!(node.json["status"]["target"], target.as_str());
+    drop(w2);
+    s.shutdown().await;
+}

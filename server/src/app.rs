@@ -46,7 +46,20 @@ pub struct Options {
     /// For tests only: a directory; while `<dir>/hold` exists, every render writes
     /// `<dir>/rendering` and waits ([`RenderMemo::with_gate`]).
     pub render_gate: Option<std::path::PathBuf>,
+    /// How long a bootstrap token is valid when nobody says otherwise: the built-in pools'
+    /// tokens made at start and `POST /api/v1/pools/{name}/bootstrap-token` without
+    /// `ttlSeconds` (`--bootstrap-token-ttl`; `None`: never expires).
+    pub bootstrap_ttl: Option<Duration>,
+    /// Where each pool's current bootstrap token is written (`<state-dir>/tokens`), so that the
+    /// file stays the valid token after a rotation; `None`: nowhere.
+    pub token_dir: Option<std::path::PathBuf>,
+    /// A sha256 (hex) of the metrics token (`<state-dir>/metrics.token`), which may read
+    /// `/metrics` and nothing else.
+    pub metrics_token_sha256: Option<String>,
 }
+
+/// The default lifetime of a bootstrap token: 24 hours.
+pub const DEFAULT_BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for Options {
     fn default() -> Self {
@@ -58,6 +71,9 @@ impl Default for Options {
             tick: Duration::from_secs(10),
             ostree_repo: None,
             render_gate: None,
+            bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
+            token_dir: None,
+            metrics_token_sha256: None,
         }
     }
 }
@@ -465,6 +481,7 @@ impl<S: Store> App<S> {
             }
         }
         let admin_hash = pki::token_hash(admin_token);
+        let ttl = self.options.bootstrap_ttl;
         self.mutate(Scope::Full, false, |fleet, t| {
             for role in ["master", "worker"] {
                 if !fleet.pools.contains_key(role) {
@@ -492,7 +509,7 @@ impl<S: Store> App<S> {
                         sha256: pki::token_hash(token),
                         scope: TokenScope::Bootstrap { pool: pool.clone() },
                         created_at: t,
-                        expires_at: None,
+                        expires_at: ttl.map(|d| t + d.as_secs()),
                     },
                 );
             }
@@ -535,6 +552,11 @@ impl<S: Store> App<S> {
                     token: token.trim().to_string(),
                 },
             });
+        }
+        if self.options.metrics_token_sha256.as_deref() == Some(hash.as_str()) {
+            return Err(ApiError::forbidden(
+                "the metrics token may read /metrics and nothing else",
+            ));
         }
         Err(ApiError::unauthorized(
             "unknown token (a node whose record was deleted must enroll again)",
@@ -716,6 +738,29 @@ impl<S: Store> App<S> {
         .await
     }
 
+    /// Revokes a node's credential (an admin's decision, for a node that lost it): its
+    /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
+    /// its labels, status and reboot slot.
+    pub async fn reset_credential(&self, name: &str) -> Result<bool, ApiError> {
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            };
+            if node.credential_sha256.is_none() {
+                return Ok(false);
+            }
+            update(&mut fleet.nodes, name, |n| n.credential_sha256 = None);
+            fleet.record_events(vec![EventRecord::warning(
+                t,
+                meta_object("Node", name),
+                "CredentialReset",
+                "an admin revoked the node's credential; it may enroll again with its pool's bootstrap token".into(),
+            )]);
+            Ok(true)
+        })
+        .await
+    }
+
     /// Sets and removes labels of a node.
     pub async fn label_node(
         &self,
@@ -832,6 +877,16 @@ impl<S: Store> App<S> {
                 Ok(expires_at)
             })
             .await?;
+        if let Some(dir) = &self.options.token_dir {
+            // The file keeps holding the pool's valid token (the old one no longer works).
+            let path = dir.join(format!("{pool}.token"));
+            pki::write_private(&path, format!("{token}\n").as_bytes()).map_err(|e| {
+                ApiError::internal(format!(
+                    "the new token works, but writing {} failed: {e:#}",
+                    path.display()
+                ))
+            })?;
+        }
         Ok((token, expires))
     }
 
@@ -839,11 +894,18 @@ impl<S: Store> App<S> {
     // Agent operations.
 
     /// Enrolls a node with its pool's bootstrap token.
+    ///
+    /// A node that already holds a credential is enrolled again only with that credential
+    /// (`old_credential`), so that a bootstrap token (which every node of the pool has in its
+    /// `agent.env`) cannot take over another node's name; an admin revokes a lost credential
+    /// with [`App::reset_credential`].
     pub async fn enroll(
         &self,
         token_pool: &str,
         req: &EnrollRequest,
+        old_credential: Option<&str>,
     ) -> Result<EnrollResponse, ApiError> {
+        let proof = old_credential.map(pki::token_hash);
         if let Some(msg) = check_object_name(&req.node) {
             return Err(ApiError::bad_request(format!("node: {msg}")));
         }
@@ -854,14 +916,15 @@ impl<S: Store> App<S> {
         // that is a group commit with a rollout, not a render of the whole fleet.
         let placed = Arc::new(Mutex::new(None));
         {
-            let (placed, token_pool, req, hash) = (
+            let (placed, token_pool, req, hash, proof) = (
                 placed.clone(),
                 token_pool.to_string(),
                 req.clone(),
                 hash.clone(),
+                proof.clone(),
             );
             self.group_commit(Box::new(move |fleet, t| {
-                let r = enroll_node(fleet, &token_pool, &req, &hash, t, true)?;
+                let r = enroll_node(fleet, &token_pool, &req, &hash, proof.as_deref(), t, true)?;
                 *placed.lock().unwrap_or_else(|e| e.into_inner()) = match r {
                     Placed::Done(labels, pool) => Some((labels, pool)),
                     Placed::NeedsFull => None,
@@ -875,7 +938,7 @@ impl<S: Store> App<S> {
             Some(x) => x,
             None => {
                 self.mutate(Scope::Full, false, |fleet, t| {
-                    match enroll_node(fleet, token_pool, req, &hash, t, false)? {
+                    match enroll_node(fleet, token_pool, req, &hash, proof.as_deref(), t, false)? {
                         Placed::Done(labels, pool) => Ok((labels, pool)),
                         Placed::NeedsFull => Err(ApiError::internal("enrollment was not placed")),
                     }
@@ -1127,10 +1190,25 @@ fn enroll_node(
     token_pool: &str,
     req: &EnrollRequest,
     hash: &str,
+    proof: Option<&str>,
     t: u64,
     place: bool,
 ) -> Result<Placed, ApiError> {
     let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
+    if let Some(current) = existing
+        .as_ref()
+        .and_then(|n| n.credential_sha256.as_deref())
+    {
+        if proof != Some(current) {
+            return Err(ApiError::conflict(format!(
+                "node {} is already enrolled: enrolling it again needs its current credential \
+                 (Authorization: Bearer); if the node lost it (a reinstalled machine), an admin \
+                 revokes it with `hearth node reset-credential {}` \
+                 (POST /api/v1/nodes/{}/reset-credential) and the node enrolls again",
+                req.node, req.node, req.node
+            )));
+        }
+    }
     let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
         return Err(ApiError::forbidden(format!(
             "pool {token_pool:?} of this bootstrap token no longer exists"

@@ -58,6 +58,10 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             get(get_node::<S>).delete(delete_node::<S>),
         )
         .route("/api/v1/nodes/{name}/labels", post(label_node::<S>))
+        .route(
+            "/api/v1/nodes/{name}/reset-credential",
+            post(reset_credential::<S>),
+        )
         .route("/api/v1/renderedconfigs", get(list_rendered::<S>))
         .route("/api/v1/renderedconfigs/{name}", get(get_rendered::<S>))
         .route("/api/v1/events", get(events::<S>))
@@ -250,7 +254,33 @@ fn list(items: Vec<Value>) -> Json<Value> {
     Json(json!({"apiVersion": "v1", "kind": "List", "items": items}))
 }
 
-async fn metrics<S: Store>(State(app): AppState<S>, _: Admin) -> Result<Response, ApiError> {
+/// The metrics token (`<state-dir>/metrics.token`, for Prometheus), or an admin.
+#[derive(Debug)]
+pub struct MetricsReader;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for MetricsReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let metrics = app.options.metrics_token_sha256.as_deref();
+        if let Some(token) = bearer(&parts.headers) {
+            if metrics == Some(crate::pki::token_hash(&token).as_str()) {
+                return Ok(MetricsReader);
+            }
+        }
+        Admin::from_request_parts(parts, app)
+            .await
+            .map(|Admin| MetricsReader)
+    }
+}
+
+async fn metrics<S: Store>(
+    State(app): AppState<S>,
+    _: MetricsReader,
+) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
     Ok((
         [(
@@ -436,9 +466,13 @@ async fn bootstrap_token<S: Store>(
     } else {
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?
     };
-    let (token, expires) = app
-        .new_bootstrap_token(&name, req.ttl_seconds.map(Duration::from_secs))
-        .await?;
+    // No ttlSeconds: the server's default (--bootstrap-token-ttl); 0: never expires.
+    let ttl = match req.ttl_seconds {
+        None => app.options.bootstrap_ttl,
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(s)),
+    };
+    let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
     tracing::info!(pool = %name, "new bootstrap token");
     Ok(Json(json!({
         "pool": name,
@@ -498,6 +532,18 @@ async fn delete_node<S: Store>(
     tracing::info!(node = %name, "node deleted");
     Ok(Json(
         json!({"kind": "Node", "name": name, "action": "deleted"}),
+    ))
+}
+
+async fn reset_credential<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let revoked = app.reset_credential(&name).await?;
+    tracing::info!(node = %name, revoked, "node credential reset");
+    Ok(Json(
+        json!({"kind": "Node", "name": name, "credentialRevoked": revoked}),
     ))
 }
 
@@ -578,10 +624,13 @@ async fn enroll<S: Store>(
     headers: HeaderMap,
     Json(req): Json<EnrollRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    // The bootstrap token in the body (or as the bearer token); a node enrolling again sends
+    // its current credential as the bearer token.
+    let header_token = bearer(&headers);
     let token = req
         .bootstrap_token
         .clone()
-        .or_else(|| bearer(&headers))
+        .or_else(|| header_token.clone())
         .ok_or_else(|| {
             ApiError::unauthorized(
                 "missing bootstrap token: send bootstrapToken or Authorization: Bearer",
@@ -595,7 +644,8 @@ async fn enroll<S: Store>(
             ))
         }
     };
-    let resp = app.enroll(&pool, &req).await?;
+    let old_credential = header_token.filter(|t| *t != token);
+    let resp = app.enroll(&pool, &req, old_credential.as_deref()).await?;
     tracing::info!(node = %resp.node, pool = %resp.pool, "node enrolled");
     Ok(Json(serde_json::to_value(resp).unwrap_or_default()))
 }

@@ -119,8 +119,11 @@ pub async fn start(config: Config) -> Result<Running> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let store = RedbStore::open(&layout.database())?;
+    let mut options = config.options.clone();
+    options.token_dir = Some(layout.dir.join("tokens"));
+    options.metrics_token_sha256 = Some(pki::token_hash(&pki::metrics_token(&layout)?));
     let app = Arc::new(
-        App::new(store, config.options.clone(), init.tls.ca_pem.clone())
+        App::new(store, options, init.tls.ca_pem.clone())
             .await
             .context("cannot load the store")?,
     );

@@ -4,6 +4,7 @@ use crate::api::{AgentStatus, EnrollRequest, SlotAction, SlotRequest};
 use crate::app::{App, ApplyFile, Caller};
 use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};
+use crate::limits;
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use crate::views;
@@ -34,7 +35,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/metrics", get(metrics::<S>))
         .route(
             "/api/v1/manifests",
-            post(apply::<S>).layer(DefaultBodyLimit::max(64 << 20)),
+            post(apply::<S>).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
         )
         .route("/api/v1/machineconfigs", get(list_mcs::<S>))
         .route(
@@ -75,7 +76,12 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/ostree/repo/{*path}", get(ostree_file::<S>))
         .route("/healthz", get(healthz))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
-        .fallback(not_found);
+        .fallback(not_found)
+        // Outermost last: every error a Status document; headers bounded; bodies read in full
+        // (bounded in size and time) before anything else looks at the request.
+        .layer(middleware::from_fn(limits::read_body))
+        .layer(middleware::from_fn(limits::header_limit))
+        .layer(middleware::from_fn(limits::status_errors));
     api.with_state(app)
 }
 
@@ -622,8 +628,14 @@ async fn events<S: Store>(
 async fn enroll<S: Store>(
     State(app): AppState<S>,
     headers: HeaderMap,
-    Json(req): Json<EnrollRequest>,
+    body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
+    // Read whatever the Content-Type says (the token may be in the body).
+    let req: EnrollRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"node\": NAME, \"labels\": {{...}}, \"bootstrapToken\": TOKEN}}: {e}"
+        ))
+    })?;
     // The bootstrap token in the body (or as the bearer token); a node enrolling again sends
     // its current credential as the bearer token.
     let header_token = bearer(&headers);

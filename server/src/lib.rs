@@ -20,6 +20,7 @@ pub mod error;
 pub mod firstboot;
 pub mod fleet;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;

@@ -2,6 +2,7 @@
 
 use crate::app::{App, Options};
 use crate::http;
+use crate::limits;
 use crate::pki::{self, Layout};
 use crate::store::RedbStore;
 use anyhow::{Context, Result};
@@ -195,7 +196,7 @@ pub async fn start(config: Config) -> Result<Running> {
                     let acceptor = acceptor.clone();
                     let router = router.clone();
                     conns.spawn(async move {
-                        let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                        let tls = match tokio::time::timeout(limits::TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                             Ok(Ok(s)) => s,
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -221,15 +222,21 @@ pub async fn start(config: Config) -> Result<Running> {
                             router.clone().oneshot(req)
                         });
                         let mut builder = auto::Builder::new(TokioExecutor::new());
-                        // A client gets 30 s to send a request's headers (no slow-loris).
+                        // A client gets 30 s to send a request's headers (no slow-loris);
+                        // headers are bounded (see limits.rs; the API answers 431 above
+                        // limits::MAX_HEADER_BYTES, hyper itself above this).
                         builder
                             .http1()
                             .timer(TokioTimer::new())
-                            .header_read_timeout(Duration::from_secs(30));
+                            .header_read_timeout(limits::HEADER_READ_TIMEOUT)
+                            .max_buf_size(limits::HYPER_MAX_HEADER_BYTES);
                         builder
                             .http2()
                             .timer(TokioTimer::new())
-                            .keep_alive_interval(Duration::from_secs(60));
+                            .keep_alive_interval(Duration::from_secs(60))
+                            .keep_alive_timeout(Duration::from_secs(20))
+                            .max_concurrent_streams(limits::H2_MAX_CONCURRENT_STREAMS)
+                            .max_header_list_size(limits::HYPER_MAX_HEADER_BYTES as u32);
                         if let Err(e) = builder
                             .serve_connection(TokioIo::new(tls), service)
                             .await

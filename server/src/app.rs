@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::pki::{self, Layout};
 use crate::records::{
     bootstrap_token_name, EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord,
-    TokenRecord, TokenScope, ADMIN_TOKEN,
+    SlotHolder, TokenRecord, TokenScope, ADMIN_TOKEN,
 };
 use crate::render_memo::RenderMemo;
 use crate::store::{Store, StoreError};
@@ -1019,10 +1019,14 @@ impl<S: Store> App<S> {
 
     /// Takes or gives back a reboot slot: granted while fewer than the pool's `maxUnavailable`
     /// nodes hold one.
+    ///
+    /// A slot is held until `holder` gives it back: the agent's and a FleetLock client's
+    /// holds on the same node are one slot (one node reboots), freed when both are released.
     pub async fn reboot_slot(
         &self,
         node: &str,
         action: SlotAction,
+        holder: SlotHolder,
     ) -> Result<SlotAnswer, ApiError> {
         self.seen(node);
         self.mutate(Scope::Rollout, false, |fleet, t| {
@@ -1033,14 +1037,17 @@ impl<S: Store> App<S> {
             };
             match action {
                 SlotAction::Release => {
-                    if n.reboot_slot.is_some() {
-                        update(&mut fleet.nodes, node, |n| n.reboot_slot = None);
+                    let mut after = n.clone();
+                    if after.release_slot(holder) {
+                        update(&mut fleet.nodes, node, |x| *x = after);
                         fleet.record_events(vec![EventRecord::normal(
                             t,
                             meta_object("Node", node),
                             "RebootSlotReleased",
                             "released its reboot slot".into(),
                         )]);
+                    } else if after != n {
+                        update(&mut fleet.nodes, node, |x| *x = after);
                     }
                     Ok(SlotAnswer {
                         granted: false,
@@ -1050,6 +1057,14 @@ impl<S: Store> App<S> {
                 }
                 SlotAction::Acquire => {
                     if n.reboot_slot.is_some() {
+                        let mut holders = n.slot_holders.clone();
+                        if holders.is_empty() {
+                            holders.push(SlotHolder::Agent);
+                        }
+                        if !holders.contains(&holder) {
+                            holders.push(holder);
+                            update(&mut fleet.nodes, node, |x| x.slot_holders = holders);
+                        }
                         return Ok(SlotAnswer {
                             granted: true,
                             retry_after_seconds: 0,
@@ -1094,7 +1109,10 @@ impl<S: Store> App<S> {
                             )),
                         });
                     }
-                    update(&mut fleet.nodes, node, |n| n.reboot_slot = Some(t));
+                    update(&mut fleet.nodes, node, |n| {
+                        n.reboot_slot = Some(t);
+                        n.slot_holders = vec![holder];
+                    });
                     fleet.record_events(vec![EventRecord::normal(
                         t,
                         meta_object("Node", node),
@@ -1158,6 +1176,8 @@ fn record_report(
             ),
         });
     }
+    // A Done report in the desired config gives back the agent's part of the slot only: a
+    // FleetLock client's holds until its steady-state.
     let release = status.state == NodeState::Done
         && status.current.is_some()
         && status.current == n.desired
@@ -1166,7 +1186,7 @@ fn record_report(
         n.report = Some(status.clone());
         n.report_at = Some(t);
         if release {
-            n.reboot_slot = None;
+            n.release_slot(SlotHolder::Agent);
         }
     });
     fleet.record_events(events);

@@ -755,7 +755,9 @@ async fn reboot_slot<S: Store>(
             "expected {{\"action\": \"acquire\"|\"release\"}}: {e}"
         ))
     })?;
-    let answer = app.reboot_slot(&me, req.action).await?;
+    let answer = app
+        .reboot_slot(&me, req.action, crate::records::SlotHolder::Agent)
+        .await?;
     Ok(Json(serde_json::to_value(answer).unwrap_or_default()))
 }
 
@@ -959,7 +961,10 @@ async fn fleetlock<S: Store>(
             ),
         );
     }
-    match app.reboot_slot(&node, action).await {
+    match app
+        .reboot_slot(&node, action, crate::records::SlotHolder::FleetLock)
+        .await
+    {
         Ok(answer) if action == SlotAction::Release || answer.granted => {
             tracing::info!(node = %node, id = %params.id, ?action, "FleetLock");
             (StatusCode::OK, Json(json!({}))).into_response()

@@ -656,6 +656,7 @@ async fn enroll<S: Store>(
             ))
         }
     };
+    crate::bounds::labels(&req.labels)?;
     let old_credential = header_token.filter(|t| *t != token);
     let resp = app.enroll(&pool, &req, old_credential.as_deref()).await?;
     tracing::info!(node = %resp.node, pool = %resp.pool, "node enrolled");
@@ -740,6 +741,7 @@ async fn report<S: Store>(
     let me = node(&c)?.to_string();
     let status: AgentStatus = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("not an agent status document: {e}")))?;
+    let status = crate::bounds::status_report(status)?;
     app.report(&me, status).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -945,6 +947,18 @@ async fn fleetlock<S: Store>(
             )
         }
     };
+    if params.id.len() > crate::bounds::MAX_FLEETLOCK_FIELD
+        || params.group.len() > crate::bounds::MAX_FLEETLOCK_FIELD
+    {
+        return fleetlock_error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "client_params.id and .group are at most {} bytes",
+                crate::bounds::MAX_FLEETLOCK_FIELD
+            ),
+        );
+    }
     let pool = app
         .snapshot()
         .nodes
@@ -966,7 +980,8 @@ async fn fleetlock<S: Store>(
         .await
     {
         Ok(answer) if action == SlotAction::Release || answer.granted => {
-            tracing::info!(node = %node, id = %params.id, ?action, "FleetLock");
+            // The id is the client's word (logged escaped); the slot is the credential's node.
+            tracing::info!(node = %node, id = ?params.id, ?action, "FleetLock");
             (StatusCode::OK, Json(json!({}))).into_response()
         }
         Ok(answer) => fleetlock_error(

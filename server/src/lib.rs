@@ -15,6 +15,7 @@
 //! See `docs/server.md` and `docs/api.md`.
 pub mod api;
 pub mod app;
+pub mod bounds;
 pub mod controller;
 pub mod error;
 pub mod firstboot;

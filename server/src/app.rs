@@ -14,7 +14,7 @@ use crate::records::{
     bootstrap_token_name, EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord,
     SlotHolder, TokenRecord, TokenScope, ADMIN_TOKEN,
 };
-use crate::render_memo::RenderMemo;
+use crate::render_memo::{RebootPlans, RenderMemo};
 use crate::store::{Store, StoreError};
 use crate::time::now;
 use hearth_config::diag::Diagnostic;
@@ -185,6 +185,8 @@ pub struct App<S: Store> {
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
     credentials: RwLock<HashMap<String, String>>,
+    /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
+    reboot_plans: Mutex<RebootPlans>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {
@@ -219,6 +221,7 @@ impl<S: Store> App<S> {
             group: Mutex::new(Vec::new()),
             group_flush: tokio::sync::Mutex::new(()),
             credentials,
+            reboot_plans: Mutex::new(RebootPlans::default()),
         })
     }
 
@@ -342,12 +345,23 @@ impl<S: Store> App<S> {
             let t = now();
             f(&mut copy, t)?;
             memo.compute_again();
-            memo = tokio::task::spawn_blocking(move || {
-                controller::prerender(copy, t, &mut memo);
-                memo
+            let mut plans = self
+                .reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let settings = self.options.settings.clone();
+            let plans_made;
+            (memo, plans_made) = tokio::task::spawn_blocking(move || {
+                controller::prerender(copy, t, &settings, &mut memo, &mut plans);
+                (memo, plans)
             })
             .await
             .map_err(|e| ApiError::internal(format!("rendering failed: {e}")))?;
+            self.reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .merge(plans_made);
             memo.lookup_only();
             if let Some(out) = self
                 .mutate_locked(scope, dry_run, &mut f, Some(&mut memo))
@@ -380,25 +394,23 @@ impl<S: Store> App<S> {
             let t = now();
             let out = f(&mut new, t)?;
             let silent = self.silent(&new);
-            let events = match memo.as_deref_mut() {
-                Some(memo) => {
-                    let events = controller::reconcile_memo(
-                        &mut new,
-                        scope,
-                        t,
-                        &self.options.settings,
-                        &silent,
-                        memo,
-                    );
-                    if memo.missed() {
-                        return Ok(None);
-                    }
-                    events
-                }
-                None => {
-                    controller::reconcile_with(&mut new, scope, t, &self.options.settings, &silent)
-                }
+            let mut computing = RenderMemo::computing();
+            let memo_now = match memo.as_deref_mut() {
+                Some(m) => m,
+                None => &mut computing,
             };
+            let events = controller::reconcile_memo(
+                &mut new,
+                scope,
+                t,
+                &self.options.settings,
+                &silent,
+                memo_now,
+                &mut self.reboot_plans.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+            if memo_now.missed() {
+                return Ok(None);
+            }
             new.record_events(events);
             let ops = new.diff(&old)?;
             if dry_run || ops.is_empty() {

@@ -20,7 +20,7 @@
 
 use crate::fleet::{put, update, Fleet};
 use crate::records::{EventRecord, NodeRecord, RenderedRecord};
-use crate::render_memo::{Inputs, RenderMemo};
+use crate::render_memo::{Inputs, RebootPlans, RenderMemo};
 use crate::rollout::{self, NodeView, PoolView, Why};
 use crate::window::{self, WindowClock, WindowWait};
 use hearth_config::model::{MachineConfig, MachineConfigPool};
@@ -81,6 +81,7 @@ pub fn reconcile_with(
         settings,
         silent,
         &mut RenderMemo::computing(),
+        &mut RebootPlans::default(),
     )
 }
 
@@ -93,6 +94,7 @@ pub fn reconcile_memo(
     settings: &Settings,
     silent: &HashSet<String>,
     memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
 ) -> Vec<EventRecord> {
     let mut events = Vec::new();
     if scope == Scope::Full {
@@ -101,7 +103,7 @@ pub fn reconcile_memo(
             return events;
         }
     }
-    roll_out(fleet, now, settings, silent, &mut events);
+    roll_out(fleet, now, settings, silent, &mut events, plans);
     update_configurations(fleet);
     // Collection only ever removes what nothing refers to, so it can wait for the next full
     // reconcile; status reports (the hot path) skip it.
@@ -113,8 +115,30 @@ pub fn reconcile_memo(
 
 /// Renders every pool and every node with overlays of `fleet` into `memo` (the expensive step,
 /// run outside the write lock; see [`crate::render_memo`]).
-pub fn prerender(mut fleet: Fleet, now: u64, memo: &mut RenderMemo) {
+/// Then answers, into `plans`, whether each node's update to its new target needs a reboot,
+/// for the pools outside their maintenance windows (what the rollout will ask).
+pub fn prerender(
+    mut fleet: Fleet,
+    now: u64,
+    settings: &Settings,
+    memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
+) {
     render_all(&mut fleet, now, &mut Vec::new(), memo);
+    let policies = fleet.policies();
+    plans.for_policies(&policies);
+    let window_now = settings.window_clock.now();
+    for n in fleet.nodes.values() {
+        let closed = n
+            .value
+            .pool
+            .as_ref()
+            .and_then(|p| fleet.pools.get(p))
+            .is_some_and(|p| window::gate(&p.value, window_now).is_some());
+        if closed {
+            needs_reboot(&fleet, &n.value, &policies, plans);
+        }
+    }
 }
 
 fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>, memo: &mut RenderMemo) {
@@ -257,6 +281,7 @@ fn roll_out(
     settings: &Settings,
     silent: &HashSet<String>,
     events: &mut Vec<EventRecord>,
+    plans: &mut RebootPlans,
 ) {
     // Decide on borrowed views (no node is copied), then write the assignments.
     let mut assignments: Vec<(rollout::Assignment, Option<String>)> = Vec::new();
@@ -264,7 +289,7 @@ fn roll_out(
     let mut waits: BTreeMap<String, (Option<WindowWait>, HashSet<String>)> = BTreeMap::new();
     let window_now = settings.window_clock.now();
     let policies = fleet.policies();
-    let mut reboot_cache: BTreeMap<(String, String), bool> = BTreeMap::new();
+    plans.for_policies(&policies);
     {
         let mut by_pool: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
         for n in fleet.nodes.values() {
@@ -288,8 +313,7 @@ fn roll_out(
                     current: n.current(),
                     state: n.state(),
                     silent: silent.contains(&n.name),
-                    needs_reboot: view.window_closed
-                        && needs_reboot(fleet, n, &policies, &mut reboot_cache),
+                    needs_reboot: view.window_closed && needs_reboot(fleet, n, &policies, plans),
                 })
                 .collect();
             if let Some(w) = &wait {
@@ -349,7 +373,7 @@ fn needs_reboot(
     fleet: &Fleet,
     n: &NodeRecord,
     policies: &hearth_config::model::DisruptionPolicies,
-    cache: &mut BTreeMap<(String, String), bool>,
+    plans: &mut RebootPlans,
 ) -> bool {
     let (Some(from), Some(to)) = (n.desired.as_deref(), n.target.as_deref()) else {
         return true;
@@ -357,9 +381,8 @@ fn needs_reboot(
     if from == to {
         return false;
     }
-    let key = (from.to_string(), to.to_string());
-    if let Some(r) = cache.get(&key) {
-        return *r;
+    if let Some(r) = plans.get(from, to) {
+        return r;
     }
     let r = match (fleet.rendered.get(from), fleet.rendered.get(to)) {
         (Some(a), Some(b)) => hearth_config::plan::plan(&a.value.spec, &b.value.spec, policies)
@@ -367,7 +390,7 @@ fn needs_reboot(
             .reboot(),
         _ => true,
     };
-    cache.insert(key, r);
+    plans.insert(from, to, r);
     r
 }
 

@@ -685,8 +685,10 @@ async fn desired<S: Store>(
     State(app): AppState<S>,
     Auth(c): Auth,
     Query(q): Query<DesiredQuery>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let me = node(&c)?.to_string();
+    let token = bearer(&headers).unwrap_or_default();
     if let Some(other) = q.node.as_deref().filter(|n| *n != me) {
         return Err(ApiError::forbidden(format!(
             "node {me} may not read the desired config of node {other}"
@@ -699,10 +701,18 @@ async fn desired<S: Store>(
     // a request that will not wait needs no channel.
     let mut rx = (!wait.is_zero()).then(|| app.node_desired_watch(&me));
     let mut waiting = None;
+    let mut first = true;
     loop {
         if let Some(rx) = rx.as_mut() {
             rx.borrow_and_update();
         }
+        // Woken: the credential may have been revoked (a reset, a new enrollment).
+        if !first && app.authenticate(&token)? != Caller::Node(me.clone()) {
+            return Err(ApiError::unauthorized(format!(
+                "the credential of node {me} was revoked; enroll again"
+            )));
+        }
+        first = false;
         if let Some((name, body)) = app.desired_body(&me)? {
             if q.known.as_deref() != Some(name.as_str()) {
                 app.metrics.desired_served();

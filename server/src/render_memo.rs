@@ -170,3 +170,55 @@ impl RenderMemo {
         }
     }
 }
+
+/// Whether an update from one rendered config to another needs a reboot (the agent's plan with
+/// the fleet's disruption policies), by config names: rendered configs are content-addressed,
+/// so a pair's answer holds until the policies change. Kept by the server across reconciles and
+/// filled outside the writer lock when a change renders, so that the rollout (which asks only
+/// for pools outside their maintenance windows) plans under the lock only for pairs it has
+/// never seen (after a restart).
+#[derive(Debug, Default, Clone)]
+pub struct RebootPlans {
+    policies: Key,
+    map: HashMap<(String, String), bool>,
+}
+
+/// Pairs kept at most (then forgotten all at once).
+const MAX_REBOOT_PLANS: usize = 10_000;
+
+impl RebootPlans {
+    /// Forgets every answer if `policies` differ from those they were made with.
+    pub fn for_policies(&mut self, policies: &hearth_config::model::DisruptionPolicies) {
+        let mut h = Sha256::new();
+        feed(&mut h, policies);
+        let key: Key = h.finalize().into();
+        if key != self.policies {
+            self.map.clear();
+            self.policies = key;
+        }
+    }
+
+    /// The answer for `from` → `to`, if known.
+    pub fn get(&self, from: &str, to: &str) -> Option<bool> {
+        self.map.get(&(from.to_string(), to.to_string())).copied()
+    }
+
+    /// Records an answer.
+    pub fn insert(&mut self, from: &str, to: &str, reboot: bool) {
+        if self.map.len() >= MAX_REBOOT_PLANS {
+            self.map.clear();
+        }
+        self.map.insert((from.to_string(), to.to_string()), reboot);
+    }
+
+    /// Takes the answers of `other` (made with the same policies).
+    pub fn merge(&mut self, other: RebootPlans) {
+        if other.policies != self.policies {
+            *self = other;
+            return;
+        }
+        for ((from, to), r) in other.map {
+            self.insert(&from, &to, r);
+        }
+    }
+}

@@ -171,9 +171,32 @@ async fn a_bootstrap_token_cannot_take_over_an_enrolled_node() {
     assert_eq!(node.json["status"]["state"], "Done");
 
     // An admin revokes the credential of a node that lost it; then the bootstrap token enrolls it.
+    // A long-poll of the node that is waiting ends with 401.
+    let poll = {
+        let w0 = w0.clone();
+        let first = first.clone();
+        tokio::spawn(async move {
+            w0.get(&format!("/api/v1/agent/desired?known={first}&wait=3600"))
+                .await
+        })
+    };
+    // The poll is waiting once the server counts it.
+    guarded("the long-poll", async {
+        while !api
+            .get("/metrics")
+            .await
+            .text
+            .contains("hearth_server_long_polls_waiting 1")
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let r = api
         .post("/api/v1/nodes/w0/reset-credential", &json!({}))
         .await;
+    let p = guarded("the long-poll's end", poll).await.unwrap();
+    assert_eq!(p.status, StatusCode::UNAUTHORIZED, "{}", p.text);
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(r.json["credentialRevoked"], true);
     assert_eq!(

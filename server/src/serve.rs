@@ -99,9 +99,18 @@ impl Running {
             l.bootstrap_token("worker").display()
         ));
         out.push_str("  with the CA above in the pointer config's ignition.security.tls.certificateAuthorities.\n");
+        out.push_str("  (or, better, send it as a header: the pointer config's ignition.config.merge[].httpHeaders\n   with Authorization: Bearer <token>; a URL ends up in logs and the kernel command line)\n");
         out.push_str(&format!(
-            "  Bootstrap tokens: {}/<pool>.token (master, worker); `hearth bootstrap-token POOL` makes one for any pool.\n",
-            l.dir.join("tokens").display()
+            "  Bootstrap tokens: {}/<pool>.token (master, worker); they expire ({}); `hearth bootstrap-token POOL` makes a new one for any pool\n  (the old one stops working, the file is updated).\n",
+            l.dir.join("tokens").display(),
+            match self.app.options.bootstrap_ttl {
+                Some(d) => format!("valid for {} s after they are made, --bootstrap-token-ttl", d.as_secs()),
+                None => "never: --bootstrap-token-ttl 0".to_string(),
+            }
+        ));
+        out.push_str(&format!(
+            "\nPrometheus: /metrics with the read-only token in {}\n",
+            l.metrics_token().display()
         ));
         out
     }

@@ -1235,9 +1235,9 @@ fn enroll_node(
             return Err(ApiError::conflict(format!(
                 "node {} is already enrolled: enrolling it again needs its current credential \
                  (Authorization: Bearer); if the node lost it (a reinstalled machine), an admin \
-                 revokes it with `hearth node reset-credential {}` \
-                 (POST /api/v1/nodes/{}/reset-credential) and the node enrolls again",
-                req.node, req.node, req.node
+                 revokes it with POST /api/v1/nodes/{}/reset-credential and the node enrolls \
+                 again",
+                req.node, req.node
             )));
         }
     }

@@ -887,3 +887,71 @@ async fn a_node_acts_only_as_itself_and_its_words_are_bounded() {
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
     s.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// 2. Slow clients: a body or headers that never finish are cut off, not waited for forever.
+
+/// A raw TLS connection to the server (HTTP/1.1 written by hand).
+async fn raw_tls(
+    port: u16,
+    ca_pem: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_get_408_and_slow_headers_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
+    let port = s.addr.port();
+    // Both started together; each is cut off after its 30 s, whatever the client does.
+    let body = async {
+        let mut c = raw_tls(port, &ca).await;
+        c.write_all(
+            b"POST /api/v1/agent/status HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).to_string()
+    };
+    let headers = async {
+        let mut c = raw_tls(port, &ca).await;
+        c.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        // Ends (hyper closes the connection) rather than waiting for the rest.
+        let _ = c.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).to_string()
+    };
+    let guard = Duration::from_secs(120);
+    let (body, headers) = tokio::time::timeout(guard, async { tokio::join!(body, headers) })
+        .await
+        .expect("the server cut off slow clients");
+    assert!(body.starts_with("HTTP/1.1 408"), "{body}");
+    assert!(body.contains("\"reason\":\"RequestTimeout\""), "{body}");
+    assert!(!headers.contains("200 OK"), "{headers}");
+    s.shutdown().await;
+}

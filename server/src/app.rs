@@ -701,6 +701,17 @@ impl<S: Store> App<S> {
 
     /// Deletes a pool (a built-in pool goes back to its built-in definition).
     pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+        let what = self.delete_pool_record(name).await?;
+        if what == "deleted" {
+            // Its bootstrap token went with it: so does the token's file.
+            if let Some(dir) = &self.options.token_dir {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.token")));
+            }
+        }
+        Ok(what)
+    }
+
+    async fn delete_pool_record(&self, name: &str) -> Result<String, ApiError> {
         self.mutate(Scope::Full, false, |fleet, t| {
             let Some(existing) = fleet.pools.get(name).map(|p| p.value.clone()) else {
                 return Err(ApiError::not_found(format!(

@@ -283,6 +283,22 @@ async fn bootstrap_tokens_expire_by_default_and_rotate() {
         )
         .await;
     assert!(r.json["expiresAt"].is_null(), "{}", r.text);
+    // A custom pool's token file lives as long as the pool.
+    let pool_yaml = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: infra\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: infra\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/infra: \"\"\n";
+    let r = api.apply_text("infra.yaml", pool_yaml).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = api
+        .post("/api/v1/pools/infra/bootstrap-token", &json!({}))
+        .await;
+    assert_eq!(
+        bootstrap_token(&s, "infra"),
+        r.json["token"].as_str().unwrap()
+    );
+    assert_eq!(
+        api.delete("/api/v1/pools/infra").await.status,
+        StatusCode::OK
+    );
+    assert!(!s.layout.bootstrap_token("infra").exists());
     s.shutdown().await;
 
     // The binary's default: 24 hours.

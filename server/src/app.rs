@@ -399,15 +399,21 @@ impl<S: Store> App<S> {
                 Some(m) => m,
                 None => &mut computing,
             };
-            let events = controller::reconcile_memo(
-                &mut new,
-                scope,
-                t,
-                &self.options.settings,
-                &silent,
-                memo_now,
-                &mut self.reboot_plans.lock().unwrap_or_else(|e| e.into_inner()),
-            );
+            let events = {
+                let mut plans = self.reboot_plans.lock().unwrap_or_else(|e| e.into_inner());
+                let before = plans.made();
+                let events = controller::reconcile_memo(
+                    &mut new,
+                    scope,
+                    t,
+                    &self.options.settings,
+                    &silent,
+                    memo_now,
+                    &mut plans,
+                );
+                self.metrics.plans_under_lock(plans.made() - before);
+                events
+            };
             if memo_now.missed() {
                 return Ok(None);
             }

@@ -181,6 +181,7 @@ impl RenderMemo {
 pub struct RebootPlans {
     policies: Key,
     map: HashMap<(String, String), bool>,
+    made: u64,
 }
 
 /// Pairs kept at most (then forgotten all at once).
@@ -203,8 +204,18 @@ impl RebootPlans {
         self.map.get(&(from.to_string(), to.to_string())).copied()
     }
 
-    /// Records an answer.
+    /// Plans made through [`RebootPlans::insert`] so far (not counting merged answers).
+    pub fn made(&self) -> u64 {
+        self.made
+    }
+
+    /// Records an answer that was just planned.
     pub fn insert(&mut self, from: &str, to: &str, reboot: bool) {
+        self.made += 1;
+        self.keep(from, to, reboot);
+    }
+
+    fn keep(&mut self, from: &str, to: &str, reboot: bool) {
         if self.map.len() >= MAX_REBOOT_PLANS {
             self.map.clear();
         }
@@ -214,11 +225,12 @@ impl RebootPlans {
     /// Takes the answers of `other` (made with the same policies).
     pub fn merge(&mut self, other: RebootPlans) {
         if other.policies != self.policies {
-            *self = other;
+            self.policies = other.policies;
+            self.map = other.map;
             return;
         }
         for ((from, to), r) in other.map {
-            self.insert(&from, &to, r);
+            self.keep(&from, &to, r);
         }
     }
 }

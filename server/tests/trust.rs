@@ -971,3 +971,65 @@ async fn slow_bodies_get_408_and_slow_headers_are_cut_off() {
     assert!(!headers.contains("200 OK"), "{headers}");
     s.shutdown().await;
 }
+
+/// The value of a metric without labels.
+async fn metric(api: &Api, name: &str) -> u64 {
+    let text = api.get("/metrics").await.text;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_plans_for_a_closed_window_are_made_outside_the_writer_lock() {
+    // 2026-01-03 was a Saturday; 00:00 UTC: the window (Sat 02:00-06:00) is closed.
+    const SAT: u64 = 1_767_398_400;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(5);
+    opts.settings.window_clock.set_now(SAT);
+    let s = start(dir.path(), opts).await;
+    let api = Api::admin(&s);
+    let pool_yaml = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\n  annotations:\n    hearth.io/maintenance-windows: \"Sat 02:00-06:00 UTC\"\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/worker: \"\"\n  maxUnavailable: 1\n";
+    let r = api
+        .apply(&[
+            ("pool.yaml".into(), pool_yaml.into()),
+            ("mc.yaml".into(), worker_mc("10-a", "one")),
+        ])
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let token = bootstrap_token(&s, "worker");
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
+        let d = n.desired_name().await.unwrap();
+        n.report("Done", Some(&d), Some(&d), None).await;
+        nodes.push((n, d));
+    }
+    // A change that needs a reboot: outside the window, every reconcile asks whether each
+    // node's update needs one — the apply, then every report and tick.
+    let r = api.apply_text("mc.yaml", &worker_mc("10-a", "two")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    for _ in 0..3 {
+        for (n, d) in &nodes {
+            n.report("Done", Some(d), Some(d), None).await;
+        }
+    }
+    // The question was asked (the nodes wait for the window) ...
+    let node = api.get("/api/v1/nodes/w0").await.json;
+    assert!(
+        node["status"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("waiting for the maintenance window"),
+        "{node:#}"
+    );
+    // ... and answered outside the writer lock, by the apply that rendered.
+    assert_eq!(
+        metric(&api, "hearth_server_reboot_plans_under_lock_total").await,
+        0
+    );
+    s.shutdown().await;
+}

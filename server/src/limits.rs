@@ -2,7 +2,8 @@
 //!
 //! - [`read_body`]: every request body is read in full before any handler (or authentication)
 //!   sees the request, within [`BODY_READ_TIMEOUT`] and up to the route's limit
-//!   ([`body_limit`]): too big is 413, too slow 408. Refusing a request only after its body has
+//!   ([`body_limit`]): too big is 413 (the excess is read and dropped, up to [`MAX_DRAIN`], so
+//!   that the client gets to read the answer), too slow 408. Refusing a request only after its body has
 //!   been read is what lets an HTTP/2 client see the refusal (401, 403...) instead of a reset
 //!   stream.
 //! - [`header_limit`]: request headers over [`MAX_HEADER_BYTES`] are 431. (Hyper itself refuses
@@ -20,6 +21,7 @@ use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt as _;
 use std::time::Duration;
 
 /// Request headers (names and values, all together) the API answers.
@@ -31,6 +33,9 @@ pub const HYPER_MAX_HEADER_BYTES: usize = 1024 * 1024;
 pub const MAX_APPLY_BODY: usize = 64 << 20;
 /// The largest body of every other request.
 pub const MAX_BODY: usize = 1 << 20;
+/// What is read beyond a body's limit (and dropped) so that a client still sending it gets
+/// to read the 413; a body even bigger sees its connection end instead.
+pub const MAX_DRAIN: usize = 8 << 20;
 /// A request's body must arrive within this (no slow-loris on bodies).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client's time to send a request's headers over HTTP/1.1.
@@ -76,55 +81,54 @@ pub async fn read_body(req: Request, next: Next) -> Response {
         return next.run(req).await;
     }
     let limit = body_limit(req.uri().path());
-    if let Some(len) = req
+    let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return too_large(limit);
-        }
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > (limit + MAX_DRAIN) as u64) {
+        // Not worth reading only to refuse it.
+        return too_large(limit);
     }
-    let (parts, body) = req.into_parts();
-    let bytes: Bytes =
-        match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
-                // A body over the limit, or one whose connection failed.
-                if is_length_limit(&e) {
-                    return too_large(limit);
+    let (parts, mut body) = req.into_parts();
+    let read = async {
+        let mut buf = Vec::new();
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Some(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                total += data.len();
+                if total <= limit {
+                    buf.extend_from_slice(&data);
+                } else if total > limit + MAX_DRAIN {
+                    // Too much to read only to refuse it: the client sees the connection end.
+                    return Err(None::<String>);
                 }
-                return ApiError::bad_request(format!("cannot read the request body: {e}"))
-                    .into_response();
+                // Over the limit: read on (up to MAX_DRAIN more) and drop it, so that the
+                // client, still sending, gets to read the 413.
             }
-            Err(_) => {
-                return ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "RequestTimeout",
-                    format!(
-                        "the request body did not arrive within {} s",
-                        BODY_READ_TIMEOUT.as_secs()
-                    ),
-                )
-                .into_response()
-            }
-        };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
-/// Whether an error of `to_bytes` is its length limit (`http_body_util::LengthLimitError`,
-/// "length limit exceeded"), somewhere in its chain.
-fn is_length_limit(e: &axum::Error) -> bool {
-    let mut cur: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = cur {
-        if err.to_string().contains("length limit exceeded") {
-            return true;
         }
-        cur = err.source();
+        Ok((buf, total))
+    };
+    match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+        Ok(Ok((buf, total))) if total <= limit => {
+            next.run(Request::from_parts(parts, Body::from(Bytes::from(buf))))
+                .await
+        }
+        Ok(Ok(_)) | Ok(Err(None)) => too_large(limit),
+        Ok(Err(Some(e))) => {
+            ApiError::bad_request(format!("cannot read the request body: {e}")).into_response()
+        }
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "RequestTimeout",
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )
+        .into_response(),
     }
-    false
 }
 
 fn too_large(limit: usize) -> Response {

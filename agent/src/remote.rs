@@ -234,6 +234,40 @@ impl Remote {
         node_name: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<Remote, RemoteError> {
+        Self::enroll_proving(base_url, ca_pem, bootstrap_token, node_name, labels, None).await
+    }
+
+    /// [`Remote::enroll`] for a node that is already enrolled: the server enrolls a name that
+    /// holds a credential again only when that credential comes along (as
+    /// `Authorization: Bearer`); without it the answer is 409 (a bootstrap token alone cannot
+    /// take over an enrolled node).
+    pub async fn enroll_again(
+        base_url: &str,
+        ca_pem: &[u8],
+        bootstrap_token: &str,
+        node_name: &str,
+        labels: &BTreeMap<String, String>,
+        credential: &str,
+    ) -> Result<Remote, RemoteError> {
+        Self::enroll_proving(
+            base_url,
+            ca_pem,
+            bootstrap_token,
+            node_name,
+            labels,
+            Some(credential),
+        )
+        .await
+    }
+
+    async fn enroll_proving(
+        base_url: &str,
+        ca_pem: &[u8],
+        bootstrap_token: &str,
+        node_name: &str,
+        labels: &BTreeMap<String, String>,
+        credential: Option<&str>,
+    ) -> Result<Remote, RemoteError> {
         let client = client(ca_pem)?;
         let base = base_url.trim_end_matches('/').to_string();
         let url = format!("{base}/api/v1/enroll");
@@ -243,14 +277,15 @@ impl Remote {
             bootstrap_token: Some(bootstrap_token.trim().to_string()),
         })
         .map_err(|e| RemoteError::Invalid(e.to_string()))?;
-        let resp = client
+        let mut req = client
             .post(&url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| transport(&url, e))?;
+            .timeout(Duration::from_secs(60));
+        if let Some(c) = credential {
+            req = req.bearer_auth(c.trim());
+        }
+        let resp = req.send().await.map_err(|e| transport(&url, e))?;
         if !resp.status().is_success() {
             return Err(error_from(resp).await);
         }

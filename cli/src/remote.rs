@@ -189,7 +189,7 @@ pub struct PauseArgs {
 pub struct TokenArgs {
     /// The pool the token enrolls nodes into.
     pool: String,
-    /// Validity in seconds (default: no expiry).
+    /// Validity in seconds (default: the server's --bootstrap-token-ttl, 24 h; 0: no expiry).
     #[arg(long, value_name = "SECONDS")]
     ttl: Option<u64>,
     #[command(flatten)]

@@ -12,8 +12,9 @@ use crate::metrics::Metrics;
 use crate::pki::{self, Layout};
 use crate::records::{
     bootstrap_token_name, EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord,
-    TokenRecord, TokenScope, ADMIN_TOKEN,
+    SlotHolder, TokenRecord, TokenScope, ADMIN_TOKEN,
 };
+use crate::render_memo::{RebootPlans, RenderMemo};
 use crate::store::{Store, StoreError};
 use crate::time::now;
 use hearth_config::diag::Diagnostic;
@@ -42,7 +43,23 @@ pub struct Options {
     /// An ostree repository (archive mode) served to authenticated nodes and admins under
     /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
     pub ostree_repo: Option<std::path::PathBuf>,
+    /// For tests only: a directory; while `<dir>/hold` exists, every render writes
+    /// `<dir>/rendering` and waits ([`RenderMemo::with_gate`]).
+    pub render_gate: Option<std::path::PathBuf>,
+    /// How long a bootstrap token is valid when nobody says otherwise: the built-in pools'
+    /// tokens made at start and `POST /api/v1/pools/{name}/bootstrap-token` without
+    /// `ttlSeconds` (`--bootstrap-token-ttl`; `None`: never expires).
+    pub bootstrap_ttl: Option<Duration>,
+    /// Where each pool's current bootstrap token is written (`<state-dir>/tokens`), so that the
+    /// file stays the valid token after a rotation; `None`: nowhere.
+    pub token_dir: Option<std::path::PathBuf>,
+    /// A sha256 (hex) of the metrics token (`<state-dir>/metrics.token`), which may read
+    /// `/metrics` and nothing else.
+    pub metrics_token_sha256: Option<String>,
 }
+
+/// The default lifetime of a bootstrap token: 24 hours.
+pub const DEFAULT_BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for Options {
     fn default() -> Self {
@@ -53,6 +70,10 @@ impl Default for Options {
             stale_after: Duration::from_secs(600),
             tick: Duration::from_secs(10),
             ostree_repo: None,
+            render_gate: None,
+            bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
+            token_dir: None,
+            metrics_token_sha256: None,
         }
     }
 }
@@ -120,6 +141,9 @@ pub struct PoolTarget {
     pub render_error: Option<String>,
 }
 
+/// How often a change is rendered again when the fleet changed while it was being rendered.
+const RENDER_ATTEMPTS: usize = 5;
+
 /// Encoded desired-config answers by rendered name, valid for one policies revision.
 type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
 
@@ -161,6 +185,8 @@ pub struct App<S: Store> {
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
     credentials: RwLock<HashMap<String, String>>,
+    /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
+    reboot_plans: Mutex<RebootPlans>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {
@@ -195,6 +221,7 @@ impl<S: Store> App<S> {
             group: Mutex::new(Vec::new()),
             group_flush: tokio::sync::Mutex::new(()),
             credentials,
+            reboot_plans: Mutex::new(RebootPlans::default()),
         })
     }
 
@@ -296,12 +323,68 @@ impl<S: Store> App<S> {
     /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
     /// difference is committed in one transaction. A conflict with another writer reloads the
     /// fleet from the store and runs `f` again (up to three times).
+    ///
+    /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
+    /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
+    /// slots and FleetLock, which commit under that lock, never wait for a render.
     pub async fn mutate<T>(
         &self,
         scope: Scope,
         dry_run: bool,
         mut f: impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
+        if scope == Scope::Rollout {
+            return self
+                .mutate_locked(scope, dry_run, &mut f, None)
+                .await
+                .and_then(|o| o.ok_or_else(|| ApiError::internal("a rollout needed a render")));
+        }
+        let mut memo = RenderMemo::computing().with_gate(self.options.render_gate.clone());
+        for _ in 0..RENDER_ATTEMPTS {
+            let mut copy = (*self.snapshot()).clone();
+            let t = now();
+            f(&mut copy, t)?;
+            memo.compute_again();
+            let mut plans = self
+                .reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let settings = self.options.settings.clone();
+            let plans_made;
+            (memo, plans_made) = tokio::task::spawn_blocking(move || {
+                controller::prerender(copy, t, &settings, &mut memo, &mut plans);
+                (memo, plans)
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("rendering failed: {e}")))?;
+            self.reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .merge(plans_made);
+            memo.lookup_only();
+            if let Some(out) = self
+                .mutate_locked(scope, dry_run, &mut f, Some(&mut memo))
+                .await?
+            {
+                return Ok(out);
+            }
+            tracing::info!("the fleet changed while rendering; rendering again");
+        }
+        Err(ApiError::conflict(format!(
+            "the MachineConfigs, pools or labels changed while this change was being rendered, {RENDER_ATTEMPTS} times; try again"
+        )))
+    }
+
+    /// [`App::mutate`] under the writer lock; with a lookup-only `memo` that misses (the
+    /// inputs changed since they were rendered), nothing is committed and the answer is `None`.
+    async fn mutate_locked<T>(
+        &self,
+        scope: Scope,
+        dry_run: bool,
+        f: &mut impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
+        mut memo: Option<&mut RenderMemo>,
+    ) -> Result<Option<T>, ApiError> {
         let _guard = self.write.lock().await;
         let mut attempts = 0;
         loop {
@@ -311,12 +394,33 @@ impl<S: Store> App<S> {
             let t = now();
             let out = f(&mut new, t)?;
             let silent = self.silent(&new);
-            let events =
-                controller::reconcile_with(&mut new, scope, t, &self.options.settings, &silent);
+            let mut computing = RenderMemo::computing();
+            let memo_now = match memo.as_deref_mut() {
+                Some(m) => m,
+                None => &mut computing,
+            };
+            let events = {
+                let mut plans = self.reboot_plans.lock().unwrap_or_else(|e| e.into_inner());
+                let before = plans.made();
+                let events = controller::reconcile_memo(
+                    &mut new,
+                    scope,
+                    t,
+                    &self.options.settings,
+                    &silent,
+                    memo_now,
+                    &mut plans,
+                );
+                self.metrics.plans_under_lock(plans.made() - before);
+                events
+            };
+            if memo_now.missed() {
+                return Ok(None);
+            }
             new.record_events(events);
             let ops = new.diff(&old)?;
             if dry_run || ops.is_empty() {
-                return Ok(out);
+                return Ok(Some(out));
             }
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
@@ -351,7 +455,7 @@ impl<S: Store> App<S> {
                         self.notify_nodes(Some(&changed));
                         self.desired_tx.send_modify(|v| *v += 1);
                     }
-                    return Ok(out);
+                    return Ok(Some(out));
                 }
                 Err(StoreError::Conflict { .. }) if attempts < 3 => {
                     self.metrics.conflict();
@@ -395,6 +499,7 @@ impl<S: Store> App<S> {
             }
         }
         let admin_hash = pki::token_hash(admin_token);
+        let ttl = self.options.bootstrap_ttl;
         self.mutate(Scope::Full, false, |fleet, t| {
             for role in ["master", "worker"] {
                 if !fleet.pools.contains_key(role) {
@@ -422,7 +527,7 @@ impl<S: Store> App<S> {
                         sha256: pki::token_hash(token),
                         scope: TokenScope::Bootstrap { pool: pool.clone() },
                         created_at: t,
-                        expires_at: None,
+                        expires_at: ttl.map(|d| t + d.as_secs()),
                     },
                 );
             }
@@ -465,6 +570,11 @@ impl<S: Store> App<S> {
                     token: token.trim().to_string(),
                 },
             });
+        }
+        if self.options.metrics_token_sha256.as_deref() == Some(hash.as_str()) {
+            return Err(ApiError::forbidden(
+                "the metrics token may read /metrics and nothing else",
+            ));
         }
         Err(ApiError::unauthorized(
             "unknown token (a node whose record was deleted must enroll again)",
@@ -543,7 +653,12 @@ impl<S: Store> App<S> {
         dry_run: bool,
         by: Option<&str>,
     ) -> Result<ApplyOutcome, ApiError> {
-        let (m, warnings) = read_manifests(files)?;
+        // Reading and validating is linear but can be long for big manifests: on a blocking
+        // thread, so that it holds up no request of anyone else.
+        let owned = files.to_vec();
+        let (m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
         let results = self
             .mutate(Scope::Full, dry_run, |fleet, t| {
                 Ok(apply_manifests(fleet, &m, t, by))
@@ -592,6 +707,17 @@ impl<S: Store> App<S> {
 
     /// Deletes a pool (a built-in pool goes back to its built-in definition).
     pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+        let what = self.delete_pool_record(name).await?;
+        if what == "deleted" {
+            // Its bootstrap token went with it: so does the token's file.
+            if let Some(dir) = &self.options.token_dir {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.token")));
+            }
+        }
+        Ok(what)
+    }
+
+    async fn delete_pool_record(&self, name: &str) -> Result<String, ApiError> {
         self.mutate(Scope::Full, false, |fleet, t| {
             let Some(existing) = fleet.pools.get(name).map(|p| p.value.clone()) else {
                 return Err(ApiError::not_found(format!(
@@ -637,6 +763,29 @@ impl<S: Store> App<S> {
                 "deleted; its credential no longer works".into(),
             )]);
             Ok(())
+        })
+        .await
+    }
+
+    /// Revokes a node's credential (an admin's decision, for a node that lost it): its
+    /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
+    /// its labels, status and reboot slot.
+    pub async fn reset_credential(&self, name: &str) -> Result<bool, ApiError> {
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            };
+            if node.credential_sha256.is_none() {
+                return Ok(false);
+            }
+            update(&mut fleet.nodes, name, |n| n.credential_sha256 = None);
+            fleet.record_events(vec![EventRecord::warning(
+                t,
+                meta_object("Node", name),
+                "CredentialReset",
+                "an admin revoked the node's credential; it may enroll again with its pool's bootstrap token".into(),
+            )]);
+            Ok(true)
         })
         .await
     }
@@ -757,6 +906,16 @@ impl<S: Store> App<S> {
                 Ok(expires_at)
             })
             .await?;
+        if let Some(dir) = &self.options.token_dir {
+            // The file keeps holding the pool's valid token (the old one no longer works).
+            let path = dir.join(format!("{pool}.token"));
+            pki::write_private(&path, format!("{token}\n").as_bytes()).map_err(|e| {
+                ApiError::internal(format!(
+                    "the new token works, but writing {} failed: {e:#}",
+                    path.display()
+                ))
+            })?;
+        }
         Ok((token, expires))
     }
 
@@ -764,11 +923,18 @@ impl<S: Store> App<S> {
     // Agent operations.
 
     /// Enrolls a node with its pool's bootstrap token.
+    ///
+    /// A node that already holds a credential is enrolled again only with that credential
+    /// (`old_credential`), so that a bootstrap token (which every node of the pool has in its
+    /// `agent.env`) cannot take over another node's name; an admin revokes a lost credential
+    /// with [`App::reset_credential`].
     pub async fn enroll(
         &self,
         token_pool: &str,
         req: &EnrollRequest,
+        old_credential: Option<&str>,
     ) -> Result<EnrollResponse, ApiError> {
+        let proof = old_credential.map(pki::token_hash);
         if let Some(msg) = check_object_name(&req.node) {
             return Err(ApiError::bad_request(format!("node: {msg}")));
         }
@@ -779,14 +945,15 @@ impl<S: Store> App<S> {
         // that is a group commit with a rollout, not a render of the whole fleet.
         let placed = Arc::new(Mutex::new(None));
         {
-            let (placed, token_pool, req, hash) = (
+            let (placed, token_pool, req, hash, proof) = (
                 placed.clone(),
                 token_pool.to_string(),
                 req.clone(),
                 hash.clone(),
+                proof.clone(),
             );
             self.group_commit(Box::new(move |fleet, t| {
-                let r = enroll_node(fleet, &token_pool, &req, &hash, t, true)?;
+                let r = enroll_node(fleet, &token_pool, &req, &hash, proof.as_deref(), t, true)?;
                 *placed.lock().unwrap_or_else(|e| e.into_inner()) = match r {
                     Placed::Done(labels, pool) => Some((labels, pool)),
                     Placed::NeedsFull => None,
@@ -800,7 +967,7 @@ impl<S: Store> App<S> {
             Some(x) => x,
             None => {
                 self.mutate(Scope::Full, false, |fleet, t| {
-                    match enroll_node(fleet, token_pool, req, &hash, t, false)? {
+                    match enroll_node(fleet, token_pool, req, &hash, proof.as_deref(), t, false)? {
                         Placed::Done(labels, pool) => Ok((labels, pool)),
                         Placed::NeedsFull => Err(ApiError::internal("enrollment was not placed")),
                     }
@@ -881,10 +1048,14 @@ impl<S: Store> App<S> {
 
     /// Takes or gives back a reboot slot: granted while fewer than the pool's `maxUnavailable`
     /// nodes hold one.
+    ///
+    /// A slot is held until `holder` gives it back: the agent's and a FleetLock client's
+    /// holds on the same node are one slot (one node reboots), freed when both are released.
     pub async fn reboot_slot(
         &self,
         node: &str,
         action: SlotAction,
+        holder: SlotHolder,
     ) -> Result<SlotAnswer, ApiError> {
         self.seen(node);
         self.mutate(Scope::Rollout, false, |fleet, t| {
@@ -895,14 +1066,17 @@ impl<S: Store> App<S> {
             };
             match action {
                 SlotAction::Release => {
-                    if n.reboot_slot.is_some() {
-                        update(&mut fleet.nodes, node, |n| n.reboot_slot = None);
+                    let mut after = n.clone();
+                    if after.release_slot(holder) {
+                        update(&mut fleet.nodes, node, |x| *x = after);
                         fleet.record_events(vec![EventRecord::normal(
                             t,
                             meta_object("Node", node),
                             "RebootSlotReleased",
                             "released its reboot slot".into(),
                         )]);
+                    } else if after != n {
+                        update(&mut fleet.nodes, node, |x| *x = after);
                     }
                     Ok(SlotAnswer {
                         granted: false,
@@ -912,6 +1086,14 @@ impl<S: Store> App<S> {
                 }
                 SlotAction::Acquire => {
                     if n.reboot_slot.is_some() {
+                        let mut holders = n.slot_holders.clone();
+                        if holders.is_empty() {
+                            holders.push(SlotHolder::Agent);
+                        }
+                        if !holders.contains(&holder) {
+                            holders.push(holder);
+                            update(&mut fleet.nodes, node, |x| x.slot_holders = holders);
+                        }
                         return Ok(SlotAnswer {
                             granted: true,
                             retry_after_seconds: 0,
@@ -956,7 +1138,10 @@ impl<S: Store> App<S> {
                             )),
                         });
                     }
-                    update(&mut fleet.nodes, node, |n| n.reboot_slot = Some(t));
+                    update(&mut fleet.nodes, node, |n| {
+                        n.reboot_slot = Some(t);
+                        n.slot_holders = vec![holder];
+                    });
                     fleet.record_events(vec![EventRecord::normal(
                         t,
                         meta_object("Node", node),
@@ -1020,6 +1205,8 @@ fn record_report(
             ),
         });
     }
+    // A Done report in the desired config gives back the agent's part of the slot only: a
+    // FleetLock client's holds until its steady-state.
     let release = status.state == NodeState::Done
         && status.current.is_some()
         && status.current == n.desired
@@ -1028,7 +1215,7 @@ fn record_report(
         n.report = Some(status.clone());
         n.report_at = Some(t);
         if release {
-            n.reboot_slot = None;
+            n.release_slot(SlotHolder::Agent);
         }
     });
     fleet.record_events(events);
@@ -1052,10 +1239,25 @@ fn enroll_node(
     token_pool: &str,
     req: &EnrollRequest,
     hash: &str,
+    proof: Option<&str>,
     t: u64,
     place: bool,
 ) -> Result<Placed, ApiError> {
     let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
+    if let Some(current) = existing
+        .as_ref()
+        .and_then(|n| n.credential_sha256.as_deref())
+    {
+        if proof != Some(current) {
+            return Err(ApiError::conflict(format!(
+                "node {} is already enrolled: enrolling it again needs its current credential \
+                 (Authorization: Bearer); if the node lost it (a reinstalled machine), an admin \
+                 revokes it with POST /api/v1/nodes/{}/reset-credential and the node enrolls \
+                 again",
+                req.node, req.node
+            )));
+        }
+    }
     let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
         return Err(ApiError::forbidden(format!(
             "pool {token_pool:?} of this bootstrap token no longer exists"

@@ -20,6 +20,7 @@
 
 use crate::fleet::{put, update, Fleet};
 use crate::records::{EventRecord, NodeRecord, RenderedRecord};
+use crate::render_memo::{Inputs, RebootPlans, RenderMemo};
 use crate::rollout::{self, NodeView, PoolView, Why};
 use crate::window::{self, WindowClock, WindowWait};
 use hearth_config::model::{MachineConfig, MachineConfigPool};
@@ -73,11 +74,36 @@ pub fn reconcile_with(
     settings: &Settings,
     silent: &HashSet<String>,
 ) -> Vec<EventRecord> {
+    reconcile_memo(
+        fleet,
+        scope,
+        now,
+        settings,
+        silent,
+        &mut RenderMemo::computing(),
+        &mut RebootPlans::default(),
+    )
+}
+
+/// [`reconcile_with`], rendering through `memo`. With a lookup-only memo that misses
+/// ([`RenderMemo::missed`]) the result is incomplete and must be thrown away.
+pub fn reconcile_memo(
+    fleet: &mut Fleet,
+    scope: Scope,
+    now: u64,
+    settings: &Settings,
+    silent: &HashSet<String>,
+    memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
+) -> Vec<EventRecord> {
     let mut events = Vec::new();
     if scope == Scope::Full {
-        render_all(fleet, now, &mut events);
+        render_all(fleet, now, &mut events, memo);
+        if memo.missed() {
+            return events;
+        }
     }
-    roll_out(fleet, now, settings, silent, &mut events);
+    roll_out(fleet, now, settings, silent, &mut events, plans);
     update_configurations(fleet);
     // Collection only ever removes what nothing refers to, so it can wait for the next full
     // reconcile; status reports (the hot path) skip it.
@@ -87,7 +113,36 @@ pub fn reconcile_with(
     events
 }
 
-fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
+/// Renders every pool and every node with overlays of `fleet` into `memo` (the expensive step,
+/// run outside the write lock; see [`crate::render_memo`]).
+/// Then answers, into `plans`, whether each node's update to its new target needs a reboot,
+/// for the pools outside their maintenance windows (what the rollout will ask).
+pub fn prerender(
+    mut fleet: Fleet,
+    now: u64,
+    settings: &Settings,
+    memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
+) {
+    render_all(&mut fleet, now, &mut Vec::new(), memo);
+    let policies = fleet.policies();
+    plans.for_policies(&policies);
+    let window_now = settings.window_clock.now();
+    for n in fleet.nodes.values() {
+        let closed = n
+            .value
+            .pool
+            .as_ref()
+            .and_then(|p| fleet.pools.get(p))
+            .is_some_and(|p| window::gate(&p.value, window_now).is_some());
+        if closed {
+            needs_reboot(&fleet, &n.value, &policies, plans);
+        }
+    }
+}
+
+fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>, memo: &mut RenderMemo) {
+    let inputs = Inputs::of(fleet);
     let configs: Vec<MachineConfig> = fleet.mcs.values().map(|r| r.value.to_model()).collect();
     let pools: Vec<MachineConfigPool> = render::with_builtin_pools(
         &fleet
@@ -115,7 +170,10 @@ fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
         };
         let old = fleet.pools[&name].value.status.clone();
         let mut status = old.clone();
-        match render::render_pool(model, &configs) {
+        let Some(rendered) = memo.pool(&inputs, &fleet.pools[&name].value, model, &configs) else {
+            return;
+        };
+        match rendered {
             Ok(mc) => {
                 let rec = RenderedRecord::from_model(&mc, &name, None, now);
                 status.source = rec.rendered_from.clone();
@@ -171,9 +229,13 @@ fn render_all(fleet: &mut Fleet, now: u64, events: &mut Vec<EventRecord>) {
                         .and_then(|r| r.value.status.target.clone());
                     (Some(p), t, None)
                 } else {
-                    match render::render_node(&pools, &configs, &[node.to_model()], &name) {
+                    let Some(rendered) = memo.node(&inputs, &pools, &configs, &node.to_model())
+                    else {
+                        return;
+                    };
+                    match rendered {
                         Ok(r) => {
-                            let rec = RenderedRecord::from_model(&r.config, &p, Some(&name), now);
+                            let rec = RenderedRecord::from_model(&r, &p, Some(&name), now);
                             let t = rec.name.clone();
                             if !fleet.rendered.contains_key(&t) {
                                 put(&mut fleet.rendered, &t, rec);
@@ -219,6 +281,7 @@ fn roll_out(
     settings: &Settings,
     silent: &HashSet<String>,
     events: &mut Vec<EventRecord>,
+    plans: &mut RebootPlans,
 ) {
     // Decide on borrowed views (no node is copied), then write the assignments.
     let mut assignments: Vec<(rollout::Assignment, Option<String>)> = Vec::new();
@@ -226,7 +289,7 @@ fn roll_out(
     let mut waits: BTreeMap<String, (Option<WindowWait>, HashSet<String>)> = BTreeMap::new();
     let window_now = settings.window_clock.now();
     let policies = fleet.policies();
-    let mut reboot_cache: BTreeMap<(String, String), bool> = BTreeMap::new();
+    plans.for_policies(&policies);
     {
         let mut by_pool: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
         for n in fleet.nodes.values() {
@@ -250,8 +313,7 @@ fn roll_out(
                     current: n.current(),
                     state: n.state(),
                     silent: silent.contains(&n.name),
-                    needs_reboot: view.window_closed
-                        && needs_reboot(fleet, n, &policies, &mut reboot_cache),
+                    needs_reboot: view.window_closed && needs_reboot(fleet, n, &policies, plans),
                 })
                 .collect();
             if let Some(w) = &wait {
@@ -311,7 +373,7 @@ fn needs_reboot(
     fleet: &Fleet,
     n: &NodeRecord,
     policies: &hearth_config::model::DisruptionPolicies,
-    cache: &mut BTreeMap<(String, String), bool>,
+    plans: &mut RebootPlans,
 ) -> bool {
     let (Some(from), Some(to)) = (n.desired.as_deref(), n.target.as_deref()) else {
         return true;
@@ -319,9 +381,8 @@ fn needs_reboot(
     if from == to {
         return false;
     }
-    let key = (from.to_string(), to.to_string());
-    if let Some(r) = cache.get(&key) {
-        return *r;
+    if let Some(r) = plans.get(from, to) {
+        return r;
     }
     let r = match (fleet.rendered.get(from), fleet.rendered.get(to)) {
         (Some(a), Some(b)) => hearth_config::plan::plan(&a.value.spec, &b.value.spec, policies)
@@ -329,7 +390,7 @@ fn needs_reboot(
             .reboot(),
         _ => true,
     };
-    cache.insert(key, r);
+    plans.insert(from, to, r);
     r
 }
 

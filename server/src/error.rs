@@ -19,7 +19,8 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    /// Any status, with its reason word.
+    pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             reason,

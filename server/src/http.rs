@@ -4,6 +4,7 @@ use crate::api::{AgentStatus, EnrollRequest, SlotAction, SlotRequest};
 use crate::app::{App, ApplyFile, Caller};
 use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};
+use crate::limits;
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use crate::views;
@@ -34,7 +35,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/metrics", get(metrics::<S>))
         .route(
             "/api/v1/manifests",
-            post(apply::<S>).layer(DefaultBodyLimit::max(64 << 20)),
+            post(apply::<S>).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
         )
         .route("/api/v1/machineconfigs", get(list_mcs::<S>))
         .route(
@@ -58,6 +59,10 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             get(get_node::<S>).delete(delete_node::<S>),
         )
         .route("/api/v1/nodes/{name}/labels", post(label_node::<S>))
+        .route(
+            "/api/v1/nodes/{name}/reset-credential",
+            post(reset_credential::<S>),
+        )
         .route("/api/v1/renderedconfigs", get(list_rendered::<S>))
         .route("/api/v1/renderedconfigs/{name}", get(get_rendered::<S>))
         .route("/api/v1/events", get(events::<S>))
@@ -71,7 +76,12 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/ostree/repo/{*path}", get(ostree_file::<S>))
         .route("/healthz", get(healthz))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
-        .fallback(not_found);
+        .fallback(not_found)
+        // Outermost last: every error a Status document; headers bounded; bodies read in full
+        // (bounded in size and time) before anything else looks at the request.
+        .layer(middleware::from_fn(limits::read_body))
+        .layer(middleware::from_fn(limits::header_limit))
+        .layer(middleware::from_fn(limits::status_errors));
     api.with_state(app)
 }
 
@@ -250,7 +260,33 @@ fn list(items: Vec<Value>) -> Json<Value> {
     Json(json!({"apiVersion": "v1", "kind": "List", "items": items}))
 }
 
-async fn metrics<S: Store>(State(app): AppState<S>, _: Admin) -> Result<Response, ApiError> {
+/// The metrics token (`<state-dir>/metrics.token`, for Prometheus), or an admin.
+#[derive(Debug)]
+pub struct MetricsReader;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for MetricsReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let metrics = app.options.metrics_token_sha256.as_deref();
+        if let Some(token) = bearer(&parts.headers) {
+            if metrics == Some(crate::pki::token_hash(&token).as_str()) {
+                return Ok(MetricsReader);
+            }
+        }
+        Admin::from_request_parts(parts, app)
+            .await
+            .map(|Admin| MetricsReader)
+    }
+}
+
+async fn metrics<S: Store>(
+    State(app): AppState<S>,
+    _: MetricsReader,
+) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
     Ok((
         [(
@@ -436,9 +472,13 @@ async fn bootstrap_token<S: Store>(
     } else {
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?
     };
-    let (token, expires) = app
-        .new_bootstrap_token(&name, req.ttl_seconds.map(Duration::from_secs))
-        .await?;
+    // No ttlSeconds: the server's default (--bootstrap-token-ttl); 0: never expires.
+    let ttl = match req.ttl_seconds {
+        None => app.options.bootstrap_ttl,
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(s)),
+    };
+    let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
     tracing::info!(pool = %name, "new bootstrap token");
     Ok(Json(json!({
         "pool": name,
@@ -498,6 +538,18 @@ async fn delete_node<S: Store>(
     tracing::info!(node = %name, "node deleted");
     Ok(Json(
         json!({"kind": "Node", "name": name, "action": "deleted"}),
+    ))
+}
+
+async fn reset_credential<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let revoked = app.reset_credential(&name).await?;
+    tracing::info!(node = %name, revoked, "node credential reset");
+    Ok(Json(
+        json!({"kind": "Node", "name": name, "credentialRevoked": revoked}),
     ))
 }
 
@@ -576,12 +628,21 @@ async fn events<S: Store>(
 async fn enroll<S: Store>(
     State(app): AppState<S>,
     headers: HeaderMap,
-    Json(req): Json<EnrollRequest>,
+    body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
+    // Read whatever the Content-Type says (the token may be in the body).
+    let req: EnrollRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"node\": NAME, \"labels\": {{...}}, \"bootstrapToken\": TOKEN}}: {e}"
+        ))
+    })?;
+    // The bootstrap token in the body (or as the bearer token); a node enrolling again sends
+    // its current credential as the bearer token.
+    let header_token = bearer(&headers);
     let token = req
         .bootstrap_token
         .clone()
-        .or_else(|| bearer(&headers))
+        .or_else(|| header_token.clone())
         .ok_or_else(|| {
             ApiError::unauthorized(
                 "missing bootstrap token: send bootstrapToken or Authorization: Bearer",
@@ -595,7 +656,9 @@ async fn enroll<S: Store>(
             ))
         }
     };
-    let resp = app.enroll(&pool, &req).await?;
+    crate::bounds::labels(&req.labels)?;
+    let old_credential = header_token.filter(|t| *t != token);
+    let resp = app.enroll(&pool, &req, old_credential.as_deref()).await?;
     tracing::info!(node = %resp.node, pool = %resp.pool, "node enrolled");
     Ok(Json(serde_json::to_value(resp).unwrap_or_default()))
 }
@@ -622,8 +685,10 @@ async fn desired<S: Store>(
     State(app): AppState<S>,
     Auth(c): Auth,
     Query(q): Query<DesiredQuery>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let me = node(&c)?.to_string();
+    let token = bearer(&headers).unwrap_or_default();
     if let Some(other) = q.node.as_deref().filter(|n| *n != me) {
         return Err(ApiError::forbidden(format!(
             "node {me} may not read the desired config of node {other}"
@@ -636,10 +701,18 @@ async fn desired<S: Store>(
     // a request that will not wait needs no channel.
     let mut rx = (!wait.is_zero()).then(|| app.node_desired_watch(&me));
     let mut waiting = None;
+    let mut first = true;
     loop {
         if let Some(rx) = rx.as_mut() {
             rx.borrow_and_update();
         }
+        // Woken: the credential may have been revoked (a reset, a new enrollment).
+        if !first && app.authenticate(&token)? != Caller::Node(me.clone()) {
+            return Err(ApiError::unauthorized(format!(
+                "the credential of node {me} was revoked; enroll again"
+            )));
+        }
+        first = false;
         if let Some((name, body)) = app.desired_body(&me)? {
             if q.known.as_deref() != Some(name.as_str()) {
                 app.metrics.desired_served();
@@ -678,6 +751,7 @@ async fn report<S: Store>(
     let me = node(&c)?.to_string();
     let status: AgentStatus = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("not an agent status document: {e}")))?;
+    let status = crate::bounds::status_report(status)?;
     app.report(&me, status).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -693,7 +767,9 @@ async fn reboot_slot<S: Store>(
             "expected {{\"action\": \"acquire\"|\"release\"}}: {e}"
         ))
     })?;
-    let answer = app.reboot_slot(&me, req.action).await?;
+    let answer = app
+        .reboot_slot(&me, req.action, crate::records::SlotHolder::Agent)
+        .await?;
     Ok(Json(serde_json::to_value(answer).unwrap_or_default()))
 }
 
@@ -881,6 +957,18 @@ async fn fleetlock<S: Store>(
             )
         }
     };
+    if params.id.len() > crate::bounds::MAX_FLEETLOCK_FIELD
+        || params.group.len() > crate::bounds::MAX_FLEETLOCK_FIELD
+    {
+        return fleetlock_error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "client_params.id and .group are at most {} bytes",
+                crate::bounds::MAX_FLEETLOCK_FIELD
+            ),
+        );
+    }
     let pool = app
         .snapshot()
         .nodes
@@ -897,9 +985,13 @@ async fn fleetlock<S: Store>(
             ),
         );
     }
-    match app.reboot_slot(&node, action).await {
+    match app
+        .reboot_slot(&node, action, crate::records::SlotHolder::FleetLock)
+        .await
+    {
         Ok(answer) if action == SlotAction::Release || answer.granted => {
-            tracing::info!(node = %node, id = %params.id, ?action, "FleetLock");
+            // The id is the client's word (logged escaped); the slot is the credential's node.
+            tracing::info!(node = %node, id = ?params.id, ?action, "FleetLock");
             (StatusCode::OK, Json(json!({}))).into_response()
         }
         Ok(answer) => fleetlock_error(

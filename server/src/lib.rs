@@ -15,15 +15,18 @@
 //! See `docs/server.md` and `docs/api.md`.
 pub mod api;
 pub mod app;
+pub mod bounds;
 pub mod controller;
 pub mod error;
 pub mod firstboot;
 pub mod fleet;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;
 pub mod records;
+pub mod render_memo;
 pub mod rollout;
 pub mod serve;
 pub mod store;

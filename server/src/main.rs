@@ -55,6 +55,14 @@ struct Cli {
     /// seconds at start (and ran on from there). Nothing else uses this clock.
     #[arg(long, value_name = "UNIX_SECONDS", hide = true)]
     window_clock_start: Option<u64>,
+    /// How long a bootstrap token is valid unless told otherwise: the built-in pools' tokens
+    /// made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires.
+    #[arg(long, value_name = "SECONDS", default_value_t = 86400)]
+    bootstrap_token_ttl: u64,
+    /// For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and
+    /// waits (to prove that nothing else waits for a render).
+    #[arg(long, value_name = "DIR", hide = true)]
+    test_render_gate: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -222,6 +230,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             stale_after: Duration::from_secs(cli.stale_after),
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
+            render_gate: cli.test_render_gate.clone(),
+            bootstrap_ttl: (cli.bootstrap_token_ttl > 0)
+                .then(|| Duration::from_secs(cli.bootstrap_token_ttl)),
+            token_dir: None,
+            metrics_token_sha256: None,
         },
     };
     if let Some(repo) = &cli.ostree_repo {

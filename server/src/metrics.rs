@@ -17,6 +17,7 @@ pub struct Metrics {
     applies: AtomicU64,
     commits: AtomicU64,
     conflicts: AtomicU64,
+    plans_under_lock: AtomicU64,
 }
 
 /// Decrements the waiting long-polls when dropped.
@@ -58,6 +59,11 @@ impl Metrics {
     /// A store commit.
     pub fn commit(&self) {
         self.commits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reboot plans (maintenance windows) that had to be made under the writer lock.
+    pub fn plans_under_lock(&self, n: u64) {
+        self.plans_under_lock.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A store conflict.
@@ -128,6 +134,13 @@ impl Metrics {
             "Store commits refused by a compare-and-swap precondition.",
             "counter",
             self.conflicts.load(Ordering::Relaxed) as i64,
+        );
+        gauge(
+            &mut out,
+            "hearth_server_reboot_plans_under_lock_total",
+            "Plans (does an update need a reboot, for maintenance windows) made under the writer lock, which status reports wait for; the rest are made outside it.",
+            "counter",
+            self.plans_under_lock.load(Ordering::Relaxed) as i64,
         );
         gauge(
             &mut out,

@@ -60,6 +60,10 @@ impl Layout {
     pub fn admin_token(&self) -> PathBuf {
         self.dir.join("admin.token")
     }
+    /// The metrics token file (read-only access to `/metrics`).
+    pub fn metrics_token(&self) -> PathBuf {
+        self.dir.join("metrics.token")
+    }
     /// The bootstrap token file of a pool.
     pub fn bootstrap_token(&self, pool: &str) -> PathBuf {
         self.dir.join("tokens").join(format!("{pool}.token"))
@@ -135,6 +139,23 @@ pub fn new_token(prefix: &str) -> Result<String> {
 /// sha256 of a token, hex: what the store keeps.
 pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.trim().as_bytes()))
+}
+
+/// The prefix of the metrics token.
+pub const METRICS_PREFIX: &str = "hearth-metrics-";
+
+/// The metrics token: `<state-dir>/metrics.token`, created (mode 0600) when missing. Rotate it
+/// by writing a new one there and restarting.
+pub fn metrics_token(layout: &Layout) -> Result<String> {
+    let path = layout.metrics_token();
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => {
+            let t = new_token(METRICS_PREFIX)?;
+            write_private(&path, format!("{t}\n").as_bytes())?;
+            Ok(t)
+        }
+    }
 }
 
 /// Creates `dir` (and parents) and sets it to mode 0700.

@@ -187,12 +187,45 @@ pub struct NodeRecord {
     /// Holds a reboot slot since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot_slot: Option<u64>,
+    /// Who holds the reboot slot (the agent, a FleetLock client, or both); the slot is given
+    /// back when every holder has released it. Empty with a slot (records written before
+    /// holders were kept): the agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slot_holders: Vec<SlotHolder>,
     /// Set while its update (or its reboot) waits for its pool's maintenance window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<crate::window::WindowWait>,
 }
 
+/// Who took a node's reboot slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SlotHolder {
+    /// hearth-agent (`/api/v1/agent/reboot-slot`); it gives the slot back with `release` or by
+    /// reporting `Done` in its desired config.
+    Agent,
+    /// A FleetLock client on the node (`/v1/pre-reboot`); only `/v1/steady-state` gives it back.
+    FleetLock,
+}
+
 impl NodeRecord {
+    /// Gives back `holder`'s part of the reboot slot; true when the slot is now free.
+    pub fn release_slot(&mut self, holder: SlotHolder) -> bool {
+        if self.reboot_slot.is_none() {
+            return false;
+        }
+        if self.slot_holders.is_empty() {
+            self.slot_holders.push(SlotHolder::Agent);
+        }
+        self.slot_holders.retain(|h| *h != holder);
+        if self.slot_holders.is_empty() {
+            self.reboot_slot = None;
+            true
+        } else {
+            false
+        }
+    }
+
     /// The model object (for pool selection and rendering).
     pub fn to_model(&self) -> NodeInfo {
         NodeInfo {

@@ -2,6 +2,7 @@
 
 use crate::app::{App, Options};
 use crate::http;
+use crate::limits;
 use crate::pki::{self, Layout};
 use crate::store::RedbStore;
 use anyhow::{Context, Result};
@@ -98,9 +99,18 @@ impl Running {
             l.bootstrap_token("worker").display()
         ));
         out.push_str("  with the CA above in the pointer config's ignition.security.tls.certificateAuthorities.\n");
+        out.push_str("  (or, better, send it as a header: the pointer config's ignition.config.merge[].httpHeaders\n   with Authorization: Bearer <token>; a URL ends up in logs and the kernel command line)\n");
         out.push_str(&format!(
-            "  Bootstrap tokens: {}/<pool>.token (master, worker); `hearth bootstrap-token POOL` makes one for any pool.\n",
-            l.dir.join("tokens").display()
+            "  Bootstrap tokens: {}/<pool>.token (master, worker); they expire ({}); `hearth bootstrap-token POOL` makes a new one for any pool\n  (the old one stops working, the file is updated).\n",
+            l.dir.join("tokens").display(),
+            match self.app.options.bootstrap_ttl {
+                Some(d) => format!("valid for {} s after they are made, --bootstrap-token-ttl", d.as_secs()),
+                None => "never: --bootstrap-token-ttl 0".to_string(),
+            }
+        ));
+        out.push_str(&format!(
+            "\nPrometheus: /metrics with the read-only token in {}\n",
+            l.metrics_token().display()
         ));
         out
     }
@@ -119,8 +129,11 @@ pub async fn start(config: Config) -> Result<Running> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let store = RedbStore::open(&layout.database())?;
+    let mut options = config.options.clone();
+    options.token_dir = Some(layout.dir.join("tokens"));
+    options.metrics_token_sha256 = Some(pki::token_hash(&pki::metrics_token(&layout)?));
     let app = Arc::new(
-        App::new(store, config.options.clone(), init.tls.ca_pem.clone())
+        App::new(store, options, init.tls.ca_pem.clone())
             .await
             .context("cannot load the store")?,
     );
@@ -192,7 +205,7 @@ pub async fn start(config: Config) -> Result<Running> {
                     let acceptor = acceptor.clone();
                     let router = router.clone();
                     conns.spawn(async move {
-                        let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                        let tls = match tokio::time::timeout(limits::TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                             Ok(Ok(s)) => s,
                             Ok(Err(e)) => {
                                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -218,15 +231,21 @@ pub async fn start(config: Config) -> Result<Running> {
                             router.clone().oneshot(req)
                         });
                         let mut builder = auto::Builder::new(TokioExecutor::new());
-                        // A client gets 30 s to send a request's headers (no slow-loris).
+                        // A client gets 30 s to send a request's headers (no slow-loris);
+                        // headers are bounded (see limits.rs; the API answers 431 above
+                        // limits::MAX_HEADER_BYTES, hyper itself above this).
                         builder
                             .http1()
                             .timer(TokioTimer::new())
-                            .header_read_timeout(Duration::from_secs(30));
+                            .header_read_timeout(limits::HEADER_READ_TIMEOUT)
+                            .max_buf_size(limits::HYPER_MAX_HEADER_BYTES);
                         builder
                             .http2()
                             .timer(TokioTimer::new())
-                            .keep_alive_interval(Duration::from_secs(60));
+                            .keep_alive_interval(Duration::from_secs(60))
+                            .keep_alive_timeout(Duration::from_secs(20))
+                            .max_concurrent_streams(limits::H2_MAX_CONCURRENT_STREAMS)
+                            .max_header_list_size(limits::HYPER_MAX_HEADER_BYTES as u32);
                         if let Err(e) = builder
                             .serve_connection(TokioIo::new(tls), service)
                             .await

@@ -228,6 +228,28 @@ impl fmt::Debug for RedbStore {
 impl RedbStore {
     /// Opens (or creates) the database file. Fails when another process holds it.
     pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
+        // Every MachineConfig is in it, in clear: mode 0600 whatever the umask, also for a
+        // database an older version created with the umask's mode.
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| {
+                    StoreError::Backend(format!("cannot open the database {}: {e}", path.display()))
+                })?;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| {
+                    StoreError::Backend(format!(
+                        "cannot make the database {} private: {e}",
+                        path.display()
+                    ))
+                })?;
+        }
         let db = Database::create(path).map_err(|e| {
             StoreError::Backend(format!("cannot open the database {}: {e}", path.display()))
         })?;

@@ -223,6 +223,7 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64
             "lastTransition": r.and_then(|r| r.last_transition.clone()),
             "pendingReboot": r.is_some_and(|r| r.pending_reboot),
             "rebootSlot": ts(n.reboot_slot),
+            "rebootSlotHolders": n.slot_holders,
             "progress": r.and_then(|r| r.progress.clone()),
             "drift": r.map(|r| r.drift.clone()).unwrap_or_default(),
             "history": r.map(|r| r.history.clone()).unwrap_or_default(),

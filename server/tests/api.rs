@@ -443,9 +443,16 @@ async fn authentication_and_authorization() {
         StatusCode::UNAUTHORIZED
     );
 
-    // Re-enrollment replaces the credential.
-    let again = api.enroll(&worker_token, "worker-1", json!({})).await;
-    let again2 = api.enroll(&worker_token, "worker-1", json!({})).await;
+    // Re-enrollment (with the node's current credential) replaces the credential.
+    let again = api.enroll(&worker_token, "worker-9", json!({})).await;
+    let a = again
+        .post(
+            "/api/v1/enroll",
+            &json!({"node": "worker-9", "bootstrapToken": worker_token}),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let again2 = api.with_token(a.json["credential"].as_str().unwrap());
     assert_eq!(
         again.get("/api/v1/agent/desired").await.status,
         StatusCode::UNAUTHORIZED

@@ -140,8 +140,16 @@ async fn kill_9_and_restart_loses_nothing() {
         };
         assert!(n.desired_name().await.is_some(), "{name}");
     }
-    // A node enrolling again is the same node, not a second one.
-    api.enroll(&token, "worker-0", json!({})).await;
+    // A node enrolling again (with its credential) is the same node, not a second one.
+    let w0 = &nodes.iter().find(|(n, _)| *n == "worker-0").unwrap().1;
+    let a = api
+        .with_token(&w0.token)
+        .post(
+            "/api/v1/enroll",
+            &json!({"node": "worker-0", "bootstrapToken": token}),
+        )
+        .await;
+    assert_eq!(a.status, reqwest::StatusCode::OK, "{}", a.text);
     assert_eq!(
         names(&api.get("/api/v1/nodes").await.json),
         names(&before_nodes)

@@ -198,6 +198,34 @@ async fn the_agents_client_against_a_real_server() {
     assert!(slot.granted);
     assert!(!again.reboot_slot(false).await.unwrap().granted);
 
+    // Enrolling the name again: refused with the bootstrap token alone (409, not "enroll
+    // again"), granted with the node's credential, which it replaces.
+    let e = remote::Remote::enroll(&admin.base, &ca, &token, "w0", &BTreeMap::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, remote::RemoteError::Status { status: 409, .. }),
+        "{e}"
+    );
+    assert!(!e.needs_enrollment());
+    let renewed = remote::Remote::enroll_again(
+        &admin.base,
+        &ca,
+        &token,
+        "w0",
+        &BTreeMap::new(),
+        again.credential(),
+    )
+    .await
+    .unwrap();
+    assert_ne!(renewed.credential(), again.credential());
+    let e = again
+        .desired(None, Duration::from_secs(0))
+        .await
+        .unwrap_err();
+    assert!(e.needs_enrollment(), "{e}");
+    let again = renewed;
+
     // An idle agent sees a change within a second.
     let waiter = {
         let again = again.clone();

@@ -1,0 +1,139 @@
+//! What a node says is bounded before it is stored: a node is not trusted, and its status
+//! report ends up in the store, in events, in `hearth describe node` and in every snapshot copy.
+//! Free text is cut (at a character boundary, saying so), lists keep their newest entries,
+//! names that must be exact are refused. The values are in docs/security.md.
+
+use crate::api::{AgentStatus, HistoryItem};
+use crate::error::ApiError;
+use std::collections::BTreeMap;
+
+/// `reason` of a status report (it carries a failing unit's last log lines).
+pub const MAX_REASON: usize = 8 * 1024;
+/// Drift lines kept (the first ones), and the length of each.
+pub const MAX_DRIFT_LINES: usize = 100;
+/// The length of one drift line, history reason or other short text.
+pub const MAX_LINE: usize = 1024;
+/// History items kept (the newest).
+pub const MAX_HISTORY: usize = 50;
+/// `progress` as JSON.
+pub const MAX_PROGRESS: usize = 4 * 1024;
+/// A config name (`current`, `desired`), `apiVersion`, `kind`, a time.
+pub const MAX_NAME: usize = 253;
+/// Labels a node may enroll with.
+pub const MAX_LABELS: usize = 64;
+/// A label key (a DNS subdomain prefix, `/`, a name) and a label value.
+pub const MAX_LABEL_KEY: usize = 317;
+/// A label value.
+pub const MAX_LABEL_VALUE: usize = 63;
+/// A FleetLock client's `id` and `group`.
+pub const MAX_FLEETLOCK_FIELD: usize = 256;
+
+/// Cuts `s` to at most `max` bytes at a character boundary, saying how much was cut.
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{} [... {} more bytes cut by hearth-server]",
+        &s[..end],
+        s.len() - end
+    )
+}
+
+fn name(field: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.len() > MAX_NAME => Err(ApiError::bad_request(format!(
+            "{field} is {} bytes long; at most {MAX_NAME}",
+            s.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The report as it may be stored: names checked (400 when too long), text cut, lists bounded.
+pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
+    name("current", &s.current)?;
+    name("desired", &s.desired)?;
+    s.api_version = s.api_version.map(|v| cut(&v, MAX_NAME));
+    s.kind = s.kind.map(|v| cut(&v, MAX_NAME));
+    s.last_transition = s.last_transition.map(|v| cut(&v, MAX_NAME));
+    s.reason = s.reason.map(|r| cut(&r, MAX_REASON));
+    if let Some(p) = &s.progress {
+        let len = serde_json::to_vec(p).map(|b| b.len()).unwrap_or(usize::MAX);
+        if len > MAX_PROGRESS {
+            s.progress = Some(serde_json::json!({
+                "cut": format!("the progress document was {len} bytes; hearth-server keeps at most {MAX_PROGRESS}")
+            }));
+        }
+    }
+    let drift_total = s.drift.len();
+    s.drift.truncate(MAX_DRIFT_LINES);
+    for d in &mut s.drift {
+        *d = cut(d, MAX_LINE);
+    }
+    if drift_total > MAX_DRIFT_LINES {
+        s.drift.push(format!(
+            "... and {} more drifted paths (hearth-server keeps {MAX_DRIFT_LINES})",
+            drift_total - MAX_DRIFT_LINES
+        ));
+    }
+    if s.history.len() > MAX_HISTORY {
+        s.history.drain(..s.history.len() - MAX_HISTORY);
+    }
+    s.history = s
+        .history
+        .into_iter()
+        .map(|h| HistoryItem {
+            time: cut(&h.time, MAX_NAME),
+            state: h.state,
+            reason: h.reason.map(|r| cut(&r, MAX_LINE)),
+            desired: h.desired.map(|d| cut(&d, MAX_NAME)),
+        })
+        .collect();
+    Ok(s)
+}
+
+/// Labels a node enrolls with: bounded in count and size (400 otherwise).
+pub fn labels(labels: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if labels.len() > MAX_LABELS {
+        return Err(ApiError::bad_request(format!(
+            "labels: {} labels; a node enrolls with at most {MAX_LABELS}",
+            labels.len()
+        )));
+    }
+    for (k, v) in labels {
+        if k.is_empty()
+            || k.len() > MAX_LABEL_KEY
+            || k.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(ApiError::bad_request(format!(
+                "labels: invalid label key {:?} (1 to {MAX_LABEL_KEY} bytes, no spaces)",
+                cut(k, 64)
+            )));
+        }
+        if v.len() > MAX_LABEL_VALUE || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ApiError::bad_request(format!(
+                "labels: the value of {k} is not a label value (at most {MAX_LABEL_VALUE} bytes, no spaces)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_char_boundaries_and_says_so() {
+        let s = "é".repeat(10);
+        let c = cut(&s, 5);
+        assert!(c.starts_with("éé"));
+        assert!(c.contains("16 more bytes"), "{c}");
+        assert_eq!(cut("short", 5), "short");
+    }
+}

@@ -1,0 +1,199 @@
+//! Limits on what a client may send, and error answers that are always a `Status` document.
+//!
+//! - [`read_body`]: every request body is read in full before any handler (or authentication)
+//!   sees the request, within [`BODY_READ_TIMEOUT`] and up to the route's limit
+//!   ([`body_limit`]): too big is 413 (the excess is read and dropped, up to [`MAX_DRAIN`], so
+//!   that the client gets to read the answer), too slow 408. Refusing a request only after its body has
+//!   been read is what lets an HTTP/2 client see the refusal (401, 403...) instead of a reset
+//!   stream.
+//! - [`header_limit`]: request headers over [`MAX_HEADER_BYTES`] are 431. (Hyper itself refuses
+//!   headers over [`HYPER_MAX_HEADER_BYTES`] with a bare 431 before any of this runs.)
+//! - [`status_errors`]: an error answer that is not JSON (axum's own rejections: 405, a body
+//!   that is not the JSON expected, a bad query or path, ...) becomes the documented `Status`
+//!   document, keeping its status and its text as the message.
+//!
+//! The connection-level limits (header read timeout, HTTP/2 streams and header list size) are
+//! set in [`crate::serve`] from the constants here. See docs/security.md.
+
+use crate::error::ApiError;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt as _;
+use std::time::Duration;
+
+/// Request headers (names and values, all together) the API answers.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// What hyper buffers at most for a request head (HTTP/1.1) or a header list (HTTP/2): above
+/// this, hyper answers 431 itself (no body) and closes.
+pub const HYPER_MAX_HEADER_BYTES: usize = 1024 * 1024;
+/// The largest apply (`POST /api/v1/manifests`).
+pub const MAX_APPLY_BODY: usize = 64 << 20;
+/// The largest body of every other request.
+pub const MAX_BODY: usize = 1 << 20;
+/// What is read beyond a body's limit (and dropped) so that a client still sending it gets
+/// to read the 413; a body even bigger sees its connection end instead.
+pub const MAX_DRAIN: usize = 8 << 20;
+/// A request's body must arrive within this (no slow-loris on bodies).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A client's time to send a request's headers over HTTP/1.1.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The TLS handshake must finish within this.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Concurrent HTTP/2 streams per connection.
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
+
+/// The body limit of a path.
+pub fn body_limit(path: &str) -> usize {
+    if path == "/api/v1/manifests" {
+        MAX_APPLY_BODY
+    } else {
+        MAX_BODY
+    }
+}
+
+/// Refuses requests whose headers are over [`MAX_HEADER_BYTES`] (431).
+pub async fn header_limit(req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + req.uri().to_string().len();
+    if size > MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "RequestHeaderFieldsTooLarge",
+            format!(
+                "the request line and headers are {size} bytes; the limit is {MAX_HEADER_BYTES}"
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Reads the whole body (bounded in size and time) before the request goes on.
+pub async fn read_body(req: Request, next: Next) -> Response {
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(req).await;
+    }
+    let limit = body_limit(req.uri().path());
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > (limit + MAX_DRAIN) as u64) {
+        // Not worth reading only to refuse it.
+        return too_large(limit);
+    }
+    let (parts, mut body) = req.into_parts();
+    let read = async {
+        let mut buf = Vec::new();
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Some(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                total += data.len();
+                if total <= limit {
+                    buf.extend_from_slice(&data);
+                } else if total > limit + MAX_DRAIN {
+                    // Too much to read only to refuse it: the client sees the connection end.
+                    return Err(None::<String>);
+                }
+                // Over the limit: read on (up to MAX_DRAIN more) and drop it, so that the
+                // client, still sending, gets to read the 413.
+            }
+        }
+        Ok((buf, total))
+    };
+    match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+        Ok(Ok((buf, total))) if total <= limit => {
+            next.run(Request::from_parts(parts, Body::from(Bytes::from(buf))))
+                .await
+        }
+        Ok(Ok(_)) | Ok(Err(None)) => too_large(limit),
+        Ok(Err(Some(e))) => {
+            ApiError::bad_request(format!("cannot read the request body: {e}")).into_response()
+        }
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "RequestTimeout",
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+fn too_large(limit: usize) -> Response {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+        format!("the request body is over the limit of {limit} bytes for this endpoint"),
+    )
+    .into_response()
+}
+
+/// Turns every error answer that is not JSON into a `Status` document.
+pub async fn status_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        match status {
+            StatusCode::METHOD_NOT_ALLOWED => {
+                "this endpoint does not take this method; see docs/api.md".to_string()
+            }
+            s => s.canonical_reason().unwrap_or("error").to_string(),
+        }
+    } else {
+        text
+    };
+    let mut out = ApiError::new(status, reason_word(status), message).into_response();
+    if let Some(allow) = parts.headers.get(header::ALLOW) {
+        out.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    out
+}
+
+/// The CamelCase reason of a status (`Status.reason`).
+pub fn reason_word(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        408 => "RequestTimeout",
+        409 => "Conflict",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        431 => "RequestHeaderFieldsTooLarge",
+        503 => "ServiceUnavailable",
+        s if s >= 500 => "InternalError",
+        _ => "BadRequest",
+    }
+}

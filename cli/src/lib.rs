@@ -100,6 +100,8 @@ enum Command {
     BootstrapToken(remote::TokenArgs),
     /// Follow a pool's rollout: `hearth rollout status POOL [--watch]`.
     Rollout(remote::RolloutArgs),
+    /// Act on one node: `hearth node reset-credential NODE`.
+    Node(remote::NodeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -219,6 +221,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Resume(a) => remote::pause(&a, false),
         Command::BootstrapToken(a) => remote::bootstrap_token(&a),
         Command::Rollout(a) => remote::rollout(&a),
+        Command::Node(a) => remote::node(&a),
     }
 }
 

@@ -184,6 +184,41 @@ pub struct PauseArgs {
     conn: Conn,
 }
 
+/// `hearth node`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    #[command(subcommand)]
+    command: NodeCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum NodeCommand {
+    /// Revoke a node's credential (a reinstalled machine that lost it) so that it can enroll
+    /// again with its pool's bootstrap token; its labels, status and reboot slot are kept.
+    ResetCredential {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// `hearth node reset-credential NODE`.
+pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
+    let NodeCommand::ResetCredential { name, conn } = &a.command;
+    let c = Client::new(conn)?;
+    let out = c.post(
+        &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
+        &json!({}),
+    )?;
+    if out["credentialRevoked"] == true {
+        println!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
+    } else {
+        println!("node/{name} had no credential: it may enroll with its pool's bootstrap token");
+    }
+    Ok(())
+}
+
 /// `hearth bootstrap-token`.
 #[derive(Debug, Args)]
 pub struct TokenArgs {

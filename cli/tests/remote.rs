@@ -643,3 +643,48 @@ fn node_strings_never_reach_the_terminal_raw() {
     let v: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(v["status"]["reason"], hostile);
 }
+
+/// A reinstalled machine lost its credential: its bootstrap token alone cannot take the
+/// enrolled name over, `hearth node reset-credential` (an admin) lets it enroll again.
+#[test]
+fn node_reset_credential_lets_a_reinstalled_node_enroll_again() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let old = env.enroll("w0");
+    let token = std::fs::read_to_string(env.state("tokens/worker.token")).unwrap();
+    let enroll = || {
+        env.http()
+            .post(format!("{}/api/v1/enroll", env.url))
+            .header("content-type", "application/json")
+            .body(json!({"node": "w0", "bootstrapToken": token.trim()}).to_string())
+            .send()
+            .unwrap()
+    };
+    assert_eq!(enroll().status().as_u16(), 409, "the name is taken");
+    let out = env.ok(&["node", "reset-credential", "w0"]);
+    assert!(out.contains("node/w0 credential revoked"), "{out}");
+    let r = env
+        .http()
+        .get(format!("{}/api/v1/agent/desired", env.url))
+        .bearer_auth(&old)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401, "the old credential is revoked");
+    let again = enroll();
+    assert_eq!(again.status().as_u16(), 200);
+    let cred = again.json_value()["credential"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(env.desired(&cred).starts_with("rendered-worker-"));
+    let o = env.hearth(&["node", "reset-credential", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("HTTP 404"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

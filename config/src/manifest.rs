@@ -19,6 +19,9 @@ use crate::validate;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// The largest manifest file (or request body) read: the server's limit on an apply body.
+pub const MAX_MANIFEST_BYTES: usize = 64 << 20;
+
 /// Everything read from a set of inputs.
 #[derive(Debug, Clone, Default)]
 pub struct Manifests {
@@ -60,8 +63,30 @@ impl Manifests {
 pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
     let mut out = Manifests::default();
     let mut diags = Vec::new();
+    if text.len() > MAX_MANIFEST_BYTES {
+        diags.push(Diagnostic::error(
+            file,
+            None,
+            "",
+            format!(
+                "the file is {} bytes; hearth reads manifests of at most {} MiB: split it into several files",
+                text.len(),
+                MAX_MANIFEST_BYTES >> 20
+            ),
+        ));
+        return (out, diags);
+    }
     let docs = match parse_documents(text) {
         Ok(d) => d,
+        Err(e) if e.limit => {
+            diags.push(Diagnostic::error(
+                file,
+                Some(e.line),
+                "",
+                format!("refused at column {}: {}", e.col, e.message),
+            ));
+            return (out, diags);
+        }
         Err(e) => {
             diags.push(Diagnostic::error(
                 file,

@@ -1,0 +1,61 @@
+//! Manifests written to hurt: every refusal names the file, line, object and field, and what a
+//! manifest may legitimately do (aliases, merge keys, quoted kernel arguments) still works.
+
+use hearth_config::diag::Diagnostic;
+use hearth_config::manifest::read_str;
+
+fn mc(spec: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: hostile\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n{spec}"
+    )
+}
+
+fn errors(diags: &[Diagnostic]) -> Vec<&Diagnostic> {
+    diags.iter().filter(|d| d.is_error()).collect()
+}
+
+#[test]
+fn merge_keys_in_a_file_entry_are_merged_as_oc_apply_does() {
+    let text = mc("  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+      - &base
+        path: /etc/a.conf
+        mode: 0644
+        contents:
+          source: data:,shared%0A
+      - <<: *base
+        path: /etc/b.conf
+      - <<: [{mode: 0600}, *base]
+        path: /etc/c.conf
+");
+    let (m, diags) = read_str("merge.yaml", &text);
+    assert!(diags.is_empty(), "{diags:?}");
+    let files = &m.machine_configs[0].item.spec.config.storage.files;
+    assert_eq!(files.len(), 3);
+    assert_eq!(files[1].path, "/etc/b.conf", "the explicit path wins");
+    assert_eq!(files[1].mode, Some(0o644));
+    assert_eq!(files[1].contents.source.as_deref(), Some("data:,shared%0A"));
+    assert_eq!(files[2].mode, Some(0o600), "the first merged mapping wins");
+    assert_eq!(files[2].contents.source.as_deref(), Some("data:,shared%0A"));
+}
+
+#[test]
+fn a_merge_key_with_a_scalar_is_refused_with_its_line() {
+    let text = mc("  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+      - <<: /etc/x
+        path: /etc/b.conf
+");
+    let (m, diags) = read_str("merge.yaml", &text);
+    assert!(m.machine_configs.is_empty());
+    let e = errors(&diags);
+    assert_eq!(e.len(), 1, "{diags:?}");
+    assert_eq!(e[0].line, Some(13));
+    assert!(e[0].message.contains("merge key"), "{}", e[0]);
+}

@@ -583,20 +583,9 @@ impl Reader<'_> {
         };
         self.push_warnings(&object, warnings);
 
-        // Kernel arguments: the MCO splits entries on white space.
-        let kernel_arguments: Vec<String> = wire
-            .kernel_arguments
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|k| {
-                let parts: Vec<String> = k.split_whitespace().map(str::to_string).collect();
-                if parts.is_empty() {
-                    vec![k.clone()]
-                } else {
-                    parts
-                }
-            })
-            .collect();
+        // Kernel arguments are kept as written, as the MCO keeps them ("a=1 b=2" stays one entry);
+        // planning splits them as the kernel does (see `kargs`).
+        let kernel_arguments: Vec<String> = wire.kernel_arguments.unwrap_or_default();
         let spec = MachineConfigSpec {
             config,
             source_version,

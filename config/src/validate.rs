@@ -408,16 +408,8 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
     }
     validate_config("spec.config", &spec.config, out);
     for (i, k) in spec.kernel_arguments.iter().enumerate() {
-        if k.is_empty() {
-            out.push(error(
-                format!("spec.kernelArguments[{i}]"),
-                "kernel argument is empty",
-            ));
-        } else if k.chars().any(|c| c.is_control()) {
-            out.push(error(
-                format!("spec.kernelArguments[{i}]"),
-                "kernel argument contains a control character",
-            ));
+        if let Some(msg) = crate::kargs::check_entry(k) {
+            out.push(error(format!("spec.kernelArguments[{i}]"), msg));
         }
     }
     for (i, e) in spec.extensions.iter().enumerate() {

@@ -59,3 +59,60 @@ fn a_merge_key_with_a_scalar_is_refused_with_its_line() {
     assert_eq!(e[0].line, Some(13));
     assert!(e[0].message.contains("merge key"), "{}", e[0]);
 }
+
+#[test]
+fn quoted_kernel_arguments_stay_whole_and_entries_are_kept_as_written() {
+    use hearth_config::model::{MachineConfigPool, MachineConfigSpec};
+    use hearth_config::plan::{plan, Action};
+    use hearth_config::render::render_pool;
+    let text =
+        mc("  kernelArguments:\n  - a=1 b=2\n  - 'dyndbg=\"file x.c +p\"'\n  - foo=\"x y\"\n");
+    let (m, diags) = read_str("kargs.yaml", &text);
+    assert!(diags.is_empty(), "{diags:?}");
+    let configs: Vec<_> = m.machine_configs.into_iter().map(|s| s.item).collect();
+    let rendered = render_pool(&MachineConfigPool::builtin("worker"), &configs).unwrap();
+    assert_eq!(
+        rendered.spec.kernel_arguments,
+        ["a=1 b=2", "dyndbg=\"file x.c +p\"", "foo=\"x y\""],
+        "the rendered config keeps the entries as the user wrote them"
+    );
+    let p = plan(
+        &MachineConfigSpec::default(),
+        &rendered.spec,
+        &Default::default(),
+    );
+    let append = p
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::KernelArguments { append, .. } => Some(append.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        append,
+        ["a=1", "b=2", "dyndbg=\"file x.c +p\"", "foo=\"x y\""],
+        "the node gets kernel arguments split as the kernel splits them"
+    );
+}
+
+#[test]
+fn kernel_arguments_with_control_characters_are_refused_at_the_entry_written() {
+    let text = mc("  kernelArguments:\n  - a=1 b=2\n  - \"c\\nd\"\n  - 'e=\"unclosed'\n  - ''\n");
+    let (m, diags) = read_str("kargs.yaml", &text);
+    assert!(m.machine_configs.is_empty());
+    let e = errors(&diags);
+    let paths: Vec<(&str, Option<usize>)> = e.iter().map(|d| (d.path.as_str(), d.line)).collect();
+    assert_eq!(
+        paths,
+        [
+            ("spec.kernelArguments[1]", Some(10)),
+            ("spec.kernelArguments[2]", Some(11)),
+            ("spec.kernelArguments[3]", Some(12)),
+        ],
+        "{diags:?}"
+    );
+    assert!(e[0].message.contains("control character '\\n'"), "{}", e[0]);
+    assert!(e[1].message.contains("unclosed double quote"), "{}", e[1]);
+    assert!(e[2].message.contains("empty"), "{}", e[2]);
+}

@@ -758,8 +758,9 @@ fn plan_os(current: &MachineConfigSpec, desired: &MachineConfigSpec) -> Vec<Acti
 /// the OS, in action order.
 fn changes_of(actions: &[Action]) -> Vec<Change> {
     let mut out: Vec<Change> = Vec::new();
+    let mut seen: HashSet<Change> = HashSet::new();
     let mut push = |c: Change| {
-        if !out.contains(&c) {
+        if seen.insert(c.clone()) {
             out.push(c);
         }
     };

@@ -23,7 +23,7 @@ use crate::model::{
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Why rendering failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -402,6 +402,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
         rest: Value::Object(Map::new()),
     };
     let mut spec = MachineConfigSpec::default();
+    let mut extensions: HashSet<&str> = HashSet::new();
     let mut path_kinds: std::collections::HashMap<String, (&'static str, String)> =
         std::collections::HashMap::new();
     for mc in configs {
@@ -416,7 +417,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
             spec.os_image_url = s.os_image_url.clone();
         }
         for e in &s.extensions {
-            if !spec.extensions.contains(e) {
+            if extensions.insert(e.as_str()) {
                 spec.extensions.push(e.clone());
             }
         }
@@ -580,19 +581,27 @@ fn merge_value(parent: &mut Value, child: Value) {
             }
         }
         (Value::Array(p), Value::Array(c)) => {
+            // Indexes of the parent's entries (by each key field they have, and by value), so
+            // that merging is linear in the lengths of both lists.
+            let mut index = ListIndex::default();
+            for (i, e) in p.iter().enumerate() {
+                index.add(e, i);
+            }
             for item in c {
                 match list_key(&item) {
-                    Some((field, key)) => {
-                        let found = p
-                            .iter_mut()
-                            .find(|e| e.get(field).map(|v| v == key).unwrap_or(false));
-                        match found {
-                            Some(existing) => merge_value(existing, item),
-                            None => p.push(item),
+                    Some((field, key)) => match index.find(p, field, key) {
+                        Some(i) => {
+                            merge_value(&mut p[i], item);
+                            // A secondary key field may have changed: index its new value too.
+                            index.add(&p[i], i);
                         }
-                    }
+                        None => {
+                            index.add(&item, p.len());
+                            p.push(item);
+                        }
+                    },
                     None => {
-                        if !p.contains(&item) {
+                        if index.plain.insert(canonical(&item)) {
                             p.push(item);
                         }
                     }
@@ -603,10 +612,52 @@ fn merge_value(parent: &mut Value, child: Value) {
     }
 }
 
+/// Where the entries of a list are, for [`merge_value`].
+#[derive(Default)]
+struct ListIndex {
+    /// First entry with this value of this key field.
+    keyed: HashMap<(&'static str, String), usize>,
+    /// Canonical JSON of every entry.
+    plain: HashSet<String>,
+}
+
+const KEY_FIELDS: [&str; 6] = ["name", "path", "device", "number", "label", "source"];
+
+fn canonical(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+impl ListIndex {
+    fn add(&mut self, e: &Value, i: usize) {
+        if let Some(obj) = e.as_object() {
+            for field in KEY_FIELDS {
+                if let Some(v) = obj.get(field).filter(|v| !v.is_null()) {
+                    self.keyed.entry((field, canonical(v))).or_insert(i);
+                }
+            }
+        }
+        self.plain.insert(canonical(e));
+    }
+
+    /// The first entry of `p` whose `field` is `key`. Every value a key field has had is
+    /// indexed; an entry whose secondary key field changed while merging may still be indexed
+    /// under its old value, and then the list is searched as a whole (same answer).
+    fn find(&self, p: &[Value], field: &'static str, key: &Value) -> Option<usize> {
+        let matches = |e: &Value| e.get(field).is_some_and(|v| v == key);
+        match self.keyed.get(&(field, canonical(key))) {
+            Some(&i) if matches(&p[i]) => Some(i),
+            Some(_) => p.iter().position(matches),
+            None => None,
+        }
+    }
+}
+
 /// The key of an entry in a nested keyed list (drop-ins, partitions, headers, resources).
 fn list_key(item: &Value) -> Option<(&'static str, &Value)> {
     let obj = item.as_object()?;
-    for field in ["name", "path", "device", "number", "label", "source"] {
+    for field in KEY_FIELDS {
         if let Some(v) = obj.get(field).filter(|v| !v.is_null()) {
             return Some((field, v));
         }

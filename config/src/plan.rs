@@ -243,8 +243,13 @@ fn file_details(f: &File) -> String {
     }
     match &f.contents.source {
         None => parts.push("no contents".to_string()),
-        Some(src) => match dataurl::decode(src, f.contents.compression.as_deref()) {
-            Ok(bytes) => parts.push(plural(bytes.len(), "byte", "bytes")),
+        // Counted without keeping the contents (a gzip stream is inflated into a counter).
+        Some(src) => match dataurl::decoded_len(
+            src,
+            f.contents.compression.as_deref(),
+            dataurl::MAX_DECODED_BYTES,
+        ) {
+            Ok(len) => parts.push(plural(len, "byte", "bytes")),
             Err(_) => match dataurl::scheme(src) {
                 Some(s) if s != "data" => parts.push(format!("contents from a {s} URL")),
                 _ => parts.push("undecodable contents".to_string()),

@@ -515,6 +515,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     // hand a node a config it would refuse.
     let mut findings = Vec::new();
     crate::validate::validate_structure("spec.config", &config, &mut findings);
+    crate::validate::check_contents_total("spec.config", &config, &mut findings);
     let errors: Vec<String> = findings
         .into_iter()
         .filter(|f| f.is_error)

@@ -113,7 +113,124 @@ pub fn check_unit_name(name: &str) -> Option<String> {
     None
 }
 
-fn check_resource(path: &str, r: &Resource, out: &mut Vec<Finding>) -> Option<Vec<u8>> {
+/// The most file contents (decoded and decompressed, appends, `ignition.config` and certificate
+/// authorities included) one MachineConfig, or one rendered config, may hold in total: the same
+/// as [`dataurl::MAX_DECODED_BYTES`] for a single file, so one maximal file still fits, while
+/// twelve of them no longer make the node write 3 GB in one update. (The MCO keeps configs in
+/// etcd, whose objects are at most about 1.5 MiB: real configs are far below this.)
+pub const MAX_CONFIG_CONTENTS_BYTES: usize = 256 * 1024 * 1024;
+
+/// How much of [`MAX_CONFIG_CONTENTS_BYTES`] is left while a config's contents are checked.
+struct ContentsBudget {
+    left: usize,
+    /// Set once the limit was crossed (reported once, at the entry that crossed it).
+    exhausted: bool,
+}
+
+impl ContentsBudget {
+    fn new() -> Self {
+        ContentsBudget {
+            left: MAX_CONFIG_CONTENTS_BYTES,
+            exhausted: false,
+        }
+    }
+
+    /// Decodes (`keep`) or counts the contents of `source` within what is left; `Ok(None)` once
+    /// the budget is exhausted (nothing more is decoded).
+    fn take(
+        &mut self,
+        path: &str,
+        source: &str,
+        compression: Option<&str>,
+        keep: bool,
+        out: &mut Vec<Finding>,
+    ) -> Result<Option<Vec<u8>>, dataurl::DataUrlError> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        let result = if keep {
+            dataurl::decode_limited(source, compression, self.left).map(|c| (c.len(), Some(c)))
+        } else {
+            dataurl::decoded_len(source, compression, self.left).map(|n| (n, None))
+        };
+        match result {
+            Ok((n, content)) => {
+                self.left -= n;
+                Ok(content.or(Some(Vec::new())))
+            }
+            Err(dataurl::DataUrlError::TooLarge) if self.left < dataurl::MAX_DECODED_BYTES => {
+                self.exhausted = true;
+                out.push(error(
+                    format!("{path}.source"),
+                    format!(
+                        "with this entry the config's file contents exceed {} MiB in total (decoded), hearth's limit for a MachineConfig and for a rendered config; ship large payloads in the OS image or split them over pools, not in one config",
+                        MAX_CONFIG_CONTENTS_BYTES >> 20
+                    ),
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Checks that a config's contents stay within [`MAX_CONFIG_CONTENTS_BYTES`] in total, counting
+/// decoded sizes without keeping the contents: for rendered configs, whose entries were each
+/// checked when their MachineConfig was read but whose total is new. Contents that cannot be
+/// decoded are left to [`validate_config`].
+pub fn check_contents_total(base: &str, config: &Config, out: &mut Vec<Finding>) {
+    let mut budget = ContentsBudget::new();
+    for_each_resource(base, config, |path, r| {
+        if let Some(source) = r
+            .source
+            .as_deref()
+            .filter(|s| dataurl::scheme(s).as_deref() == Some("data"))
+        {
+            let _ = budget.take(path, source, r.compression.as_deref(), false, out);
+        }
+    });
+}
+
+/// Calls `f` with every resource of a config that has contents, in document order, with its
+/// field path.
+fn for_each_resource(base: &str, config: &Config, mut f: impl FnMut(&str, &Resource)) {
+    for (i, file) in config.storage.files.iter().enumerate() {
+        let p = format!("{base}.storage.files[{i}]");
+        f(&format!("{p}.contents"), &file.contents);
+        for (j, a) in file.append.iter().enumerate() {
+            f(&format!("{p}.append[{j}]"), a);
+        }
+    }
+    for (i, r) in config.ignition.config.merge.iter().enumerate() {
+        f(&format!("{base}.ignition.config.merge[{i}]"), r);
+    }
+    if !config.ignition.config.replace.is_empty() {
+        f(
+            &format!("{base}.ignition.config.replace"),
+            &config.ignition.config.replace,
+        );
+    }
+    for (i, r) in config
+        .ignition
+        .security
+        .tls
+        .certificate_authorities
+        .iter()
+        .enumerate()
+    {
+        f(
+            &format!("{base}.ignition.security.tls.certificateAuthorities[{i}]"),
+            r,
+        );
+    }
+}
+
+fn check_resource(
+    path: &str,
+    r: &Resource,
+    budget: &mut ContentsBudget,
+    out: &mut Vec<Finding>,
+) -> Option<Vec<u8>> {
     let source = r.source.as_deref()?;
     match dataurl::scheme(source).as_deref() {
         Some("data") => {}
@@ -141,8 +258,9 @@ fn check_resource(path: &str, r: &Resource, out: &mut Vec<Finding>) -> Option<Ve
             return None;
         }
     }
-    let content = match dataurl::decode(source, r.compression.as_deref()) {
-        Ok(c) => c,
+    let content = match budget.take(path, source, r.compression.as_deref(), true, out) {
+        Ok(Some(c)) => c,
+        Ok(None) => return None,
         Err(e @ dataurl::DataUrlError::Compression(_)) => {
             out.push(error(format!("{path}.compression"), e.to_string()));
             return None;
@@ -223,9 +341,10 @@ pub fn validate_structure(base: &str, config: &Config, out: &mut Vec<Finding>) {
 }
 
 fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut Vec<Finding>) {
-    let check_resource = |path: &str, r: &Resource, out: &mut Vec<Finding>| {
+    let mut budget = ContentsBudget::new();
+    let mut check_resource = |path: &str, r: &Resource, out: &mut Vec<Finding>| {
         if contents {
-            check_resource(path, r, out);
+            check_resource(path, r, &mut budget, out);
         }
     };
     // Paths are shared between files, directories and links.

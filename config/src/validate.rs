@@ -459,6 +459,32 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
 
     let mut users: HashMap<&str, usize> = HashMap::new();
     for (i, u) in config.passwd.users.iter().enumerate() {
+        // Each key becomes one line of authorized_keys: a line break would add a key nobody
+        // sees in the manifest.
+        for (j, key) in u.ssh_authorized_keys.iter().enumerate() {
+            if let Some(c) = key.chars().find(|c| c.is_control() && *c != '\t') {
+                out.push(error(
+                    format!("{base}.passwd.users[{i}].sshAuthorizedKeys[{j}]"),
+                    format!(
+                        "SSH key {j} of user {:?} contains the control character {c:?}; a key is one line of text: give each key as its own list entry",
+                        u.name
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = u
+            .password_hash
+            .as_deref()
+            .and_then(|h| h.chars().find(|c| c.is_control()))
+        {
+            out.push(error(
+                format!("{base}.passwd.users[{i}].passwordHash"),
+                format!(
+                    "the password hash of user {:?} contains the control character {c:?}; a crypt(3) hash is one line of printable text",
+                    u.name
+                ),
+            ));
+        }
         let p = format!("{base}.passwd.users[{i}].name");
         if u.name.is_empty() {
             out.push(error(p, "user name is empty"));

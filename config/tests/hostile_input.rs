@@ -116,3 +116,38 @@ fn kernel_arguments_with_control_characters_are_refused_at_the_entry_written() {
     assert!(e[1].message.contains("unclosed double quote"), "{}", e[1]);
     assert!(e[2].message.contains("empty"), "{}", e[2]);
 }
+
+#[test]
+fn ssh_keys_and_password_hashes_with_line_breaks_are_refused_naming_user_and_key() {
+    let text = mc("  config:
+    ignition:
+      version: 3.4.0
+    passwd:
+      users:
+      - name: core
+        passwordHash: \"$6$x\\nroot::0:0::/:/bin/sh\"
+        sshAuthorizedKeys:
+        - ssh-ed25519 AAAA good
+        - \"ssh-ed25519 AAAA a\\nssh-ed25519 BBBB injected\"
+        - \"ssh-ed25519 AAAA b\\r\"
+        - \"ssh-ed25519 AAAA c\\0\"
+        - \"ssh-ed25519\\tAAAA tab-separated\"
+");
+    let (m, diags) = read_str("keys.yaml", &text);
+    assert!(m.machine_configs.is_empty());
+    let e = errors(&diags);
+    let got: Vec<(&str, Option<usize>)> = e.iter().map(|d| (d.path.as_str(), d.line)).collect();
+    assert_eq!(
+        got,
+        [
+            ("spec.config.passwd.users[0].sshAuthorizedKeys[1]", Some(17)),
+            ("spec.config.passwd.users[0].sshAuthorizedKeys[2]", Some(18)),
+            ("spec.config.passwd.users[0].sshAuthorizedKeys[3]", Some(19)),
+            ("spec.config.passwd.users[0].passwordHash", Some(14)),
+        ],
+        "{diags:?}"
+    );
+    assert!(e[0].message.contains("SSH key 1 of user \"core\""), "{}", e[0]);
+    assert!(e[0].message.contains("'\\n'"), "{}", e[0]);
+    assert!(e[3].message.contains("password hash"), "{}", e[3]);
+}

@@ -147,7 +147,132 @@ fn ssh_keys_and_password_hashes_with_line_breaks_are_refused_naming_user_and_key
         ],
         "{diags:?}"
     );
-    assert!(e[0].message.contains("SSH key 1 of user \"core\""), "{}", e[0]);
+    assert!(
+        e[0].message.contains("SSH key 1 of user \"core\""),
+        "{}",
+        e[0]
+    );
     assert!(e[0].message.contains("'\\n'"), "{}", e[0]);
     assert!(e[3].message.contains("password hash"), "{}", e[3]);
+}
+
+fn config_errors(config: &str) -> Vec<(String, String)> {
+    let text = mc(&format!(
+        "  config:\n    ignition:\n      version: 3.4.0\n{config}"
+    ));
+    let (_, diags) = read_str("x.yaml", &text);
+    diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.path.clone(), d.message.clone()))
+        .collect()
+}
+
+#[test]
+fn special_mode_bits_are_refused_naming_path_and_what_to_do() {
+    let e = config_errors(
+        "    storage:
+      files:
+      - {path: /usr/local/bin/suid, mode: 04755, contents: {source: 'data:,x'}}
+      - {path: /usr/local/bin/sgid, mode: 02755, contents: {source: 'data:,x'}}
+      - {path: /etc/ok, mode: 0755, contents: {source: 'data:,x'}}
+      - {path: /etc/sticky, mode: 513, contents: {source: 'data:,x'}}
+",
+    );
+    assert_eq!(e.len(), 3, "{e:?}");
+    assert_eq!(e[0].0, "spec.config.storage.files[0].mode");
+    assert!(
+        e[0].1
+            .contains("mode 4755 of /usr/local/bin/suid sets the setuid bit")
+            && e[0]
+                .1
+                .contains("set the bit with a systemd unit or tmpfiles.d"),
+        "{}",
+        e[0].1
+    );
+    assert!(e[1].1.contains("setgid"), "{}", e[1].1);
+    // 513 is 01001: the sticky bit written in decimal.
+    assert_eq!(e[2].0, "spec.config.storage.files[3].mode");
+    assert!(e[2].1.contains("sticky"), "{}", e[2].1);
+}
+
+#[test]
+fn files_on_virtual_filesystems_are_refused() {
+    let e = config_errors(
+        "    storage:
+      files:
+      - {path: /proc/sys/kernel/panic, contents: {source: 'data:,1'}}
+      - {path: /sys/kernel/mm/transparent_hugepage/enabled, contents: {source: 'data:,never'}}
+      - {path: /dev/sda, contents: {source: 'data:,x'}}
+      - {path: /devices/not-dev, contents: {source: 'data:,x'}}
+      - {path: /etc/sysctl.d/panic.conf, contents: {source: 'data:,x'}}
+      links:
+      - {path: /dev/disk/by-label/x, target: /dev/sda}
+",
+    );
+    let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.config.storage.files[0].path",
+            "spec.config.storage.files[1].path",
+            "spec.config.storage.files[2].path",
+            "spec.config.storage.links[0].path",
+        ],
+        "{e:?}"
+    );
+    assert!(e[0].1.contains("/etc/sysctl.d/"), "{}", e[0].1);
+    assert!(e[2].1.contains("udev rule"), "{}", e[2].1);
+}
+
+#[test]
+fn unit_and_dropin_names_say_what_is_wrong() {
+    let e = config_errors(
+        "    systemd:
+      units:
+      - name: \"a\\0.service\"
+      - name: a/b.service
+      - name: a b.service
+      - name: .service
+      - name: \"@x.service\"
+      - name: getty@tty1.service
+      - name: foo@.service
+      - name: x.service
+        dropins:
+        - name: \"a\\0.conf\"
+        - name: d/x.conf
+        - name: .conf
+",
+    );
+    let msgs: Vec<(&str, &str)> = e.iter().map(|(p, m)| (p.as_str(), m.as_str())).collect();
+    let find = |path: &str| {
+        msgs.iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, m)| *m)
+            .unwrap_or_else(|| panic!("no error at {path}: {msgs:?}"))
+    };
+    assert!(find("spec.config.systemd.units[0].name").contains("control character '\\0'"));
+    assert!(find("spec.config.systemd.units[1].name").contains("must not contain '/'"));
+    assert!(find("spec.config.systemd.units[2].name").contains("contains ' '"));
+    assert!(find("spec.config.systemd.units[3].name").contains("no name before .service"));
+    assert!(find("spec.config.systemd.units[4].name").contains("no name before '@'"));
+    assert!(find("spec.config.systemd.units[7].dropins[0].name").contains("control character"));
+    assert!(find("spec.config.systemd.units[7].dropins[1].name").contains("must not contain '/'"));
+    assert!(find("spec.config.systemd.units[7].dropins[2].name").contains("ending in .conf"));
+    assert_eq!(e.len(), 8, "templates and instances are valid: {msgs:?}");
+}
+
+#[test]
+fn paths_with_control_characters_or_too_long_are_refused() {
+    let long = "a".repeat(256);
+    let e = config_errors(&format!(
+        "    storage:
+      files:
+      - {{path: \"/etc/a\\nb\", contents: {{source: 'data:,x'}}}}
+      - {{path: /etc/{long}, contents: {{source: 'data:,x'}}}}
+"
+    ));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].1.contains("control character '\\n'"), "{}", e[0].1);
+    assert!(e[1].1.contains("at most 255 bytes"), "{}", e[1].1);
 }

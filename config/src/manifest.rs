@@ -6,7 +6,7 @@
 //! An object with an error is left out of the result; the others are kept, so one bad manifest
 //! never hides the problems of the next one.
 
-use crate::de::{decode, DecodeError, DecodeWarning};
+use crate::de::{decode_all, DecodeError, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::ignition::{Config, SpecVersion, V2Config};
 use crate::model::{
@@ -299,6 +299,16 @@ fn decode_diag(file: &str, e: DecodeError) -> Diagnostic {
 }
 
 impl Reader<'_> {
+    /// Reports every decoding error of an object.
+    fn decode_errors(&mut self, errors: Vec<DecodeError>, object: &Option<String>) {
+        for e in errors {
+            self.diags
+                .push(decode_diag(self.file, e).with_object(object.clone()));
+        }
+    }
+}
+
+impl Reader<'_> {
     fn origin(&self, node: &Node) -> Origin {
         Origin {
             file: self.file.to_string(),
@@ -442,11 +452,10 @@ impl Reader<'_> {
             return None;
         };
         let mut warnings = Vec::new();
-        let wire: MetaWire = match decode(node, &path, &mut warnings) {
+        let wire: MetaWire = match decode_all(node, &path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object.clone()));
+            Err(errors) => {
+                self.decode_errors(errors, object);
                 return None;
             }
         };
@@ -490,9 +499,10 @@ impl Reader<'_> {
     }
 
     fn machine_config(&mut self, doc: &Node, base: &str, object: Option<String>) {
-        let Some(metadata) = self.metadata(doc, base, &object) else {
-            return;
-        };
+        // Every part is checked even when an earlier one failed, so that all problems of the
+        // object are reported at once; the object is left out if any failed.
+        let metadata = self.metadata(doc, base, &object);
+        let mut failed = metadata.is_none();
         let spec_path = join(base, "spec");
         let empty = Node {
             value: NodeValue::Map(Vec::new()),
@@ -531,16 +541,16 @@ impl Reader<'_> {
             }
         };
         let mut warnings = Vec::new();
-        let wire: McSpecWire = match decode(&without_config, &spec_path, &mut warnings) {
-            Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
-                return;
+        let wire: Option<McSpecWire> = match decode_all(&without_config, &spec_path, &mut warnings)
+        {
+            Ok(w) => Some(w),
+            Err(errors) => {
+                self.decode_errors(errors, &object);
+                failed = true;
+                None
             }
         };
-        let mut failed = false;
-        let kernel_type = match wire.kernel_type.as_deref() {
+        let kernel_type = match wire.as_ref().and_then(|w| w.kernel_type.as_deref()) {
             None => KernelType::Default,
             Some(t) => match KernelType::parse(t) {
                 Some(k) => k,
@@ -559,7 +569,10 @@ impl Reader<'_> {
                 }
             },
         };
-        if wire.base_os_extensions_container_image.is_some() {
+        if wire
+            .as_ref()
+            .is_some_and(|w| w.base_os_extensions_container_image.is_some())
+        {
             self.diags.push(
                 Diagnostic::warning(
                     self.file,
@@ -577,7 +590,10 @@ impl Reader<'_> {
             Some(cfg) => {
                 match self.ignition(cfg, &join(&spec_path, "config"), &object, &mut warnings) {
                     Some(r) => r,
-                    None => return,
+                    None => {
+                        failed = true;
+                        (Config::default(), None)
+                    }
                 }
             }
         };
@@ -585,6 +601,14 @@ impl Reader<'_> {
 
         // Kernel arguments are kept as written, as the MCO keeps them ("a=1 b=2" stays one entry);
         // planning splits them as the kernel does (see `kargs`).
+        let wire = wire.unwrap_or(McSpecWire {
+            kernel_arguments: None,
+            kernel_type: None,
+            fips: None,
+            os_image_url: None,
+            extensions: None,
+            base_os_extensions_container_image: None,
+        });
         let kernel_arguments: Vec<String> = wire.kernel_arguments.unwrap_or_default();
         let spec = MachineConfigSpec {
             config,
@@ -609,9 +633,9 @@ impl Reader<'_> {
             };
             self.diags.push(d.with_object(object.clone()));
         }
-        if failed {
+        let Some(metadata) = metadata.filter(|_| !failed) else {
             return;
-        }
+        };
         let origin = self.origin(doc);
         self.out.machine_configs.push(Sourced {
             item: MachineConfig { metadata, spec },
@@ -676,11 +700,10 @@ impl Reader<'_> {
             }
         };
         if version.is_v2() {
-            let v2: V2Config = match decode(cfg, path, warnings) {
+            let v2: V2Config = match decode_all(cfg, path, warnings) {
                 Ok(c) => c,
-                Err(e) => {
-                    self.diags
-                        .push(decode_diag(self.file, e).with_object(object.clone()));
+                Err(errors) => {
+                    self.decode_errors(errors, object);
                     return None;
                 }
             };
@@ -736,11 +759,10 @@ impl Reader<'_> {
                 }
                 None => cfg,
             };
-            match decode::<Config>(cfg, path, warnings) {
+            match decode_all::<Config>(cfg, path, warnings) {
                 Ok(c) => Some((c, Some(version))),
-                Err(e) => {
-                    self.diags
-                        .push(decode_diag(self.file, e).with_object(object.clone()));
+                Err(errors) => {
+                    self.decode_errors(errors, object);
                     None
                 }
             }
@@ -765,11 +787,10 @@ impl Reader<'_> {
             return;
         };
         let mut warnings = Vec::new();
-        let wire: PoolSpecWire = match decode(spec_node, &spec_path, &mut warnings) {
+        let wire: PoolSpecWire = match decode_all(spec_node, &spec_path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
+            Err(errors) => {
+                self.decode_errors(errors, &object);
                 return;
             }
         };
@@ -907,11 +928,10 @@ impl Reader<'_> {
             return;
         };
         let mut warnings = Vec::new();
-        let wire: NodeDisruptionPolicyWire = match decode(node, &path, &mut warnings) {
+        let wire: NodeDisruptionPolicyWire = match decode_all(node, &path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
+            Err(errors) => {
+                self.decode_errors(errors, &object);
                 return;
             }
         };

@@ -276,3 +276,51 @@ fn paths_with_control_characters_or_too_long_are_refused() {
     assert!(e[0].1.contains("control character '\\n'"), "{}", e[0].1);
     assert!(e[1].1.contains("at most 255 bytes"), "{}", e[1].1);
 }
+
+#[test]
+fn every_problem_of_an_object_is_reported_not_only_the_first() {
+    let text = "apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: Not_A_Name
+spec:
+  fips: maybe
+  kernelArguments: {a: b}
+  extensions: [\"bad name\"]
+  config:
+    ignition:
+      version: 3.4.0
+    storage:
+      files:
+      - path: /etc/a
+        mode: \"0644\"
+      - path: null
+      - path: /etc/c
+        overwrite: sometimes
+        contents: /etc/c
+      - path: relative
+        contents: {source: 'data:,x'}
+";
+    let (m, diags) = read_str("many.yaml", text);
+    assert!(m.machine_configs.is_empty());
+    let got: Vec<(Option<usize>, &str)> = errors(&diags)
+        .iter()
+        .map(|d| (d.line, d.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(4), "metadata.name"),
+            (Some(6), "spec.fips"),
+            (Some(7), "spec.kernelArguments"),
+            (Some(15), "spec.config.storage.files[0].mode"),
+            (Some(16), "spec.config.storage.files[1].path"),
+            (Some(18), "spec.config.storage.files[2].overwrite"),
+            (Some(19), "spec.config.storage.files[2].contents"),
+        ],
+        "{diags:#?}"
+    );
+    for d in errors(&diags) {
+        assert_eq!(d.object.as_deref(), Some("MachineConfig/Not_A_Name"), "{d}");
+    }
+}

@@ -685,10 +685,7 @@ impl Agent {
         // plan (order-sensitive) appends only the rest.
         // Entries are kept as written ("a=1 b=2"); the booted command line holds arguments.
         let wanted = hearth_config::kargs::split_kernel_arguments(&desired.kernel_arguments);
-        let len = (0..=wanted.len())
-            .rev()
-            .find(|&n| booted.kernel_args.ends_with(&wanted[..n]))
-            .unwrap_or(0);
+        let len = hearth_config::kargs::booted_prefix_len(&booted.kernel_args, &wanted);
         let mut adopted = wanted[..len].to_vec();
         if !adopted.is_empty() {
             match self.os.adopt_kernel_arguments(&adopted).await {

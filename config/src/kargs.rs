@@ -68,6 +68,42 @@ pub fn check_entry(entry: &str) -> Option<String> {
     None
 }
 
+/// The length of the longest start of `wanted` that ends `booted` (`booted.ends_with(&wanted[..n])`
+/// for the largest `n`): the arguments a former manager already appended in the config's order.
+/// Linear (Knuth-Morris-Pratt's failure function over `wanted`, then one pass over `booted`).
+pub fn booted_prefix_len(booted: &[String], wanted: &[String]) -> usize {
+    if wanted.is_empty() {
+        return 0;
+    }
+    // failure[i]: the longest proper prefix of wanted[..=i] that is also its suffix.
+    let mut failure = vec![0usize; wanted.len()];
+    let mut k = 0;
+    for i in 1..wanted.len() {
+        while k > 0 && wanted[i] != wanted[k] {
+            k = failure[k - 1];
+        }
+        if wanted[i] == wanted[k] {
+            k += 1;
+        }
+        failure[i] = k;
+    }
+    // Match wanted against booted; at the end, `matched` is the longest prefix of wanted that
+    // is a suffix of booted.
+    let mut matched = 0;
+    for b in booted {
+        if matched == wanted.len() {
+            matched = failure[matched - 1];
+        }
+        while matched > 0 && *b != wanted[matched] {
+            matched = failure[matched - 1];
+        }
+        if *b == wanted[matched] {
+            matched += 1;
+        }
+    }
+    matched
+}
+
 /// Kernel argument operations: delete these occurrences, then append these arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct KernelArgumentsDiff {
@@ -279,6 +315,33 @@ mod tests {
         assert!(check_entry("a\nb").unwrap().contains("'\\n'"));
         assert!(check_entry("a\0").unwrap().contains("control character"));
         assert!(check_entry("a=\"x").unwrap().contains("unclosed"));
+    }
+
+    #[test]
+    fn booted_prefix_is_the_longest_start_of_wanted_ending_booted() {
+        let slow = |booted: &[String], wanted: &[String]| {
+            (0..=wanted.len())
+                .rev()
+                .find(|&n| booted.ends_with(&wanted[..n]))
+                .unwrap_or(0)
+        };
+        let cases: [(&[&str], &[&str]); 7] = [
+            (&["ro", "a", "b"], &["a", "b", "c"]),
+            (&["ro", "a", "b"], &["b", "c"]),
+            (&["a", "a", "a"], &["a", "a", "b"]),
+            (&["a", "b", "a", "b", "a"], &["a", "b", "a", "c"]),
+            (&[], &["a"]),
+            (&["a"], &[]),
+            (&["x", "a", "b", "a", "b"], &["a", "b", "a", "b"]),
+        ];
+        for (booted, wanted) in cases {
+            let (b, w) = (s(booted), s(wanted));
+            assert_eq!(
+                booted_prefix_len(&b, &w),
+                slow(&b, &w),
+                "{booted:?} {wanted:?}"
+            );
+        }
     }
 
     #[test]

@@ -80,6 +80,21 @@ fn kernel_argument_diff_and_apply() {
             assert_eq!(&apply_kernel_argument_ops(c, &diff.delete, &diff.append), d);
         },
     );
+    // The agent's search for arguments already booted: a run of one argument defeats a naive
+    // suffix comparison at every length.
+    check_growth(
+        "booted kernel arguments",
+        &SIZES,
+        |n| {
+            let booted: Vec<String> = vec!["a".to_string(); n];
+            let mut wanted = booted.clone();
+            wanted.push("b".into());
+            (booted, wanted)
+        },
+        |(b, w)| {
+            assert_eq!(hearth_config::kargs::booted_prefix_len(b, w), b.len());
+        },
+    );
 }
 
 fn file(path: String) -> File {

@@ -219,4 +219,17 @@ proptest! {
         prop_assert_eq!(d.delete, delete);
         prop_assert_eq!(d.append, append);
     }
+
+    /// The agent's "arguments already booted" search, linear, equals the quadratic definition.
+    #[test]
+    fn booted_prefix_equals_the_definition(
+        booted in prop::collection::vec(token(), 0..14),
+        wanted in prop::collection::vec(token(), 0..14),
+    ) {
+        let slow = (0..=wanted.len())
+            .rev()
+            .find(|&n| booted.ends_with(&wanted[..n]))
+            .unwrap_or(0);
+        prop_assert_eq!(hearth_config::kargs::booted_prefix_len(&booted, &wanted), slow);
+    }
 }

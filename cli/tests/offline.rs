@@ -45,7 +45,9 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
         err.contains("change-fips.yaml:9: error: MachineConfig/change-fips: spec.fips:"),
         "{err}"
     );
-    assert!(err.contains("2 error(s)"), "{err}");
+    // Every problem of an object, not only the first: the second disk too.
+    assert!(err.contains("extra-disks.yaml:21: error: MachineConfig/extra-disks: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
+    assert!(err.contains("3 error(s)"), "{err}");
 
     let (code, out, _) = hearth(&["validate", "-o", "json", "-f", &bad]);
     assert_eq!(code, 1);

@@ -105,6 +105,20 @@ pub fn decode_all<'de, T: de::Deserialize<'de>>(
     base: &str,
     warnings: &mut Vec<DecodeWarning>,
 ) -> Result<T, Vec<DecodeError>> {
+    match decode_partial(node, base, warnings) {
+        (Some(value), errors) if errors.is_empty() => Ok(value),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// [`decode_all`], also returning the value decoded with placeholders when decoding could go
+/// on to the end (`None` when it could not): for validating the parts that were right. With
+/// errors, the value must not be used for anything else.
+pub fn decode_partial<'de, T: de::Deserialize<'de>>(
+    node: &'de Node,
+    base: &str,
+    warnings: &mut Vec<DecodeWarning>,
+) -> (Option<T>, Vec<DecodeError>) {
     let ctx = Ctx::default();
     let result = T::deserialize(NodeDeserializer {
         node,
@@ -114,21 +128,23 @@ pub fn decode_all<'de, T: de::Deserialize<'de>>(
     warnings.extend(ctx.warnings.into_inner());
     let mut errors = ctx.errors.into_inner();
     match result {
-        Ok(value) if errors.is_empty() => return Ok(value),
-        Ok(_) => {}
+        Ok(value) => (Some(value), errors),
         Err(e) => {
-            let follows = errors.iter().any(|soft| {
-                e.path == soft.path
-                    || e.path
-                        .strip_prefix(soft.path.as_str())
-                        .is_some_and(|rest| rest.starts_with(['.', '[']))
-            });
-            if !follows {
+            if !errors.iter().any(|soft| is_within(&e.path, &soft.path)) {
                 errors.push(e);
             }
+            (None, errors)
         }
     }
-    Err(errors)
+}
+
+/// True when field path `path` is `outer` or inside it (`a.b[2]` is within `a.b` and `a`).
+pub fn is_within(path: &str, outer: &str) -> bool {
+    path == outer
+        || path
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
+        || outer.is_empty()
 }
 
 /// What decoding collects besides the value.

@@ -6,7 +6,7 @@
 //! An object with an error is left out of the result; the others are kept, so one bad manifest
 //! never hides the problems of the next one.
 
-use crate::de::{decode_all, DecodeError, DecodeWarning};
+use crate::de::{decode_all, decode_partial, is_within, DecodeError, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::ignition::{Config, SpecVersion, V2Config};
 use crate::model::{
@@ -106,6 +106,7 @@ pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
             document: i + 1,
             out: &mut out,
             diags: &mut diags,
+            failed_paths: Vec::new(),
         };
         reader.object(doc, "");
     }
@@ -145,6 +146,9 @@ struct Reader<'a> {
     document: usize,
     out: &'a mut Manifests,
     diags: &'a mut Vec<Diagnostic>,
+    /// Field paths of the decoding errors of the object being read: validation findings there
+    /// (about the placeholders decoding went on with) are not reported.
+    failed_paths: Vec<String>,
 }
 
 /// Finds the node at a field path like `spec.config.storage.files[2].path` (for line numbers).
@@ -299,9 +303,11 @@ fn decode_diag(file: &str, e: DecodeError) -> Diagnostic {
 }
 
 impl Reader<'_> {
-    /// Reports every decoding error of an object.
+    /// Reports every decoding error of an object, remembering where they are (see
+    /// `Reader::failed_paths`).
     fn decode_errors(&mut self, errors: Vec<DecodeError>, object: &Option<String>) {
         for e in errors {
+            self.failed_paths.push(e.path.clone());
             self.diags
                 .push(decode_diag(self.file, e).with_object(object.clone()));
         }
@@ -541,15 +547,14 @@ impl Reader<'_> {
             }
         };
         let mut warnings = Vec::new();
-        let wire: Option<McSpecWire> = match decode_all(&without_config, &spec_path, &mut warnings)
-        {
-            Ok(w) => Some(w),
-            Err(errors) => {
-                self.decode_errors(errors, &object);
-                failed = true;
-                None
-            }
-        };
+        self.failed_paths.clear();
+        let (wire, errors) =
+            decode_partial::<McSpecWire>(&without_config, &spec_path, &mut warnings);
+        if !errors.is_empty() {
+            // The fields that decoded (placeholders elsewhere) are still validated below.
+            self.decode_errors(errors, &object);
+            failed = true;
+        }
         let kernel_type = match wire.as_ref().and_then(|w| w.kernel_type.as_deref()) {
             None => KernelType::Default,
             Some(t) => match KernelType::parse(t) {
@@ -589,7 +594,10 @@ impl Reader<'_> {
             Some(n) if n.is_null() => (Config::default(), None),
             Some(cfg) => {
                 match self.ignition(cfg, &join(&spec_path, "config"), &object, &mut warnings) {
-                    Some(r) => r,
+                    Some(r) => {
+                        failed |= !self.failed_paths.is_empty();
+                        r
+                    }
                     None => {
                         failed = true;
                         (Config::default(), None)
@@ -625,6 +633,10 @@ impl Reader<'_> {
             let rel = f.path.strip_prefix("spec.").unwrap_or(&f.path);
             let line = line_of(spec_node, rel);
             let path = join(base, &f.path);
+            if self.failed_paths.iter().any(|p| is_within(&path, p)) {
+                // About a placeholder: the decoding error there was reported.
+                continue;
+            }
             let d = if f.is_error {
                 failed = true;
                 Diagnostic::error(self.file, Some(line), &path, f.message)
@@ -759,11 +771,12 @@ impl Reader<'_> {
                 }
                 None => cfg,
             };
-            match decode_all::<Config>(cfg, path, warnings) {
-                Ok(c) => Some((c, Some(version))),
-                Err(errors) => {
+            match decode_partial::<Config>(cfg, path, warnings) {
+                (Some(c), errors) if errors.is_empty() => Some((c, Some(version))),
+                (partial, errors) => {
                     self.decode_errors(errors, object);
-                    None
+                    // Validated for the parts that were right; the object is refused anyway.
+                    partial.map(|c| (c, Some(version)))
                 }
             }
         }

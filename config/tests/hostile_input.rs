@@ -317,6 +317,10 @@ spec:
             (Some(16), "spec.config.storage.files[1].path"),
             (Some(18), "spec.config.storage.files[2].overwrite"),
             (Some(19), "spec.config.storage.files[2].contents"),
+            // Validation still runs on what decoded (and says nothing about placeholders, such
+            // as the empty path decoding went on with for files[1]).
+            (Some(20), "spec.config.storage.files[3].path"),
+            (Some(8), "spec.extensions[0]"),
         ],
         "{diags:#?}"
     );

@@ -403,6 +403,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     };
     let mut spec = MachineConfigSpec::default();
     let mut extensions: HashSet<&str> = HashSet::new();
+    let mut cache = IndexCache::default();
     let mut path_kinds: std::collections::HashMap<String, (&'static str, String)> =
         std::collections::HashMap::new();
     for mc in configs {
@@ -428,7 +429,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                 if let Value::Object(o) = &mut ign {
                     o.remove("version");
                 }
-                merge_into(&mut acc.rest, "ignition", ign);
+                merge_into(&mut acc.rest, "ignition", ign, &mut cache);
             }
             for (section, list, key) in KEYED {
                 let Some(Value::Object(sec)) = top.get_mut(section) else {
@@ -474,7 +475,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                             if list == "units" {
                                 resolve_mask(existing, &item);
                             }
-                            merge_value(existing, item)
+                            merge_value(existing, item, &mut format!("{list}/{k}"), &mut cache)
                         }
                         None => {
                             target.insert(k, item);
@@ -483,7 +484,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                 }
             }
             for (k, v) in std::mem::take(top) {
-                merge_into(&mut acc.rest, &k, v);
+                merge_into(&mut acc.rest, &k, v, &mut cache);
             }
         }
     }
@@ -543,11 +544,13 @@ fn resolve_mask(existing: &mut Value, later: &Value) {
     }
 }
 
-fn merge_into(target: &mut Value, key: &str, value: Value) {
+fn merge_into(target: &mut Value, key: &str, value: Value, cache: &mut IndexCache) {
     if let Value::Object(map) = target {
+        let mut path = format!("rest/{key}");
         match map.get_mut(key) {
-            Some(existing) => merge_value(existing, value),
+            Some(existing) => merge_value(existing, value, &mut path, cache),
             None => {
+                cache.forget(&path);
                 map.insert(key.to_string(), value);
             }
         }
@@ -561,38 +564,55 @@ const ATOMIC: [&str; 5] = ["contents", "clevis", "cex", "user", "group"];
 
 /// Ignition's merge of a child value into a parent value: objects field by field (a null or
 /// absent child field keeps the parent's), keyed lists by key, lists of plain values as an
-/// ordered union, anything else replaced.
-fn merge_value(parent: &mut Value, child: Value) {
+/// ordered union, anything else replaced. `path` is the parent's place in the merged config
+/// (`units/a.service/dropins`), under which `cache` keeps the indexes of its lists.
+fn merge_value(parent: &mut Value, child: Value, path: &mut String, cache: &mut IndexCache) {
     match (parent, child) {
         (Value::Object(p), Value::Object(c)) => {
             for (k, cv) in c {
                 if cv.is_null() {
                     continue;
                 }
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k);
                 if ATOMIC.contains(&k.as_str()) {
+                    cache.forget(path);
                     p.insert(k, cv);
-                    continue;
-                }
-                match p.get_mut(&k) {
-                    Some(pv) => merge_value(pv, cv),
-                    None => {
-                        p.insert(k, cv);
+                } else {
+                    match p.get_mut(&k) {
+                        Some(pv) => merge_value(pv, cv, path, cache),
+                        None => {
+                            cache.forget(path);
+                            p.insert(k, cv);
+                        }
                     }
                 }
+                path.truncate(len);
             }
         }
         (Value::Array(p), Value::Array(c)) => {
-            // Indexes of the parent's entries (by each key field they have, and by value), so
-            // that merging is linear in the lengths of both lists.
-            let mut index = ListIndex::default();
-            for (i, e) in p.iter().enumerate() {
-                index.add(e, i);
-            }
+            // Indexes of the parent's entries (by each key field they have, and by value), kept
+            // across configs: merging is linear in the entries merged.
+            let mut index = match cache.0.remove(path.as_str()) {
+                Some(index) if index.len == p.len() => index,
+                _ => {
+                    let mut index = ListIndex::default();
+                    for (i, e) in p.iter().enumerate() {
+                        index.add(e, i);
+                    }
+                    index.len = p.len();
+                    index
+                }
+            };
             for item in c {
                 match list_key(&item) {
                     Some((field, key)) => match index.find(p, field, key) {
                         Some(i) => {
-                            merge_value(&mut p[i], item);
+                            let len = path.len();
+                            path.push_str(&format!("#{i}"));
+                            merge_value(&mut p[i], item, path, cache);
+                            path.truncate(len);
                             // A secondary key field may have changed: index its new value too.
                             index.add(&p[i], i);
                         }
@@ -608,14 +628,43 @@ fn merge_value(parent: &mut Value, child: Value) {
                     }
                 }
             }
+            index.len = p.len();
+            cache.0.insert(path.clone(), index);
         }
-        (p, c) => *p = c,
+        (p, c) => {
+            cache.forget(path);
+            *p = c;
+        }
+    }
+}
+
+/// The indexes of the lists being merged, by their place in the merged config, kept across the
+/// configs of a merge so that merging many configs into one list (a drop-in each into the same
+/// unit, say) does not index the list again for each config.
+#[derive(Default)]
+struct IndexCache(BTreeMap<String, ListIndex>);
+
+impl IndexCache {
+    /// Forgets the indexes at or under `path`, whose value was replaced (and, harmlessly, those
+    /// of siblings whose names start with the same text: they are rebuilt when next needed).
+    fn forget(&mut self, path: &str) {
+        let stale: Vec<String> = self
+            .0
+            .range::<str, _>((std::ops::Bound::Included(path), std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(path))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in stale {
+            self.0.remove(&k);
+        }
     }
 }
 
 /// Where the entries of a list are, for [`merge_value`].
 #[derive(Default)]
 struct ListIndex {
+    /// The length of the list when it was last indexed (a list replaced since is indexed anew).
+    len: usize,
     /// First entry with this value of this key field.
     keyed: HashMap<(&'static str, String), usize>,
     /// Canonical JSON of every entry.

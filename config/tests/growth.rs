@@ -153,6 +153,39 @@ fn render_merges_in_n_log_n() {
     check_growth("render", &CONFIG_SIZES, big_configs, |configs| {
         render_pool(&MachineConfigPool::builtin("worker"), configs).unwrap();
     });
+    check_growth(
+        "render many configs",
+        &[100, 1_000, 10_000],
+        many_configs,
+        |configs| {
+            let r = render_pool(&MachineConfigPool::builtin("worker"), configs).unwrap();
+            assert_eq!(r.spec.config.systemd.units[0].dropins.len(), configs.len());
+        },
+    );
+}
+
+/// `n` configs each adding one drop-in to the same unit and one SSH key to `core`: merging must
+/// not index the growing lists again for every config.
+fn many_configs(n: usize) -> Vec<MachineConfig> {
+    (0..n)
+        .map(|i| {
+            mc(&format!("{i:06}"), |s| {
+                s.config.systemd.units = vec![Unit {
+                    name: "big.service".into(),
+                    dropins: vec![Dropin {
+                        name: format!("{i}.conf"),
+                        contents: Some("[Unit]\n".into()),
+                    }],
+                    ..Default::default()
+                }];
+                s.config.passwd.users = vec![User {
+                    name: "core".into(),
+                    ssh_authorized_keys: vec![format!("ssh-ed25519 K{i} u")],
+                    ..Default::default()
+                }];
+            })
+        })
+        .collect()
 }
 
 fn plan_and_disruption_in_n_log_n() {

@@ -147,10 +147,11 @@ pub fn configs_for_pool<'a>(
     pool: &MachineConfigPool,
     configs: &'a [MachineConfig],
 ) -> Vec<&'a MachineConfig> {
+    let selector = pool.machine_config_selector.compile();
     let mut selected: Vec<&MachineConfig> = configs
         .iter()
         .filter(|mc| mc.overlay_node().is_none())
-        .filter(|mc| pool.machine_config_selector.matches(&mc.metadata.labels))
+        .filter(|mc| selector.matches(&mc.metadata.labels))
         .collect();
     selected.sort_by(|a, b| {
         let wa = a.role() != Some("worker");

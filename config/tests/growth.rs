@@ -18,8 +18,9 @@ use hearth_config::model::{
     DisruptionPolicies, FilePolicy, MachineConfig, MachineConfigPool, MachineConfigSpec,
     PolicyAction, ROLE_LABEL,
 };
+use hearth_config::model::{LabelSelector, SelectorOperator, SelectorRequirement};
 use hearth_config::plan::{apply_kernel_argument_ops, diff_kernel_arguments, plan};
-use hearth_config::render::render_pool;
+use hearth_config::render::{configs_for_pool, render_pool};
 use std::time::{Duration, Instant};
 
 const MAX_RATIO: f64 = 35.0;
@@ -153,6 +154,33 @@ fn render_merges_in_n_log_n() {
     check_growth("render", &CONFIG_SIZES, big_configs, |configs| {
         render_pool(&MachineConfigPool::builtin("worker"), configs).unwrap();
     });
+    // A pool whose machineConfigSelector lists n roles, over n configs of those roles.
+    check_growth(
+        "pool selector",
+        &[100, 1_000, 10_000],
+        |n| {
+            let mut pool = MachineConfigPool::builtin("wide");
+            pool.machine_config_selector = LabelSelector {
+                match_expressions: vec![SelectorRequirement {
+                    key: ROLE_LABEL.into(),
+                    operator: SelectorOperator::In,
+                    values: (0..n).map(|i| format!("r{i}")).collect(),
+                }],
+                ..Default::default()
+            };
+            let configs: Vec<MachineConfig> = (0..n)
+                .map(|i| {
+                    let mut m = mc(&format!("{i:06}"), |_| {});
+                    m.metadata.labels.insert(ROLE_LABEL.into(), format!("r{i}"));
+                    m
+                })
+                .collect();
+            (pool, configs)
+        },
+        |(pool, configs)| {
+            assert_eq!(configs_for_pool(pool, configs).len(), configs.len());
+        },
+    );
     check_growth(
         "render many configs",
         &[100, 1_000, 10_000],

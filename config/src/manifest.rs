@@ -22,6 +22,12 @@ use std::collections::BTreeMap;
 /// The largest manifest file (or request body) read: the server's limit on an apply body.
 pub const MAX_MANIFEST_BYTES: usize = 64 << 20;
 
+/// The largest single MachineConfig read by [`read_machine_config`] (a rendered config, which
+/// merges many manifests): room for the most contents a config may hold
+/// ([`crate::validate::MAX_CONFIG_CONTENTS_BYTES`], 256 MiB) written percent-encoded (three
+/// characters a byte) and the rest of the config.
+pub const MAX_RENDERED_BYTES: usize = 1 << 30;
+
 /// Everything read from a set of inputs.
 #[derive(Debug, Clone, Default)]
 pub struct Manifests {
@@ -61,17 +67,26 @@ impl Manifests {
 /// Reads every object in `text` (the contents of `file`). Objects with errors are left out and
 /// reported in the returned diagnostics, together with warnings.
 pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
+    read_str_limited(file, text, MAX_MANIFEST_BYTES, "manifests")
+}
+
+fn read_str_limited(
+    file: &str,
+    text: &str,
+    max_bytes: usize,
+    what: &str,
+) -> (Manifests, Vec<Diagnostic>) {
     let mut out = Manifests::default();
     let mut diags = Vec::new();
-    if text.len() > MAX_MANIFEST_BYTES {
+    if text.len() > max_bytes {
         diags.push(Diagnostic::error(
             file,
             None,
             "",
             format!(
-                "the file is {} bytes; hearth reads manifests of at most {} MiB: split it into several files",
+                "the file is {} bytes; hearth reads {what} of at most {} MiB: split it into several files",
                 text.len(),
-                MAX_MANIFEST_BYTES >> 20
+                max_bytes >> 20
             ),
         ));
         return (out, diags);
@@ -119,7 +134,7 @@ pub fn read_machine_config(
     file: &str,
     text: &str,
 ) -> Result<(MachineConfig, Vec<Diagnostic>), Vec<Diagnostic>> {
-    let (m, diags) = read_str(file, text);
+    let (m, diags) = read_str_limited(file, text, MAX_RENDERED_BYTES, "rendered configs");
     if diags.iter().any(Diagnostic::is_error) {
         return Err(diags);
     }
@@ -1225,6 +1240,23 @@ spec:
             "spec.machineConfigSelector.matchExpressions[0]"
         );
         assert_eq!(diags[0].line, Some(8));
+    }
+
+    #[test]
+    fn oversized_files_are_refused_before_parsing() {
+        let text = " ".repeat(MAX_MANIFEST_BYTES + 1);
+        let (_, diags) = read_str("big.yaml", &text);
+        assert_eq!(diags.len(), 1);
+        assert!(diags[0].message.contains("at most 64 MiB"), "{}", diags[0]);
+        // Rendered configs (read_machine_config) may be larger; the same check, another limit.
+        let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: a}\n";
+        assert!(read_machine_config("r.yaml", mc).is_ok());
+        let (_, diags) = read_str_limited("r.yaml", mc, 10, "rendered configs");
+        assert!(
+            diags[0].message.contains("rendered configs of at most"),
+            "{}",
+            diags[0]
+        );
     }
 
     #[test]

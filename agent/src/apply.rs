@@ -683,11 +683,9 @@ impl Agent {
         // The arguments a former manager (the MCO, an installer) appended in the config's order
         // end the booted list: adopt the longest start of the config's list found there, so the
         // plan (order-sensitive) appends only the rest.
-        let wanted = &desired.kernel_arguments;
-        let len = (0..=wanted.len())
-            .rev()
-            .find(|&n| booted.kernel_args.ends_with(&wanted[..n]))
-            .unwrap_or(0);
+        // Entries are kept as written ("a=1 b=2"); the booted command line holds arguments.
+        let wanted = hearth_config::kargs::split_kernel_arguments(&desired.kernel_arguments);
+        let len = hearth_config::kargs::booted_prefix_len(&booted.kernel_args, &wanted);
         let mut adopted = wanted[..len].to_vec();
         if !adopted.is_empty() {
             match self.os.adopt_kernel_arguments(&adopted).await {

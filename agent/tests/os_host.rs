@@ -348,11 +348,13 @@ fn a_host_taken_over_keeps_the_arguments_its_former_manager_appended() {
         ..OstreeHostOptions::default()
     };
     let mut host = boot_with_agent_on(opts, 120);
+    // One entry holding two arguments, kept as written in the config: the agent must split it
+    // as the kernel does to recognise them on the booted command line.
     desire(
         &host,
         "40-takeover",
         &format!(
-            "  osImageURL: {}\n  kernelArguments:\n    - hugepages=32\n    - selinux=0\n    - nosmt\n",
+            "  osImageURL: {}\n  kernelArguments:\n    - hugepages=32 selinux=0\n    - nosmt\n",
             refs::V1
         ),
     );

@@ -45,7 +45,9 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
         err.contains("change-fips.yaml:9: error: MachineConfig/change-fips: spec.fips:"),
         "{err}"
     );
-    assert!(err.contains("2 error(s)"), "{err}");
+    // Every problem of an object, not only the first: the second disk too.
+    assert!(err.contains("extra-disks.yaml:21: error: MachineConfig/extra-disks: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
+    assert!(err.contains("3 error(s)"), "{err}");
 
     let (code, out, _) = hearth(&["validate", "-o", "json", "-f", &bad]);
     assert_eq!(code, 1);
@@ -169,4 +171,32 @@ fn usage_errors_exit_2() {
     );
     assert_eq!(hearth(&["validate", "--no-such-flag"]).0, 2);
     assert_eq!(hearth(&["--help"]).0, 0);
+}
+
+/// A 467-byte "billion laughs" manifest (nine levels of nine aliases) made `hearth validate`
+/// take 6 GB and abort; it is refused at once with the file, the line and the reason.
+#[test]
+fn validate_refuses_a_billion_laughs_manifest() {
+    let mut text = String::from("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: lol\nspec:\n  kernelArguments:\n  - &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for w in names.windows(2) {
+        text.push_str(&format!(
+            "  - &{} [{}]\n",
+            w[1],
+            vec![format!("*{}", w[0]); 9].join(",")
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bomb.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, _, err) = hearth(&["validate", "-f", file]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{file}:10: error: refused at column 15: excessive aliasing"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("1 error(s)"), "{err}");
 }

@@ -49,17 +49,31 @@ pub fn scheme(source: &str) -> Option<String> {
 
 /// Decodes a `data:` URL and then its compression (`None`, `""` or `"gzip"`).
 pub fn decode(source: &str, compression: Option<&str>) -> Result<Vec<u8>, DataUrlError> {
-    let raw = decode_url(source)?;
+    decode_limited(source, compression, MAX_DECODED_BYTES)
+}
+
+/// [`decode`], refusing ([`DataUrlError::TooLarge`]) contents larger than `limit` bytes (or
+/// [`MAX_DECODED_BYTES`], whichever is smaller). Decoding stops as soon as the limit is crossed:
+/// a gzip stream is never inflated past it, and base64 whose length announces more is not
+/// decoded at all.
+pub fn decode_limited(
+    source: &str,
+    compression: Option<&str>,
+    limit: usize,
+) -> Result<Vec<u8>, DataUrlError> {
+    let limit = limit.min(MAX_DECODED_BYTES);
+    let compressed = matches!(compression, Some("gzip"));
+    // Compressed data may be larger than its result; the URL itself is bounded by the manifest.
+    let raw = decode_url(source, if compressed { usize::MAX } else { limit })?;
     match compression {
         None | Some("") => Ok(raw),
         Some("gzip") => {
             let mut out = Vec::new();
-            let limit = MAX_DECODED_BYTES as u64 + 1;
             flate2::read::GzDecoder::new(raw.as_slice())
-                .take(limit)
+                .take(limit as u64 + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
-            if out.len() > MAX_DECODED_BYTES {
+            if out.len() > limit {
                 return Err(DataUrlError::TooLarge);
             }
             Ok(out)
@@ -68,7 +82,32 @@ pub fn decode(source: &str, compression: Option<&str>) -> Result<Vec<u8>, DataUr
     }
 }
 
-fn decode_url(source: &str) -> Result<Vec<u8>, DataUrlError> {
+/// The size of the decoded contents, counted without keeping them (a gzip stream is inflated
+/// into a counter), refusing contents larger than `limit` as [`decode_limited`] does.
+pub fn decoded_len(
+    source: &str,
+    compression: Option<&str>,
+    limit: usize,
+) -> Result<usize, DataUrlError> {
+    let limit = limit.min(MAX_DECODED_BYTES);
+    match compression {
+        Some("gzip") => {
+            let raw = decode_url(source, usize::MAX)?;
+            let n = std::io::copy(
+                &mut flate2::read::GzDecoder::new(raw.as_slice()).take(limit as u64 + 1),
+                &mut std::io::sink(),
+            )
+            .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
+            if n > limit as u64 {
+                return Err(DataUrlError::TooLarge);
+            }
+            Ok(n as usize)
+        }
+        _ => decode_limited(source, compression, limit).map(|v| v.len()),
+    }
+}
+
+fn decode_url(source: &str, limit: usize) -> Result<Vec<u8>, DataUrlError> {
     let rest = source
         .get(..5)
         .filter(|p| p.eq_ignore_ascii_case("data:"))
@@ -84,12 +123,20 @@ fn decode_url(source: &str) -> Result<Vec<u8>, DataUrlError> {
         return Err(DataUrlError::Percent);
     }
     if !is_base64 {
+        if bytes.len() > limit.min(MAX_DECODED_BYTES) {
+            return Err(DataUrlError::TooLarge);
+        }
         return Ok(bytes);
     }
     let cleaned: Vec<u8> = bytes
         .into_iter()
         .filter(|b| !b.is_ascii_whitespace())
         .collect();
+    // Every 4 base64 characters make at most 3 bytes: refuse before decoding what must be too
+    // large.
+    if cleaned.len() / 4 * 3 > limit.min(MAX_DECODED_BYTES).saturating_add(3) {
+        return Err(DataUrlError::TooLarge);
+    }
     let engine = if cleaned.ends_with(b"=") || cleaned.len() % 4 == 0 {
         &base64::engine::general_purpose::STANDARD
     } else {
@@ -98,7 +145,7 @@ fn decode_url(source: &str) -> Result<Vec<u8>, DataUrlError> {
     let out = engine
         .decode(&cleaned)
         .map_err(|e| DataUrlError::Base64(e.to_string()))?;
-    if out.len() > MAX_DECODED_BYTES {
+    if out.len() > limit.min(MAX_DECODED_BYTES) {
         return Err(DataUrlError::TooLarge);
     }
     Ok(out)
@@ -163,6 +210,36 @@ mod tests {
         gz.write_all(b"compressed content").unwrap();
         let url = encode(&gz.finish().unwrap());
         assert_eq!(decode(&url, Some("gzip")).unwrap(), b"compressed content");
+    }
+
+    #[test]
+    fn limits_stop_decoding() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&[0u8; 10_000]).unwrap();
+        let url = encode(&gz.finish().unwrap());
+        assert_eq!(
+            decode_limited(&url, Some("gzip"), 10_000).unwrap().len(),
+            10_000
+        );
+        assert_eq!(
+            decode_limited(&url, Some("gzip"), 9_999),
+            Err(DataUrlError::TooLarge)
+        );
+        assert_eq!(decoded_len(&url, Some("gzip"), 10_000), Ok(10_000));
+        assert_eq!(
+            decoded_len(&url, Some("gzip"), 10),
+            Err(DataUrlError::TooLarge)
+        );
+        let plain = encode(&[7u8; 100]);
+        assert_eq!(decoded_len(&plain, None, 100), Ok(100));
+        assert_eq!(
+            decode_limited(&plain, None, 99),
+            Err(DataUrlError::TooLarge)
+        );
+        assert_eq!(
+            decode_limited("data:,abc", None, 2),
+            Err(DataUrlError::TooLarge)
+        );
     }
 
     #[test]

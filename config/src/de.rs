@@ -93,14 +93,66 @@ pub fn decode<'de, T: de::Deserialize<'de>>(
     base: &str,
     warnings: &mut Vec<DecodeWarning>,
 ) -> Result<T, DecodeError> {
-    let sink = RefCell::new(Vec::new());
+    decode_all(node, base, warnings).map_err(|mut errors| errors.swap_remove(0))
+}
+
+/// [`decode`], reporting every error instead of the first: a value of the wrong type is noted
+/// and decoding goes on with a placeholder, so that one mistake does not hide the next. Errors
+/// that follow from a placeholder (a required field "missing" in a mapping that was a string)
+/// are left out. The error list is never empty.
+pub fn decode_all<'de, T: de::Deserialize<'de>>(
+    node: &'de Node,
+    base: &str,
+    warnings: &mut Vec<DecodeWarning>,
+) -> Result<T, Vec<DecodeError>> {
+    match decode_partial(node, base, warnings) {
+        (Some(value), errors) if errors.is_empty() => Ok(value),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// [`decode_all`], also returning the value decoded with placeholders when decoding could go
+/// on to the end (`None` when it could not): for validating the parts that were right. With
+/// errors, the value must not be used for anything else.
+pub fn decode_partial<'de, T: de::Deserialize<'de>>(
+    node: &'de Node,
+    base: &str,
+    warnings: &mut Vec<DecodeWarning>,
+) -> (Option<T>, Vec<DecodeError>) {
+    let ctx = Ctx::default();
     let result = T::deserialize(NodeDeserializer {
         node,
         path: Path::Root(base),
-        warnings: &sink,
+        ctx: &ctx,
     });
-    warnings.extend(sink.into_inner());
-    result
+    warnings.extend(ctx.warnings.into_inner());
+    let mut errors = ctx.errors.into_inner();
+    match result {
+        Ok(value) => (Some(value), errors),
+        Err(e) => {
+            if !errors.iter().any(|soft| is_within(&e.path, &soft.path)) {
+                errors.push(e);
+            }
+            (None, errors)
+        }
+    }
+}
+
+/// True when field path `path` is `outer` or inside it (`a.b[2]` is within `a.b` and `a`).
+pub fn is_within(path: &str, outer: &str) -> bool {
+    path == outer
+        || path
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
+        || outer.is_empty()
+}
+
+/// What decoding collects besides the value.
+#[derive(Default)]
+struct Ctx {
+    warnings: RefCell<Vec<DecodeWarning>>,
+    /// Type errors decoding went on after.
+    errors: RefCell<Vec<DecodeError>>,
 }
 
 #[derive(Clone, Copy)]
@@ -130,7 +182,7 @@ impl Path<'_> {
 struct NodeDeserializer<'de, 'p> {
     node: &'de Node,
     path: Path<'p>,
-    warnings: &'p RefCell<Vec<DecodeWarning>>,
+    ctx: &'p Ctx,
 }
 
 impl NodeDeserializer<'_, '_> {
@@ -168,6 +220,11 @@ impl NodeDeserializer<'_, '_> {
         )))
     }
 
+    /// Notes `e` and lets decoding go on (the caller gives the visitor a placeholder).
+    fn soft(&self, e: DecodeError) {
+        self.ctx.errors.borrow_mut().push(e);
+    }
+
     fn int(&self) -> Result<i64, DecodeError> {
         match &self.node.value {
             NodeValue::Scalar { text, plain: true } => {
@@ -182,12 +239,21 @@ impl NodeDeserializer<'_, '_> {
 macro_rules! deserialize_int {
     ($($method:ident => $visit:ident: $ty:ty),* $(,)?) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-            let value = self.int()?;
-            let converted = <$ty>::try_from(value).map_err(|_| {
-                self.locate(de::Error::custom(format!(
-                    "integer {value} is out of range for this field"
-                )))
-            })?;
+            let converted = match self.int() {
+                Ok(value) => match <$ty>::try_from(value) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        self.soft(self.locate(de::Error::custom(format!(
+                            "integer {value} is out of range for this field"
+                        ))));
+                        0
+                    }
+                },
+                Err(e) => {
+                    self.soft(e);
+                    0
+                }
+            };
             visitor.$visit(converted).map_err(|e| self.locate(e))
         }
     )*};
@@ -221,16 +287,21 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     }
 
     fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match &self.node.value {
+        let value = match &self.node.value {
             NodeValue::Scalar { text, plain: true } => match parse_yaml11_bool(text) {
-                Some(b) => visitor.visit_bool(b).map_err(|e| self.locate(e)),
+                Some(b) => Ok(b),
                 None => Err(self.type_error("a boolean (true or false)")),
             },
             NodeValue::Scalar { .. } => {
                 Err(self.type_error("a boolean (true or false, without quotes)"))
             }
             _ => Err(self.type_error("a boolean (true or false)")),
-        }
+        };
+        let b = value.unwrap_or_else(|e| {
+            self.soft(e);
+            false
+        });
+        visitor.visit_bool(b).map_err(|e| self.locate(e))
     }
 
     deserialize_int! {
@@ -249,13 +320,15 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     }
 
     fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match &self.node.value {
-            NodeValue::Scalar { text, plain: true } => match text.parse::<f64>() {
-                Ok(f) => visitor.visit_f64(f).map_err(|e| self.locate(e)),
-                Err(_) => Err(self.type_error("a number")),
-            },
-            _ => Err(self.type_error("a number")),
-        }
+        let f = match &self.node.value {
+            NodeValue::Scalar { text, plain: true } => text.parse::<f64>().ok(),
+            _ => None,
+        };
+        let f = f.unwrap_or_else(|| {
+            self.soft(self.type_error("a number"));
+            0.0
+        });
+        visitor.visit_f64(f).map_err(|e| self.locate(e))
     }
 
     fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
@@ -265,7 +338,10 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match &self.node.value {
             NodeValue::Scalar { text, .. } => visitor.visit_str(text).map_err(|e| self.locate(e)),
-            _ => Err(self.type_error("a string")),
+            _ => {
+                self.soft(self.type_error("a string"));
+                visitor.visit_str("").map_err(|e| self.locate(e))
+            }
         }
     }
 
@@ -289,7 +365,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
             let located = NodeDeserializer {
                 node: self.node,
                 path,
-                warnings: self.warnings,
+                ctx: self.ctx,
             };
             visitor.visit_some(located).map_err(|e| self.locate(e))
         }
@@ -320,7 +396,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
         let inner = NodeDeserializer {
             node: self.node,
             path,
-            warnings: self.warnings,
+            ctx: self.ctx,
         };
         visitor
             .visit_newtype_struct(inner)
@@ -334,11 +410,20 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
                     items,
                     index: 0,
                     path: &self.path,
-                    warnings: self.warnings,
+                    ctx: self.ctx,
                 };
                 visitor.visit_seq(access).map_err(|e| self.locate(e))
             }
-            _ => Err(self.type_error("a list")),
+            _ => {
+                self.soft(self.type_error("a list"));
+                let access = SeqDe {
+                    items: &[],
+                    index: 0,
+                    path: &self.path,
+                    ctx: self.ctx,
+                };
+                visitor.visit_seq(access).map_err(|e| self.locate(e))
+            }
         }
     }
 
@@ -366,11 +451,20 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
                     entries,
                     index: 0,
                     path: &self.path,
-                    warnings: self.warnings,
+                    ctx: self.ctx,
                 };
                 visitor.visit_map(access).map_err(|e| self.locate(e))
             }
-            _ => Err(self.type_error("a mapping")),
+            _ => {
+                self.soft(self.type_error("a mapping"));
+                let access = MapDe {
+                    entries: &[],
+                    index: 0,
+                    path: &self.path,
+                    ctx: self.ctx,
+                };
+                visitor.visit_map(access).map_err(|e| self.locate(e))
+            }
         }
     }
 
@@ -402,7 +496,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        self.warnings.borrow_mut().push(DecodeWarning {
+        self.ctx.warnings.borrow_mut().push(DecodeWarning {
             path: self.path.render(),
             line: self.node.line,
             message: "unknown field, ignored".to_string(),
@@ -415,7 +509,7 @@ struct SeqDe<'de, 'p> {
     items: &'de [Node],
     index: usize,
     path: &'p Path<'p>,
-    warnings: &'p RefCell<Vec<DecodeWarning>>,
+    ctx: &'p Ctx,
 }
 
 impl<'de> SeqAccess<'de> for SeqDe<'de, '_> {
@@ -433,7 +527,7 @@ impl<'de> SeqAccess<'de> for SeqDe<'de, '_> {
         let de = NodeDeserializer {
             node,
             path,
-            warnings: self.warnings,
+            ctx: self.ctx,
         };
         seed.deserialize(de).map(Some)
     }
@@ -447,7 +541,7 @@ struct MapDe<'de, 'p> {
     entries: &'de [(String, Node)],
     index: usize,
     path: &'p Path<'p>,
-    warnings: &'p RefCell<Vec<DecodeWarning>>,
+    ctx: &'p Ctx,
 }
 
 impl<'de> MapAccess<'de> for MapDe<'de, '_> {
@@ -474,7 +568,7 @@ impl<'de> MapAccess<'de> for MapDe<'de, '_> {
         let de = NodeDeserializer {
             node,
             path,
-            warnings: self.warnings,
+            ctx: self.ctx,
         };
         seed.deserialize(de)
     }

@@ -22,6 +22,7 @@
 
 use crate::model::{DisruptionPolicies, FilePolicy, KernelType, PolicyAction, UnitPolicy};
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// Where the MCO defaults below come from.
@@ -226,18 +227,24 @@ pub fn effective_policies(user: &DisruptionPolicies) -> EffectivePolicies {
             origin: RuleOrigin::McoDefault,
         })
         .collect();
+    // Index by normalised path: merging stays linear in the number of user rules.
+    let mut file_index: HashMap<String, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (normalize_rule_path(&r.path).to_string(), i))
+        .collect();
     for f in &user.files {
         let rule = FileRule {
             path: f.path.clone(),
             actions: f.actions.clone(),
             origin: RuleOrigin::User,
         };
-        match files
-            .iter_mut()
-            .find(|r| normalize_rule_path(&r.path) == normalize_rule_path(&f.path))
-        {
-            Some(existing) => *existing = rule,
-            None => files.push(rule),
+        match file_index.get(normalize_rule_path(&f.path)) {
+            Some(&i) => files[i] = rule,
+            None => {
+                file_index.insert(normalize_rule_path(&f.path).to_string(), files.len());
+                files.push(rule);
+            }
         }
     }
     let mut units: Vec<UnitRule> = defaults
@@ -249,15 +256,23 @@ pub fn effective_policies(user: &DisruptionPolicies) -> EffectivePolicies {
             origin: RuleOrigin::McoDefault,
         })
         .collect();
+    let mut unit_index: HashMap<String, usize> = units
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.clone(), i))
+        .collect();
     for u in &user.units {
         let rule = UnitRule {
             name: u.name.clone(),
             actions: u.actions.clone(),
             origin: RuleOrigin::User,
         };
-        match units.iter_mut().find(|r| r.name == u.name) {
-            Some(existing) => *existing = rule,
-            None => units.push(rule),
+        match unit_index.get(&u.name) {
+            Some(&i) => units[i] = rule,
+            None => {
+                unit_index.insert(u.name.clone(), units.len());
+                units.push(rule);
+            }
         }
     }
     let ssh_key = match &user.ssh_key {
@@ -324,8 +339,82 @@ impl EffectivePolicies {
     }
 }
 
+/// The effective rules indexed for lookups in time linear in the looked-up path: file rules in a
+/// trie of path components (a rule covers a file when its components start the file's), unit
+/// rules by name. Gives the same answers as [`EffectivePolicies::file_rule`] and
+/// [`EffectivePolicies::unit_rule`].
+struct RuleIndex<'a> {
+    policies: &'a EffectivePolicies,
+    /// Trie nodes: children by component, and the rule ending here (the first one).
+    nodes: Vec<(HashMap<&'a str, usize>, Option<usize>)>,
+    /// The rule for `/`, which covers every absolute path.
+    root: Option<usize>,
+    units: HashMap<&'a str, usize>,
+}
+
+impl<'a> RuleIndex<'a> {
+    fn new(policies: &'a EffectivePolicies) -> Self {
+        let mut index = RuleIndex {
+            policies,
+            nodes: vec![(HashMap::new(), None)],
+            root: None,
+            units: HashMap::new(),
+        };
+        for (i, rule) in policies.files.iter().enumerate() {
+            let path = normalize_rule_path(&rule.path);
+            if path.is_empty() {
+                continue;
+            }
+            if path == "/" {
+                index.root.get_or_insert(i);
+                continue;
+            }
+            let mut node = 0;
+            for comp in path.split('/') {
+                node = match index.nodes[node].0.get(comp) {
+                    Some(&n) => n,
+                    None => {
+                        let n = index.nodes.len();
+                        index.nodes.push((HashMap::new(), None));
+                        index.nodes[node].0.insert(comp, n);
+                        n
+                    }
+                };
+            }
+            index.nodes[node].1.get_or_insert(i);
+        }
+        for (i, rule) in policies.units.iter().enumerate() {
+            index.units.entry(rule.name.as_str()).or_insert(i);
+        }
+        index
+    }
+
+    fn file_rule(&self, path: &str) -> Option<&'a FileRule> {
+        let mut best = if path.starts_with('/') {
+            self.root
+        } else {
+            None
+        };
+        let mut node = 0;
+        for comp in path.split('/') {
+            match self.nodes[node].0.get(comp) {
+                Some(&n) => node = n,
+                None => break,
+            }
+            if let Some(r) = self.nodes[node].1 {
+                best = Some(r);
+            }
+        }
+        best.map(|i| &self.policies.files[i])
+    }
+
+    fn unit_rule(&self, name: &str) -> Option<&'a UnitRule> {
+        self.units.get(name).map(|&i| &self.policies.units[i])
+    }
+}
+
 /// One thing a plan changes that may disrupt the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "type", rename_all_fields = "camelCase")]
 pub enum Change {
     /// A file was written or removed.
@@ -569,10 +658,11 @@ fn origin_words(origin: RuleOrigin) -> &'static str {
 }
 
 /// Decides one change.
-fn decide(change: &Change, policies: &EffectivePolicies) -> Decision {
+fn decide(change: &Change, index: &RuleIndex<'_>) -> Decision {
+    let policies = index.policies;
     let reboot = || vec![PolicyAction::Reboot];
     let (actions, rule, reason) = match change {
-        Change::File { path, .. } => match policies.file_rule(path) {
+        Change::File { path, .. } => match index.file_rule(path) {
             Some(r) => {
                 let why = if normalize_rule_path(&r.path) == path {
                     origin_words(r.origin).to_string()
@@ -600,7 +690,7 @@ fn decide(change: &Change, policies: &EffectivePolicies) -> Decision {
                 format!("reboot: {change} and no policy covers it (default: reboot)"),
             ),
         },
-        Change::Unit { name } => match policies.unit_rule(name) {
+        Change::Unit { name } => match index.unit_rule(name) {
             Some(r) => (
                 r.actions.clone(),
                 Rule::Unit {
@@ -663,7 +753,8 @@ fn decide(change: &Change, policies: &EffectivePolicies) -> Decision {
 /// (added digest-only mirrors), which hearth does not try to recognise.
 pub fn evaluate(changes: &[Change], user: &DisruptionPolicies) -> Disruption {
     let policies = effective_policies(user);
-    let decisions: Vec<Decision> = changes.iter().map(|c| decide(c, &policies)).collect();
+    let index = RuleIndex::new(&policies);
+    let decisions: Vec<Decision> = changes.iter().map(|c| decide(c, &index)).collect();
     let outcome = combine(&decisions);
     Disruption { outcome, decisions }
 }
@@ -676,6 +767,7 @@ fn combine(decisions: &[Decision]) -> Outcome {
     let mut drain = false;
     let mut daemon_reload = false;
     let mut rest: Vec<ServiceStep> = Vec::new();
+    let mut seen: HashSet<ServiceStep> = HashSet::new();
     for action in all() {
         let step = match action {
             // `Reboot` cannot occur here: it returned above.
@@ -701,11 +793,11 @@ fn combine(decisions: &[Decision]) -> Outcome {
                 unit: service.clone(),
             },
         };
-        if !rest.contains(&step) {
+        if seen.insert(step.clone()) {
             rest.push(step);
         }
     }
-    let restarted: Vec<String> = rest
+    let restarted: HashSet<String> = rest
         .iter()
         .filter_map(|s| match s {
             ServiceStep::Restart { unit } => Some(unit.clone()),
@@ -725,6 +817,17 @@ fn combine(decisions: &[Decision]) -> Outcome {
         Outcome::None
     } else {
         Outcome::Services { steps }
+    }
+}
+
+/// The index where `key` was first seen, or `None` (recording `i`) when this is the first time.
+fn first_index<'a>(seen: &mut HashMap<&'a str, usize>, key: &'a str, i: usize) -> Option<usize> {
+    match seen.entry(key) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(i);
+            None
+        }
     }
 }
 
@@ -824,6 +927,8 @@ pub fn is_valid_unit_name(name: &str) -> bool {
 pub fn validate_policies(policies: &DisruptionPolicies) -> Vec<PolicyError> {
     const BASE: &str = "spec.nodeDisruptionPolicy";
     let mut errors = Vec::new();
+    let mut first_file: HashMap<&str, usize> = HashMap::new();
+    let mut first_unit: HashMap<&str, usize> = HashMap::new();
     let check_actions = |field: String, actions: &[PolicyAction], errors: &mut Vec<PolicyError>| {
         if actions.len() > 10 {
             errors.push(PolicyError::TooMany {
@@ -875,10 +980,7 @@ pub fn validate_policies(policies: &DisruptionPolicies) -> Vec<PolicyError> {
                 path: f.path.clone(),
             });
         }
-        if let Some(j) = policies.files[..i]
-            .iter()
-            .position(|g| normalize_rule_path(&g.path) == normalize_rule_path(&f.path))
-        {
+        if let Some(j) = first_index(&mut first_file, normalize_rule_path(&f.path), i) {
             errors.push(PolicyError::Duplicate {
                 field: format!("{field}.path"),
                 key: f.path.clone(),
@@ -902,7 +1004,7 @@ pub fn validate_policies(policies: &DisruptionPolicies) -> Vec<PolicyError> {
                 name: u.name.clone(),
             });
         }
-        if let Some(j) = policies.units[..i].iter().position(|g| g.name == u.name) {
+        if let Some(j) = first_index(&mut first_unit, u.name.as_str(), i) {
             errors.push(PolicyError::Duplicate {
                 field: format!("{field}.name"),
                 key: u.name.clone(),
@@ -937,6 +1039,47 @@ mod tests {
         assert_eq!(rule_match_len("/etc/foo/bar", "/etc/foo"), None);
         assert_eq!(rule_match_len("/", "/etc/x"), Some(1));
         assert_eq!(rule_match_len("", "/etc/x"), None);
+    }
+
+    #[test]
+    fn the_rule_index_answers_as_the_rules_do() {
+        let user = DisruptionPolicies {
+            files: vec![
+                file("/", vec![PolicyAction::Drain]),
+                file("/etc/containers", vec![PolicyAction::None]),
+                file("/etc/foo/", vec![PolicyAction::None]),
+                file("/etc/foo", vec![PolicyAction::DaemonReload]),
+                file("relative/x", vec![PolicyAction::None]),
+            ],
+            units: vec![UnitPolicy {
+                name: "a.service".into(),
+                actions: vec![PolicyAction::None],
+            }],
+            ..Default::default()
+        };
+        for policies in [
+            effective_policies(&user),
+            effective_policies(&Default::default()),
+        ] {
+            let index = RuleIndex::new(&policies);
+            for path in [
+                "/etc/containers/policy.json",
+                "/etc/containers/storage.conf",
+                "/etc/containers",
+                "/etc/foo",
+                "/etc/foo/bar/baz",
+                "/etc/foobar",
+                "/usr/local/bin/load-registry-image.sh",
+                "/x",
+                "relative/x",
+                "",
+            ] {
+                assert_eq!(index.file_rule(path), policies.file_rule(path), "{path}");
+            }
+            for unit in ["a.service", "iri-registry.service", "b.service"] {
+                assert_eq!(index.unit_rule(unit), policies.unit_rule(unit), "{unit}");
+            }
+        }
     }
 
     #[test]

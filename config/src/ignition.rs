@@ -1001,18 +1001,20 @@ fn terr(path: impl Into<String>, message: impl Into<String>) -> TranslateError {
 }
 
 /// Upper bound on list lengths that 2.x configs may duplicate-merge quadratically.
-fn dedup_by_key<T, K: PartialEq>(
+fn dedup_by_key<T, K: std::hash::Hash + Eq>(
     items: Vec<T>,
     key: impl Fn(&T) -> K,
     merge: impl Fn(&mut T, T),
 ) -> Vec<T> {
     let mut out: Vec<T> = Vec::with_capacity(items.len());
+    let mut index: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
     for item in items {
-        let k = key(&item);
-        if let Some(existing) = out.iter_mut().find(|e| key(e) == k) {
-            merge(existing, item);
-        } else {
-            out.push(item);
+        match index.entry(key(&item)) {
+            std::collections::hash_map::Entry::Occupied(e) => merge(&mut out[*e.get()], item),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(out.len());
+                out.push(item);
+            }
         }
     }
     out
@@ -1156,11 +1158,18 @@ impl V2Config {
             |u| u.name.clone(),
             |a, b| {
                 let mut dropins = std::mem::take(&mut a.dropins);
+                let mut index: std::collections::HashMap<String, usize> =
+                    std::collections::HashMap::new();
+                for (i, d) in dropins.iter().enumerate() {
+                    index.entry(d.name.clone()).or_insert(i);
+                }
                 for d in b.dropins.iter().cloned() {
-                    if let Some(existing) = dropins.iter_mut().find(|x| x.name == d.name) {
-                        *existing = d;
-                    } else {
-                        dropins.push(d);
+                    match index.get(&d.name) {
+                        Some(&i) => dropins[i] = d,
+                        None => {
+                            index.insert(d.name.clone(), dropins.len());
+                            dropins.push(d);
+                        }
                     }
                 }
                 *a = b;
@@ -1170,6 +1179,9 @@ impl V2Config {
 
         // Users: the MCO only manages `core` on day 2 and folds every key into it.
         let mut users: Vec<User> = Vec::new();
+        let mut user_index: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
+        let mut user_keys: Vec<std::collections::HashSet<String>> = Vec::new();
         for u in self.passwd.users {
             let user = User {
                 name: u.name,
@@ -1187,9 +1199,10 @@ impl V2Config {
                 system: u.system,
                 uid: u.uid,
             };
-            if let Some(existing) = users.iter_mut().find(|e| e.name == user.name) {
+            if let Some(&i) = user_index.get(&user.name) {
+                let existing = &mut users[i];
                 for k in user.ssh_authorized_keys.iter() {
-                    if !existing.ssh_authorized_keys.contains(k) {
+                    if user_keys[i].insert(k.clone()) {
                         existing.ssh_authorized_keys.push(k.clone());
                     }
                 }
@@ -1199,6 +1212,8 @@ impl V2Config {
                     ..user
                 };
             } else {
+                user_index.insert(user.name.clone(), users.len());
+                user_keys.push(user.ssh_authorized_keys.iter().cloned().collect());
                 users.push(user);
             }
         }

@@ -4,6 +4,7 @@ pub mod de;
 pub mod diag;
 pub mod disruption;
 pub mod ignition;
+pub mod kargs;
 pub mod manifest;
 pub mod mco;
 pub mod model;

@@ -6,7 +6,7 @@
 //! An object with an error is left out of the result; the others are kept, so one bad manifest
 //! never hides the problems of the next one.
 
-use crate::de::{decode, DecodeError, DecodeWarning};
+use crate::de::{decode_all, decode_partial, is_within, DecodeError, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::ignition::{Config, SpecVersion, V2Config};
 use crate::model::{
@@ -18,6 +18,15 @@ use crate::node::{parse_documents, Node, NodeValue};
 use crate::validate;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// The largest manifest file (or request body) read: the server's limit on an apply body.
+pub const MAX_MANIFEST_BYTES: usize = 64 << 20;
+
+/// The largest single MachineConfig read by [`read_machine_config`] (a rendered config, which
+/// merges many manifests): room for the most contents a config may hold
+/// ([`crate::validate::MAX_CONFIG_CONTENTS_BYTES`], 256 MiB) written percent-encoded (three
+/// characters a byte) and the rest of the config.
+pub const MAX_RENDERED_BYTES: usize = 1 << 30;
 
 /// Everything read from a set of inputs.
 #[derive(Debug, Clone, Default)]
@@ -58,10 +67,41 @@ impl Manifests {
 /// Reads every object in `text` (the contents of `file`). Objects with errors are left out and
 /// reported in the returned diagnostics, together with warnings.
 pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
+    read_str_limited(file, text, MAX_MANIFEST_BYTES, "manifests")
+}
+
+fn read_str_limited(
+    file: &str,
+    text: &str,
+    max_bytes: usize,
+    what: &str,
+) -> (Manifests, Vec<Diagnostic>) {
     let mut out = Manifests::default();
     let mut diags = Vec::new();
+    if text.len() > max_bytes {
+        diags.push(Diagnostic::error(
+            file,
+            None,
+            "",
+            format!(
+                "the file is {} bytes; hearth reads {what} of at most {} MiB: split it into several files",
+                text.len(),
+                max_bytes >> 20
+            ),
+        ));
+        return (out, diags);
+    }
     let docs = match parse_documents(text) {
         Ok(d) => d,
+        Err(e) if e.limit => {
+            diags.push(Diagnostic::error(
+                file,
+                Some(e.line),
+                "",
+                format!("refused at column {}: {}", e.col, e.message),
+            ));
+            return (out, diags);
+        }
         Err(e) => {
             diags.push(Diagnostic::error(
                 file,
@@ -81,6 +121,7 @@ pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
             document: i + 1,
             out: &mut out,
             diags: &mut diags,
+            failed_paths: Vec::new(),
         };
         reader.object(doc, "");
     }
@@ -93,7 +134,7 @@ pub fn read_machine_config(
     file: &str,
     text: &str,
 ) -> Result<(MachineConfig, Vec<Diagnostic>), Vec<Diagnostic>> {
-    let (m, diags) = read_str(file, text);
+    let (m, diags) = read_str_limited(file, text, MAX_RENDERED_BYTES, "rendered configs");
     if diags.iter().any(Diagnostic::is_error) {
         return Err(diags);
     }
@@ -120,6 +161,9 @@ struct Reader<'a> {
     document: usize,
     out: &'a mut Manifests,
     diags: &'a mut Vec<Diagnostic>,
+    /// Field paths of the decoding errors of the object being read: validation findings there
+    /// (about the placeholders decoding went on with) are not reported.
+    failed_paths: Vec<String>,
 }
 
 /// Finds the node at a field path like `spec.config.storage.files[2].path` (for line numbers).
@@ -274,6 +318,18 @@ fn decode_diag(file: &str, e: DecodeError) -> Diagnostic {
 }
 
 impl Reader<'_> {
+    /// Reports every decoding error of an object, remembering where they are (see
+    /// `Reader::failed_paths`).
+    fn decode_errors(&mut self, errors: Vec<DecodeError>, object: &Option<String>) {
+        for e in errors {
+            self.failed_paths.push(e.path.clone());
+            self.diags
+                .push(decode_diag(self.file, e).with_object(object.clone()));
+        }
+    }
+}
+
+impl Reader<'_> {
     fn origin(&self, node: &Node) -> Origin {
         Origin {
             file: self.file.to_string(),
@@ -417,11 +473,10 @@ impl Reader<'_> {
             return None;
         };
         let mut warnings = Vec::new();
-        let wire: MetaWire = match decode(node, &path, &mut warnings) {
+        let wire: MetaWire = match decode_all(node, &path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object.clone()));
+            Err(errors) => {
+                self.decode_errors(errors, object);
                 return None;
             }
         };
@@ -465,9 +520,10 @@ impl Reader<'_> {
     }
 
     fn machine_config(&mut self, doc: &Node, base: &str, object: Option<String>) {
-        let Some(metadata) = self.metadata(doc, base, &object) else {
-            return;
-        };
+        // Every part is checked even when an earlier one failed, so that all problems of the
+        // object are reported at once; the object is left out if any failed.
+        let metadata = self.metadata(doc, base, &object);
+        let mut failed = metadata.is_none();
         let spec_path = join(base, "spec");
         let empty = Node {
             value: NodeValue::Map(Vec::new()),
@@ -506,16 +562,15 @@ impl Reader<'_> {
             }
         };
         let mut warnings = Vec::new();
-        let wire: McSpecWire = match decode(&without_config, &spec_path, &mut warnings) {
-            Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
-                return;
-            }
-        };
-        let mut failed = false;
-        let kernel_type = match wire.kernel_type.as_deref() {
+        self.failed_paths.clear();
+        let (wire, errors) =
+            decode_partial::<McSpecWire>(&without_config, &spec_path, &mut warnings);
+        if !errors.is_empty() {
+            // The fields that decoded (placeholders elsewhere) are still validated below.
+            self.decode_errors(errors, &object);
+            failed = true;
+        }
+        let kernel_type = match wire.as_ref().and_then(|w| w.kernel_type.as_deref()) {
             None => KernelType::Default,
             Some(t) => match KernelType::parse(t) {
                 Some(k) => k,
@@ -534,7 +589,10 @@ impl Reader<'_> {
                 }
             },
         };
-        if wire.base_os_extensions_container_image.is_some() {
+        if wire
+            .as_ref()
+            .is_some_and(|w| w.base_os_extensions_container_image.is_some())
+        {
             self.diags.push(
                 Diagnostic::warning(
                     self.file,
@@ -551,27 +609,30 @@ impl Reader<'_> {
             Some(n) if n.is_null() => (Config::default(), None),
             Some(cfg) => {
                 match self.ignition(cfg, &join(&spec_path, "config"), &object, &mut warnings) {
-                    Some(r) => r,
-                    None => return,
+                    Some(r) => {
+                        failed |= !self.failed_paths.is_empty();
+                        r
+                    }
+                    None => {
+                        failed = true;
+                        (Config::default(), None)
+                    }
                 }
             }
         };
         self.push_warnings(&object, warnings);
 
-        // Kernel arguments: the MCO splits entries on white space.
-        let kernel_arguments: Vec<String> = wire
-            .kernel_arguments
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|k| {
-                let parts: Vec<String> = k.split_whitespace().map(str::to_string).collect();
-                if parts.is_empty() {
-                    vec![k.clone()]
-                } else {
-                    parts
-                }
-            })
-            .collect();
+        // Kernel arguments are kept as written, as the MCO keeps them ("a=1 b=2" stays one entry);
+        // planning splits them as the kernel does (see `kargs`).
+        let wire = wire.unwrap_or(McSpecWire {
+            kernel_arguments: None,
+            kernel_type: None,
+            fips: None,
+            os_image_url: None,
+            extensions: None,
+            base_os_extensions_container_image: None,
+        });
+        let kernel_arguments: Vec<String> = wire.kernel_arguments.unwrap_or_default();
         let spec = MachineConfigSpec {
             config,
             source_version,
@@ -587,6 +648,10 @@ impl Reader<'_> {
             let rel = f.path.strip_prefix("spec.").unwrap_or(&f.path);
             let line = line_of(spec_node, rel);
             let path = join(base, &f.path);
+            if self.failed_paths.iter().any(|p| is_within(&path, p)) {
+                // About a placeholder: the decoding error there was reported.
+                continue;
+            }
             let d = if f.is_error {
                 failed = true;
                 Diagnostic::error(self.file, Some(line), &path, f.message)
@@ -595,9 +660,9 @@ impl Reader<'_> {
             };
             self.diags.push(d.with_object(object.clone()));
         }
-        if failed {
+        let Some(metadata) = metadata.filter(|_| !failed) else {
             return;
-        }
+        };
         let origin = self.origin(doc);
         self.out.machine_configs.push(Sourced {
             item: MachineConfig { metadata, spec },
@@ -662,11 +727,10 @@ impl Reader<'_> {
             }
         };
         if version.is_v2() {
-            let v2: V2Config = match decode(cfg, path, warnings) {
+            let v2: V2Config = match decode_all(cfg, path, warnings) {
                 Ok(c) => c,
-                Err(e) => {
-                    self.diags
-                        .push(decode_diag(self.file, e).with_object(object.clone()));
+                Err(errors) => {
+                    self.decode_errors(errors, object);
                     return None;
                 }
             };
@@ -722,12 +786,12 @@ impl Reader<'_> {
                 }
                 None => cfg,
             };
-            match decode::<Config>(cfg, path, warnings) {
-                Ok(c) => Some((c, Some(version))),
-                Err(e) => {
-                    self.diags
-                        .push(decode_diag(self.file, e).with_object(object.clone()));
-                    None
+            match decode_partial::<Config>(cfg, path, warnings) {
+                (Some(c), errors) if errors.is_empty() => Some((c, Some(version))),
+                (partial, errors) => {
+                    self.decode_errors(errors, object);
+                    // Validated for the parts that were right; the object is refused anyway.
+                    partial.map(|c| (c, Some(version)))
                 }
             }
         }
@@ -751,11 +815,10 @@ impl Reader<'_> {
             return;
         };
         let mut warnings = Vec::new();
-        let wire: PoolSpecWire = match decode(spec_node, &spec_path, &mut warnings) {
+        let wire: PoolSpecWire = match decode_all(spec_node, &spec_path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
+            Err(errors) => {
+                self.decode_errors(errors, &object);
                 return;
             }
         };
@@ -908,11 +971,10 @@ impl Reader<'_> {
             return;
         };
         let mut warnings = Vec::new();
-        let wire: NodeDisruptionPolicyWire = match decode(node, &path, &mut warnings) {
+        let wire: NodeDisruptionPolicyWire = match decode_all(node, &path, &mut warnings) {
             Ok(w) => w,
-            Err(e) => {
-                self.diags
-                    .push(decode_diag(self.file, e).with_object(object));
+            Err(errors) => {
+                self.decode_errors(errors, &object);
                 return;
             }
         };
@@ -1193,6 +1255,23 @@ spec:
             "spec.machineConfigSelector.matchExpressions[0]"
         );
         assert_eq!(diags[0].line, Some(8));
+    }
+
+    #[test]
+    fn oversized_files_are_refused_before_parsing() {
+        let text = " ".repeat(MAX_MANIFEST_BYTES + 1);
+        let (_, diags) = read_str("big.yaml", &text);
+        assert_eq!(diags.len(), 1);
+        assert!(diags[0].message.contains("at most 64 MiB"), "{}", diags[0]);
+        // Rendered configs (read_machine_config) may be larger; the same check, another limit.
+        let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: a}\n";
+        assert!(read_machine_config("r.yaml", mc).is_ok());
+        let (_, diags) = read_str_limited("r.yaml", mc, 10, "rendered configs");
+        assert!(
+            diags[0].message.contains("rendered configs of at most"),
+            "{}",
+            diags[0]
+        );
     }
 
     #[test]

@@ -225,12 +225,57 @@ impl LabelSelector {
             })
     }
 
+    /// The selector with its `In`/`NotIn` values in hash sets: [`LabelSelector::matches`] is
+    /// linear in the number of values, so a selector used for many label sets (a pool's
+    /// `machineConfigSelector` against every MachineConfig) is compiled once.
+    pub fn compile(&self) -> CompiledSelector<'_> {
+        CompiledSelector {
+            selector: self,
+            values: self
+                .match_expressions
+                .iter()
+                .map(|r| r.values.iter().map(String::as_str).collect())
+                .collect(),
+        }
+    }
+
     /// A selector of one exact label.
     pub fn label(key: &str, value: &str) -> LabelSelector {
         LabelSelector {
             match_labels: BTreeMap::from([(key.to_string(), value.to_string())]),
             match_expressions: Vec::new(),
         }
+    }
+}
+
+/// A [`LabelSelector`] ready to match many label sets (see [`LabelSelector::compile`]).
+#[derive(Debug, Clone)]
+pub struct CompiledSelector<'a> {
+    selector: &'a LabelSelector,
+    values: Vec<std::collections::HashSet<&'a str>>,
+}
+
+impl CompiledSelector<'_> {
+    /// Whether `labels` satisfy every requirement (as [`LabelSelector::matches`]).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.selector
+            .match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .selector
+                .match_expressions
+                .iter()
+                .zip(&self.values)
+                .all(|(r, values)| {
+                    let value = labels.get(&r.key).map(String::as_str);
+                    match r.operator {
+                        SelectorOperator::In => value.is_some_and(|v| values.contains(v)),
+                        SelectorOperator::NotIn => !value.is_some_and(|v| values.contains(v)),
+                        SelectorOperator::Exists => value.is_some(),
+                        SelectorOperator::DoesNotExist => value.is_none(),
+                    }
+                })
     }
 }
 
@@ -376,4 +421,53 @@ pub struct DisruptionPolicies {
     pub units: Vec<UnitPolicy>,
     /// Actions for SSH key changes (`None` by default).
     pub ssh_key: Option<Vec<PolicyAction>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compiled_selector_matches_as_the_selector_does() {
+        let req = |key: &str, operator, values: &[&str]| SelectorRequirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let selectors = [
+            LabelSelector::default(),
+            LabelSelector::label("role", "worker"),
+            LabelSelector {
+                match_labels: BTreeMap::from([("a".into(), "1".into())]),
+                match_expressions: vec![
+                    req("role", SelectorOperator::In, &["worker", "infra"]),
+                    req("zone", SelectorOperator::NotIn, &["z1"]),
+                    req("gpu", SelectorOperator::Exists, &[]),
+                    req("old", SelectorOperator::DoesNotExist, &[]),
+                ],
+            },
+        ];
+        let label_sets: Vec<BTreeMap<String, String>> = [
+            vec![],
+            vec![("role", "worker")],
+            vec![("a", "1"), ("role", "infra"), ("gpu", "")],
+            vec![("a", "1"), ("role", "infra"), ("gpu", ""), ("zone", "z1")],
+            vec![("a", "1"), ("role", "infra"), ("gpu", ""), ("zone", "z2")],
+            vec![("a", "1"), ("role", "master"), ("gpu", "")],
+            vec![("a", "1"), ("role", "infra"), ("gpu", ""), ("old", "x")],
+        ]
+        .iter()
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect();
+        for s in &selectors {
+            let c = s.compile();
+            for labels in &label_sets {
+                assert_eq!(c.matches(labels), s.matches(labels), "{s:?} {labels:?}");
+            }
+        }
+    }
 }

@@ -16,10 +16,13 @@
 use crate::dataurl;
 use crate::disruption::{self, Change, Disruption};
 use crate::ignition::{Config, Dropin, File, NodeOwner, Unit, User};
+pub use crate::kargs::{
+    apply_kernel_argument_ops, diff_kernel_arguments, split_kernel_arguments, KernelArgumentsDiff,
+};
 use crate::model::{DisruptionPolicies, KernelType, MachineConfigSpec};
 use indexmap::IndexMap;
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 
 /// The only user that can be managed on day 2.
@@ -240,8 +243,13 @@ fn file_details(f: &File) -> String {
     }
     match &f.contents.source {
         None => parts.push("no contents".to_string()),
-        Some(src) => match dataurl::decode(src, f.contents.compression.as_deref()) {
-            Ok(bytes) => parts.push(plural(bytes.len(), "byte", "bytes")),
+        // Counted without keeping the contents (a gzip stream is inflated into a counter).
+        Some(src) => match dataurl::decoded_len(
+            src,
+            f.contents.compression.as_deref(),
+            dataurl::MAX_DECODED_BYTES,
+        ) {
+            Ok(len) => parts.push(plural(len, "byte", "bytes")),
             Err(_) => match dataurl::scheme(src) {
                 Some(s) if s != "data" => parts.push(format!("contents from a {s} URL")),
                 _ => parts.push("undecodable contents".to_string()),
@@ -758,8 +766,9 @@ fn plan_os(current: &MachineConfigSpec, desired: &MachineConfigSpec) -> Vec<Acti
 /// the OS, in action order.
 fn changes_of(actions: &[Action]) -> Vec<Change> {
     let mut out: Vec<Change> = Vec::new();
+    let mut seen: HashSet<Change> = HashSet::new();
     let mut push = |c: Change| {
-        if !out.contains(&c) {
+        if seen.insert(c.clone()) {
             out.push(c);
         }
     };
@@ -791,121 +800,6 @@ fn changes_of(actions: &[Action]) -> Vec<Change> {
             _ => {}
         }
     }
-    out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Kernel arguments.
-// ---------------------------------------------------------------------------------------------
-
-/// The kernel arguments in `entries`, one per element: each entry is split at whitespace outside
-/// double quotes, as the kernel (and the MCO's `parseKernelArguments`) does, so `"a=1 b=2"` is two
-/// arguments and `foo="x y"` one.
-pub fn split_kernel_arguments(entries: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in entries {
-        let mut current = String::new();
-        let mut in_quote = false;
-        for ch in entry.chars() {
-            if ch == '"' {
-                in_quote = !in_quote;
-            }
-            if ch.is_ascii_whitespace() && !in_quote {
-                if !current.is_empty() {
-                    out.push(std::mem::take(&mut current));
-                }
-            } else {
-                current.push(ch);
-            }
-        }
-        if !current.is_empty() {
-            out.push(current);
-        }
-    }
-    out
-}
-
-/// Kernel argument operations: delete these occurrences, then append these arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct KernelArgumentsDiff {
-    /// One entry per occurrence to delete; each removes the first remaining occurrence of exactly
-    /// that argument.
-    pub delete: Vec<String>,
-    /// Appended in order after the deletions.
-    pub append: Vec<String>,
-}
-
-/// The smallest "delete some, then append" change that turns `current` into exactly `desired`,
-/// keeping order and duplicates.
-///
-/// A `delete` entry removes the first remaining occurrence of that argument, so deleting `d`
-/// copies of `x` keeps the last `n - d` of its `n` occurrences. The kept arguments must form a
-/// prefix of `desired` (appends go to the end), so: for the longest prefix `P` of `desired` for
-/// which keeping, of every argument, as many of its last occurrences as `P` holds (and none of
-/// arguments `P` lacks) leaves exactly `P`, delete every other occurrence and append the rest of
-/// `desired`. The empty prefix always works (delete all, append all), so a result always exists;
-/// equal lists give an empty diff.
-pub fn diff_kernel_arguments(current: &[String], desired: &[String]) -> KernelArgumentsDiff {
-    let mut total: HashMap<&str, usize> = HashMap::new();
-    for a in current {
-        *total.entry(a.as_str()).or_default() += 1;
-    }
-    'prefix: for len in (0..=desired.len()).rev() {
-        let prefix = &desired[..len];
-        let mut keep: HashMap<&str, usize> = HashMap::new();
-        for a in prefix {
-            *keep.entry(a.as_str()).or_default() += 1;
-        }
-        if keep
-            .iter()
-            .any(|(a, k)| total.get(a).copied().unwrap_or(0) < *k)
-        {
-            continue;
-        }
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        let mut kept = Vec::with_capacity(len);
-        let mut delete = Vec::new();
-        for a in current {
-            let n = total[a.as_str()];
-            let k = keep.get(a.as_str()).copied().unwrap_or(0);
-            let rank = seen.entry(a.as_str()).or_default();
-            // Occurrences 0..n-k are deleted (the first ones); the last k stay.
-            if *rank + k >= n {
-                kept.push(a);
-            } else {
-                delete.push(a.clone());
-            }
-            *rank += 1;
-        }
-        if kept.len() != prefix.len() || kept.iter().zip(prefix).any(|(a, b)| *a != b) {
-            continue 'prefix;
-        }
-        return KernelArgumentsDiff {
-            delete,
-            append: desired[len..].to_vec(),
-        };
-    }
-    // Unreachable in practice: the empty prefix always matches.
-    KernelArgumentsDiff {
-        delete: current.to_vec(),
-        append: desired.to_vec(),
-    }
-}
-
-/// Applies kernel argument operations as the agent must: each `delete` entry removes the first
-/// remaining occurrence of exactly that argument (none: nothing), then `append` is appended.
-pub fn apply_kernel_argument_ops(
-    current: &[String],
-    delete: &[String],
-    append: &[String],
-) -> Vec<String> {
-    let mut out = current.to_vec();
-    for d in delete {
-        if let Some(i) = out.iter().position(|a| a == d) {
-            out.remove(i);
-        }
-    }
-    out.extend(append.iter().cloned());
     out
 }
 
@@ -1203,50 +1097,6 @@ fn unreconcilable(current: &MachineConfigSpec, desired: &MachineConfigSpec) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
-
-    #[test]
-    fn kernel_arguments_split_like_the_kernel() {
-        assert_eq!(
-            split_kernel_arguments(&s(&["a=1  b=2", "\tc", "d=\"x y\" e", ""])),
-            s(&["a=1", "b=2", "c", "d=\"x y\"", "e"])
-        );
-    }
-
-    #[test]
-    fn kernel_argument_diff_keeps_matching_prefix() {
-        let d = diff_kernel_arguments(&s(&["a", "b", "c"]), &s(&["a", "c", "d"]));
-        assert_eq!(d.delete, s(&["b"]));
-        assert_eq!(d.append, s(&["d"]));
-        let d = diff_kernel_arguments(&s(&["a", "b"]), &s(&["b", "a"]));
-        assert_eq!(
-            apply_kernel_argument_ops(&s(&["a", "b"]), &d.delete, &d.append),
-            s(&["b", "a"])
-        );
-        assert_eq!(d.delete, s(&["a"]));
-        assert_eq!(d.append, s(&["a"]));
-        assert_eq!(
-            diff_kernel_arguments(&s(&["x", "x"]), &s(&["x", "x"])),
-            KernelArgumentsDiff::default()
-        );
-    }
-
-    #[test]
-    fn kernel_argument_diff_deletes_the_right_duplicate() {
-        // Deleting one "a" removes the first; to keep [a, b] from [a, b, a] the plan must not
-        // delete a single "a" (that would leave [b, a]).
-        let cur = s(&["a", "b", "a"]);
-        let want = s(&["a", "b"]);
-        let d = diff_kernel_arguments(&cur, &want);
-        assert_eq!(apply_kernel_argument_ops(&cur, &d.delete, &d.append), want);
-        let want = s(&["b", "a"]);
-        let d = diff_kernel_arguments(&cur, &want);
-        assert_eq!(d.delete, s(&["a"]));
-        assert!(d.append.is_empty());
-    }
 
     #[test]
     fn systemd_unit_paths() {

@@ -23,7 +23,7 @@ use crate::model::{
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Why rendering failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,10 +147,11 @@ pub fn configs_for_pool<'a>(
     pool: &MachineConfigPool,
     configs: &'a [MachineConfig],
 ) -> Vec<&'a MachineConfig> {
+    let selector = pool.machine_config_selector.compile();
     let mut selected: Vec<&MachineConfig> = configs
         .iter()
         .filter(|mc| mc.overlay_node().is_none())
-        .filter(|mc| pool.machine_config_selector.matches(&mc.metadata.labels))
+        .filter(|mc| selector.matches(&mc.metadata.labels))
         .collect();
     selected.sort_by(|a, b| {
         let wa = a.role() != Some("worker");
@@ -402,6 +403,8 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
         rest: Value::Object(Map::new()),
     };
     let mut spec = MachineConfigSpec::default();
+    let mut extensions: HashSet<&str> = HashSet::new();
+    let mut cache = IndexCache::default();
     let mut path_kinds: std::collections::HashMap<String, (&'static str, String)> =
         std::collections::HashMap::new();
     for mc in configs {
@@ -416,7 +419,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
             spec.os_image_url = s.os_image_url.clone();
         }
         for e in &s.extensions {
-            if !spec.extensions.contains(e) {
+            if extensions.insert(e.as_str()) {
                 spec.extensions.push(e.clone());
             }
         }
@@ -427,7 +430,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                 if let Value::Object(o) = &mut ign {
                     o.remove("version");
                 }
-                merge_into(&mut acc.rest, "ignition", ign);
+                merge_into(&mut acc.rest, "ignition", ign, &mut cache);
             }
             for (section, list, key) in KEYED {
                 let Some(Value::Object(sec)) = top.get_mut(section) else {
@@ -473,7 +476,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                             if list == "units" {
                                 resolve_mask(existing, &item);
                             }
-                            merge_value(existing, item)
+                            merge_value(existing, item, &mut format!("{list}/{k}"), &mut cache)
                         }
                         None => {
                             target.insert(k, item);
@@ -482,7 +485,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
                 }
             }
             for (k, v) in std::mem::take(top) {
-                merge_into(&mut acc.rest, &k, v);
+                merge_into(&mut acc.rest, &k, v, &mut cache);
             }
         }
     }
@@ -519,6 +522,7 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     // hand a node a config it would refuse.
     let mut findings = Vec::new();
     crate::validate::validate_structure("spec.config", &config, &mut findings);
+    crate::validate::check_contents_total("spec.config", &config, &mut findings);
     let errors: Vec<String> = findings
         .into_iter()
         .filter(|f| f.is_error)
@@ -546,11 +550,13 @@ fn resolve_mask(existing: &mut Value, later: &Value) {
     }
 }
 
-fn merge_into(target: &mut Value, key: &str, value: Value) {
+fn merge_into(target: &mut Value, key: &str, value: Value, cache: &mut IndexCache) {
     if let Value::Object(map) = target {
+        let mut path = format!("rest/{key}");
         match map.get_mut(key) {
-            Some(existing) => merge_value(existing, value),
+            Some(existing) => merge_value(existing, value, &mut path, cache),
             None => {
+                cache.forget(&path);
                 map.insert(key.to_string(), value);
             }
         }
@@ -564,54 +570,150 @@ const ATOMIC: [&str; 5] = ["contents", "clevis", "cex", "user", "group"];
 
 /// Ignition's merge of a child value into a parent value: objects field by field (a null or
 /// absent child field keeps the parent's), keyed lists by key, lists of plain values as an
-/// ordered union, anything else replaced.
-fn merge_value(parent: &mut Value, child: Value) {
+/// ordered union, anything else replaced. `path` is the parent's place in the merged config
+/// (`units/a.service/dropins`), under which `cache` keeps the indexes of its lists.
+fn merge_value(parent: &mut Value, child: Value, path: &mut String, cache: &mut IndexCache) {
     match (parent, child) {
         (Value::Object(p), Value::Object(c)) => {
             for (k, cv) in c {
                 if cv.is_null() {
                     continue;
                 }
+                let len = path.len();
+                path.push('/');
+                path.push_str(&k);
                 if ATOMIC.contains(&k.as_str()) {
+                    cache.forget(path);
                     p.insert(k, cv);
-                    continue;
-                }
-                match p.get_mut(&k) {
-                    Some(pv) => merge_value(pv, cv),
-                    None => {
-                        p.insert(k, cv);
+                } else {
+                    match p.get_mut(&k) {
+                        Some(pv) => merge_value(pv, cv, path, cache),
+                        None => {
+                            cache.forget(path);
+                            p.insert(k, cv);
+                        }
                     }
                 }
+                path.truncate(len);
             }
         }
         (Value::Array(p), Value::Array(c)) => {
+            // Indexes of the parent's entries (by each key field they have, and by value), kept
+            // across configs: merging is linear in the entries merged.
+            let mut index = match cache.0.remove(path.as_str()) {
+                Some(index) if index.len == p.len() => index,
+                _ => {
+                    let mut index = ListIndex::default();
+                    for (i, e) in p.iter().enumerate() {
+                        index.add(e, i);
+                    }
+                    index.len = p.len();
+                    index
+                }
+            };
             for item in c {
                 match list_key(&item) {
-                    Some((field, key)) => {
-                        let found = p
-                            .iter_mut()
-                            .find(|e| e.get(field).map(|v| v == key).unwrap_or(false));
-                        match found {
-                            Some(existing) => merge_value(existing, item),
-                            None => p.push(item),
+                    Some((field, key)) => match index.find(p, field, key) {
+                        Some(i) => {
+                            let len = path.len();
+                            path.push_str(&format!("#{i}"));
+                            merge_value(&mut p[i], item, path, cache);
+                            path.truncate(len);
+                            // A secondary key field may have changed: index its new value too.
+                            index.add(&p[i], i);
                         }
-                    }
+                        None => {
+                            index.add(&item, p.len());
+                            p.push(item);
+                        }
+                    },
                     None => {
-                        if !p.contains(&item) {
+                        if index.plain.insert(canonical(&item)) {
                             p.push(item);
                         }
                     }
                 }
             }
+            index.len = p.len();
+            cache.0.insert(path.clone(), index);
         }
-        (p, c) => *p = c,
+        (p, c) => {
+            cache.forget(path);
+            *p = c;
+        }
+    }
+}
+
+/// The indexes of the lists being merged, by their place in the merged config, kept across the
+/// configs of a merge so that merging many configs into one list (a drop-in each into the same
+/// unit, say) does not index the list again for each config.
+#[derive(Default)]
+struct IndexCache(BTreeMap<String, ListIndex>);
+
+impl IndexCache {
+    /// Forgets the indexes at or under `path`, whose value was replaced (and, harmlessly, those
+    /// of siblings whose names start with the same text: they are rebuilt when next needed).
+    fn forget(&mut self, path: &str) {
+        let stale: Vec<String> = self
+            .0
+            .range::<str, _>((std::ops::Bound::Included(path), std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(path))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in stale {
+            self.0.remove(&k);
+        }
+    }
+}
+
+/// Where the entries of a list are, for [`merge_value`].
+#[derive(Default)]
+struct ListIndex {
+    /// The length of the list when it was last indexed (a list replaced since is indexed anew).
+    len: usize,
+    /// First entry with this value of this key field.
+    keyed: HashMap<(&'static str, String), usize>,
+    /// Canonical JSON of every entry.
+    plain: HashSet<String>,
+}
+
+const KEY_FIELDS: [&str; 6] = ["name", "path", "device", "number", "label", "source"];
+
+fn canonical(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+impl ListIndex {
+    fn add(&mut self, e: &Value, i: usize) {
+        if let Some(obj) = e.as_object() {
+            for field in KEY_FIELDS {
+                if let Some(v) = obj.get(field).filter(|v| !v.is_null()) {
+                    self.keyed.entry((field, canonical(v))).or_insert(i);
+                }
+            }
+        }
+        self.plain.insert(canonical(e));
+    }
+
+    /// The first entry of `p` whose `field` is `key`. Every value a key field has had is
+    /// indexed; an entry whose secondary key field changed while merging may still be indexed
+    /// under its old value, and then the list is searched as a whole (same answer).
+    fn find(&self, p: &[Value], field: &'static str, key: &Value) -> Option<usize> {
+        let matches = |e: &Value| e.get(field).is_some_and(|v| v == key);
+        match self.keyed.get(&(field, canonical(key))) {
+            Some(&i) if matches(&p[i]) => Some(i),
+            Some(_) => p.iter().position(matches),
+            None => None,
+        }
     }
 }
 
 /// The key of an entry in a nested keyed list (drop-ins, partitions, headers, resources).
 fn list_key(item: &Value) -> Option<(&'static str, &Value)> {
     let obj = item.as_object()?;
-    for field in ["name", "path", "device", "number", "label", "source"] {
+    for field in KEY_FIELDS {
         if let Some(v) = obj.get(field).filter(|v| !v.is_null()) {
             return Some((field, v));
         }

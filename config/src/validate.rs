@@ -63,8 +63,23 @@ pub fn check_path(path: &str) -> Option<String> {
             "path {path:?} is relative; it must be absolute (start with /)"
         ));
     }
-    if path.contains('\0') {
-        return Some("path contains a NUL byte".into());
+    if let Some(c) = path.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "path {path:?} contains the control character {c:?}; write the path without it"
+        ));
+    }
+    if path.len() > PATH_MAX {
+        return Some(format!(
+            "path is {} bytes long; Linux paths are at most {PATH_MAX} bytes",
+            path.len()
+        ));
+    }
+    if let Some(long) = path.split('/').find(|c| c.len() > NAME_MAX) {
+        return Some(format!(
+            "path component {:?}… is {} bytes long; Linux file names are at most {NAME_MAX} bytes",
+            long.chars().take(20).collect::<String>(),
+            long.len()
+        ));
     }
     if path != "/" && path.ends_with('/') {
         return Some(format!(
@@ -93,27 +108,231 @@ pub fn check_path(path: &str) -> Option<String> {
     None
 }
 
-/// Checks a unit name.
+/// Linux's `PATH_MAX`: the longest path a file can be written at.
+pub const PATH_MAX: usize = 4096;
+/// Linux's `NAME_MAX`: the longest file name (path component).
+pub const NAME_MAX: usize = 255;
+
+/// Virtual filesystems: the kernel's (`/proc`, `/sys`) and udev's (`/dev`). A file cannot be
+/// replaced there atomically (write a temporary file, rename it over), and what is written does
+/// not survive a reboot, so hearth refuses paths under them and says what to use instead.
+const VIRTUAL_ROOTS: [(&str, &str); 3] = [
+    (
+        "/proc",
+        "set kernel tunables with a file under /etc/sysctl.d/ instead",
+    ),
+    (
+        "/sys",
+        "set sysfs attributes with a udev rule (/etc/udev/rules.d/) or a systemd-tmpfiles rule (/etc/tmpfiles.d/) instead",
+    ),
+    (
+        "/dev",
+        "create or configure devices with a udev rule (/etc/udev/rules.d/) instead",
+    ),
+];
+
+/// What is wrong with writing `path` because it is on a virtual filesystem, if it is.
+pub fn check_virtual_path(path: &str) -> Option<String> {
+    VIRTUAL_ROOTS.iter().find_map(|(root, advice)| {
+        let under = path == *root || path.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
+        under.then(|| {
+            format!(
+                "{path} is on the virtual filesystem {root}, which hearth does not write to (it cannot replace files there atomically and nothing there survives a reboot); {advice}"
+            )
+        })
+    })
+}
+
+/// Checks a unit name against systemd's grammar: `NAME.TYPE` (or `NAME@INSTANCE.TYPE`,
+/// `NAME@.TYPE`) of at most 255 bytes, with letters, digits and `:-_.\@` only.
 pub fn check_unit_name(name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("unit name is empty".into());
     }
-    if name.contains('/') || name.contains('\0') {
-        return Some(format!("unit name {name:?} must not contain '/'"));
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "unit name {name:?} contains the control character {c:?}; a unit name is a plain file name"
+        ));
     }
-    if !UNIT_SUFFIXES
-        .iter()
-        .any(|s| name.len() > s.len() && name.ends_with(s))
+    if name.contains('/') {
+        return Some(format!(
+            "unit name {name:?} must not contain '/': it is a file name in /etc/systemd/system, not a path"
+        ));
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!(
+            "unit name is {} bytes long; systemd allows at most {NAME_MAX}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\' | '@')))
     {
+        return Some(format!(
+            "unit name {name:?} contains {c:?}, which systemd does not allow in unit names (letters, digits and \":-_.\\@\" only; systemd-escape turns other text into a valid name)"
+        ));
+    }
+    let Some(suffix) = UNIT_SUFFIXES.iter().find(|s| name.ends_with(*s)) else {
         return Some(format!(
             "unit name {name:?} has no valid unit type suffix (one of {})",
             UNIT_SUFFIXES.join(", ")
+        ));
+    };
+    let stem = &name[..name.len() - suffix.len()];
+    if stem.is_empty() || stem.starts_with('@') {
+        return Some(format!(
+            "unit name {name:?} has no name before {}",
+            if stem.is_empty() { *suffix } else { "'@'" }
         ));
     }
     None
 }
 
-fn check_resource(path: &str, r: &Resource, out: &mut Vec<Finding>) -> Option<Vec<u8>> {
+/// Checks a drop-in file name: a plain file name ending in `.conf`.
+pub fn check_dropin_name(name: &str) -> Option<String> {
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "drop-in name {name:?} contains the control character {c:?}; a drop-in name is a plain file name"
+        ));
+    }
+    if name.contains('/') {
+        return Some(format!(
+            "drop-in name {name:?} must not contain '/': it is a file name in the unit's .d directory, not a path"
+        ));
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!(
+            "drop-in name is {} bytes long; file names are at most {NAME_MAX} bytes",
+            name.len()
+        ));
+    }
+    if name.len() <= ".conf".len() || !name.ends_with(".conf") {
+        return Some(format!(
+            "drop-in name {name:?} must be a file name ending in .conf (systemd reads only those)"
+        ));
+    }
+    None
+}
+
+/// The most file contents (decoded and decompressed, appends, `ignition.config` and certificate
+/// authorities included) one MachineConfig, or one rendered config, may hold in total: the same
+/// as [`dataurl::MAX_DECODED_BYTES`] for a single file, so one maximal file still fits, while
+/// twelve of them no longer make the node write 3 GB in one update. (The MCO keeps configs in
+/// etcd, whose objects are at most about 1.5 MiB: real configs are far below this.)
+pub const MAX_CONFIG_CONTENTS_BYTES: usize = 256 * 1024 * 1024;
+
+/// How much of [`MAX_CONFIG_CONTENTS_BYTES`] is left while a config's contents are checked.
+struct ContentsBudget {
+    left: usize,
+    /// Set once the limit was crossed (reported once, at the entry that crossed it).
+    exhausted: bool,
+}
+
+impl ContentsBudget {
+    fn new() -> Self {
+        ContentsBudget {
+            left: MAX_CONFIG_CONTENTS_BYTES,
+            exhausted: false,
+        }
+    }
+
+    /// Decodes (`keep`) or counts the contents of `source` within what is left; `Ok(None)` once
+    /// the budget is exhausted (nothing more is decoded).
+    fn take(
+        &mut self,
+        path: &str,
+        source: &str,
+        compression: Option<&str>,
+        keep: bool,
+        out: &mut Vec<Finding>,
+    ) -> Result<Option<Vec<u8>>, dataurl::DataUrlError> {
+        if self.exhausted {
+            return Ok(None);
+        }
+        let result = if keep {
+            dataurl::decode_limited(source, compression, self.left).map(|c| (c.len(), Some(c)))
+        } else {
+            dataurl::decoded_len(source, compression, self.left).map(|n| (n, None))
+        };
+        match result {
+            Ok((n, content)) => {
+                self.left -= n;
+                Ok(content.or(Some(Vec::new())))
+            }
+            Err(dataurl::DataUrlError::TooLarge) if self.left < dataurl::MAX_DECODED_BYTES => {
+                self.exhausted = true;
+                out.push(error(
+                    format!("{path}.source"),
+                    format!(
+                        "with this entry the config's file contents exceed {} MiB in total (decoded), hearth's limit for a MachineConfig and for a rendered config; ship large payloads in the OS image or split them over pools, not in one config",
+                        MAX_CONFIG_CONTENTS_BYTES >> 20
+                    ),
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Checks that a config's contents stay within [`MAX_CONFIG_CONTENTS_BYTES`] in total, counting
+/// decoded sizes without keeping the contents: for rendered configs, whose entries were each
+/// checked when their MachineConfig was read but whose total is new. Contents that cannot be
+/// decoded are left to [`validate_config`].
+pub fn check_contents_total(base: &str, config: &Config, out: &mut Vec<Finding>) {
+    let mut budget = ContentsBudget::new();
+    for_each_resource(base, config, |path, r| {
+        if let Some(source) = r
+            .source
+            .as_deref()
+            .filter(|s| dataurl::scheme(s).as_deref() == Some("data"))
+        {
+            let _ = budget.take(path, source, r.compression.as_deref(), false, out);
+        }
+    });
+}
+
+/// Calls `f` with every resource of a config that has contents, in document order, with its
+/// field path.
+fn for_each_resource(base: &str, config: &Config, mut f: impl FnMut(&str, &Resource)) {
+    for (i, file) in config.storage.files.iter().enumerate() {
+        let p = format!("{base}.storage.files[{i}]");
+        f(&format!("{p}.contents"), &file.contents);
+        for (j, a) in file.append.iter().enumerate() {
+            f(&format!("{p}.append[{j}]"), a);
+        }
+    }
+    for (i, r) in config.ignition.config.merge.iter().enumerate() {
+        f(&format!("{base}.ignition.config.merge[{i}]"), r);
+    }
+    if !config.ignition.config.replace.is_empty() {
+        f(
+            &format!("{base}.ignition.config.replace"),
+            &config.ignition.config.replace,
+        );
+    }
+    for (i, r) in config
+        .ignition
+        .security
+        .tls
+        .certificate_authorities
+        .iter()
+        .enumerate()
+    {
+        f(
+            &format!("{base}.ignition.security.tls.certificateAuthorities[{i}]"),
+            r,
+        );
+    }
+}
+
+fn check_resource(
+    path: &str,
+    r: &Resource,
+    budget: &mut ContentsBudget,
+    out: &mut Vec<Finding>,
+) -> Option<Vec<u8>> {
     let source = r.source.as_deref()?;
     match dataurl::scheme(source).as_deref() {
         Some("data") => {}
@@ -141,8 +360,9 @@ fn check_resource(path: &str, r: &Resource, out: &mut Vec<Finding>) -> Option<Ve
             return None;
         }
     }
-    let content = match dataurl::decode(source, r.compression.as_deref()) {
-        Ok(c) => c,
+    let content = match budget.take(path, source, r.compression.as_deref(), true, out) {
+        Ok(Some(c)) => c,
+        Ok(None) => return None,
         Err(e @ dataurl::DataUrlError::Compression(_)) => {
             out.push(error(format!("{path}.compression"), e.to_string()));
             return None;
@@ -184,13 +404,27 @@ fn truncate(s: &str) -> String {
     }
 }
 
-fn check_mode(path: String, mode: Option<i64>, out: &mut Vec<Finding>) {
+fn check_mode(path: String, target: &str, mode: Option<i64>, out: &mut Vec<Finding>) {
     if let Some(m) = mode {
         if !(0..=0o7777).contains(&m) {
             out.push(error(
                 path,
                 format!(
                     "mode {m} (octal {m:o}) is not a permission mode: it must be between 0 and 0o7777 (in YAML write 0644 for rw-r--r--, or 420 in decimal)"
+                ),
+            ));
+        } else if m & 0o7000 != 0 {
+            let bits: Vec<&str> = [(0o4000, "setuid"), (0o2000, "setgid"), (0o1000, "sticky")]
+                .iter()
+                .filter(|(bit, _)| m & bit != 0)
+                .map(|(_, name)| *name)
+                .collect();
+            out.push(error(
+                path,
+                format!(
+                    "mode {m:04o} of {target} sets the {} bit; hearth refuses special mode bits, as the MCO does: write the file with mode {:04o} and set the bit with a systemd unit or tmpfiles.d if you really need it",
+                    bits.join(" and "),
+                    m & 0o777
                 ),
             ));
         }
@@ -223,9 +457,10 @@ pub fn validate_structure(base: &str, config: &Config, out: &mut Vec<Finding>) {
 }
 
 fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut Vec<Finding>) {
-    let check_resource = |path: &str, r: &Resource, out: &mut Vec<Finding>| {
+    let mut budget = ContentsBudget::new();
+    let mut check_resource = |path: &str, r: &Resource, out: &mut Vec<Finding>| {
         if contents {
-            check_resource(path, r, out);
+            check_resource(path, r, &mut budget, out);
         }
     };
     // Paths are shared between files, directories and links.
@@ -244,12 +479,12 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
     };
     for (i, f) in config.storage.files.iter().enumerate() {
         let p = format!("{base}.storage.files[{i}]");
-        if let Some(msg) = check_path(&f.path) {
+        if let Some(msg) = check_path(&f.path).or_else(|| check_virtual_path(&f.path)) {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&f.path, format!("{p}.path"), out);
         }
-        check_mode(format!("{p}.mode"), f.mode, out);
+        check_mode(format!("{p}.mode"), &f.path, f.mode, out);
         check_owner(format!("{p}.user"), &f.user, out);
         check_owner(format!("{p}.group"), &f.group, out);
         check_resource(&format!("{p}.contents"), &f.contents, out);
@@ -259,16 +494,16 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
     }
     for (i, d) in config.storage.directories.iter().enumerate() {
         let p = format!("{base}.storage.directories[{i}]");
-        if let Some(msg) = check_path(&d.path) {
+        if let Some(msg) = check_path(&d.path).or_else(|| check_virtual_path(&d.path)) {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&d.path, format!("{p}.path"), out);
         }
-        check_mode(format!("{p}.mode"), d.mode, out);
+        check_mode(format!("{p}.mode"), &d.path, d.mode, out);
     }
     for (i, l) in config.storage.links.iter().enumerate() {
         let p = format!("{base}.storage.links[{i}]");
-        if let Some(msg) = check_path(&l.path) {
+        if let Some(msg) = check_path(&l.path).or_else(|| check_virtual_path(&l.path)) {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&l.path, format!("{p}.path"), out);
@@ -318,14 +553,8 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
         let mut dropins: HashMap<&str, usize> = HashMap::new();
         for (j, d) in u.dropins.iter().enumerate() {
             let dp = format!("{p}.dropins[{j}].name");
-            if d.name.is_empty() || d.name.contains('/') || !d.name.ends_with(".conf") {
-                out.push(error(
-                    dp,
-                    format!(
-                        "drop-in name {:?} must be a file name ending in .conf",
-                        d.name
-                    ),
-                ));
+            if let Some(msg) = check_dropin_name(&d.name) {
+                out.push(error(dp, msg));
             } else if let Some(first) = dropins.insert(d.name.as_str(), j) {
                 out.push(error(
                     dp,
@@ -340,6 +569,32 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
 
     let mut users: HashMap<&str, usize> = HashMap::new();
     for (i, u) in config.passwd.users.iter().enumerate() {
+        // Each key becomes one line of authorized_keys: a line break would add a key nobody
+        // sees in the manifest.
+        for (j, key) in u.ssh_authorized_keys.iter().enumerate() {
+            if let Some(c) = key.chars().find(|c| c.is_control() && *c != '\t') {
+                out.push(error(
+                    format!("{base}.passwd.users[{i}].sshAuthorizedKeys[{j}]"),
+                    format!(
+                        "SSH key {j} of user {:?} contains the control character {c:?}; a key is one line of text: give each key as its own list entry",
+                        u.name
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = u
+            .password_hash
+            .as_deref()
+            .and_then(|h| h.chars().find(|c| c.is_control()))
+        {
+            out.push(error(
+                format!("{base}.passwd.users[{i}].passwordHash"),
+                format!(
+                    "the password hash of user {:?} contains the control character {c:?}; a crypt(3) hash is one line of printable text",
+                    u.name
+                ),
+            ));
+        }
         let p = format!("{base}.passwd.users[{i}].name");
         if u.name.is_empty() {
             out.push(error(p, "user name is empty"));
@@ -409,16 +664,8 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
     validate_config("spec.config", &spec.config, out);
     crate::mco::validate_spec(spec, out);
     for (i, k) in spec.kernel_arguments.iter().enumerate() {
-        if k.is_empty() {
-            out.push(error(
-                format!("spec.kernelArguments[{i}]"),
-                "kernel argument is empty",
-            ));
-        } else if k.chars().any(|c| c.is_control()) {
-            out.push(error(
-                format!("spec.kernelArguments[{i}]"),
-                "kernel argument contains a control character",
-            ));
+        if let Some(msg) = crate::kargs::check_entry(k) {
+            out.push(error(format!("spec.kernelArguments[{i}]"), msg));
         }
     }
     for (i, e) in spec.extensions.iter().enumerate() {

@@ -162,3 +162,74 @@ proptest! {
         prop_assert!(karg_action(&plan_default(&s, &s)).is_none());
     }
 }
+
+/// The quadratic definition `diff_kernel_arguments` implemented before it became `n log n`:
+/// try every prefix length from the longest.
+fn reference_diff(current: &[String], desired: &[String]) -> (Vec<String>, Vec<String>) {
+    use std::collections::HashMap;
+    let mut total: HashMap<&str, usize> = HashMap::new();
+    for a in current {
+        *total.entry(a.as_str()).or_default() += 1;
+    }
+    'prefix: for len in (0..=desired.len()).rev() {
+        let prefix = &desired[..len];
+        let mut keep: HashMap<&str, usize> = HashMap::new();
+        for a in prefix {
+            *keep.entry(a.as_str()).or_default() += 1;
+        }
+        if keep
+            .iter()
+            .any(|(a, k)| total.get(a).copied().unwrap_or(0) < *k)
+        {
+            continue;
+        }
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut kept = Vec::new();
+        let mut delete = Vec::new();
+        for a in current {
+            let n = total[a.as_str()];
+            let k = keep.get(a.as_str()).copied().unwrap_or(0);
+            let rank = seen.entry(a.as_str()).or_default();
+            if *rank + k >= n {
+                kept.push(a);
+            } else {
+                delete.push(a.clone());
+            }
+            *rank += 1;
+        }
+        if kept.len() != prefix.len() || kept.iter().zip(prefix).any(|(a, b)| *a != b) {
+            continue 'prefix;
+        }
+        return (delete, desired[len..].to_vec());
+    }
+    unreachable!("the empty prefix always matches")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The `n log n` diff gives exactly what the definition gives.
+    #[test]
+    fn fast_diff_equals_the_definition(
+        current in prop::collection::vec(token(), 0..14),
+        desired in prop::collection::vec(token(), 0..14),
+    ) {
+        let d = diff_kernel_arguments(&current, &desired);
+        let (delete, append) = reference_diff(&current, &desired);
+        prop_assert_eq!(d.delete, delete);
+        prop_assert_eq!(d.append, append);
+    }
+
+    /// The agent's "arguments already booted" search, linear, equals the quadratic definition.
+    #[test]
+    fn booted_prefix_equals_the_definition(
+        booted in prop::collection::vec(token(), 0..14),
+        wanted in prop::collection::vec(token(), 0..14),
+    ) {
+        let slow = (0..=wanted.len())
+            .rev()
+            .find(|&n| booted.ends_with(&wanted[..n]))
+            .unwrap_or(0);
+        prop_assert_eq!(hearth_config::kargs::booted_prefix_len(&booted, &wanted), slow);
+    }
+}

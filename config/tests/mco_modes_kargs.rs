@@ -1,8 +1,7 @@
-//! MCO conformance entries whose behaviour another branch (hostile input: file modes, kernel
-//! arguments) implements. They are written against the behaviour decided for hearth (as the MCO
-//! does: special mode bits refused; a kernel-argument entry kept as written in the rendered config
-//! and split like the kernel command line only when planned) and are ignored until that branch
-//! is merged; then remove the `#[ignore]`s (and their line in docs/testing.md) and they must pass.
+//! MCO conformance entries for special file modes and kernel-argument entries (from the MCO's
+//! `helpers_test.go` and `update_test.go`): special mode bits refused, as the MCO refuses them;
+//! a kernel-argument entry kept as written in the rendered config and split like the kernel
+//! command line only when planned.
 //! Sources: openshift/machine-config-operator at commit 7ff337a4ffac8e7562692181178ede61e4b2eec5.
 #![allow(non_snake_case)]
 
@@ -26,7 +25,6 @@ fn file_with_mode(version: &str, mode: i64) -> Value {
 // special bits (sticky, setuid, setgid) set" (Ignition 3.x; helpers.go validateIgn3FileModes,
 // bugzilla 2038240). hearth refuses them too (issue 15, item 6).
 #[test]
-#[ignore = "needs the hostile-input branch (modes, kernel arguments); remove after merging it"]
 fn mco_helpers_test__TestValidateIgnition_special_mode_bits_3x() {
     for mode in [0o1777, 0o4755, 0o2755] {
         let e = error_text(&manifest("mode", "worker", file_with_mode("3.5.0", mode)));
@@ -44,7 +42,6 @@ fn mco_helpers_test__TestValidateIgnition_special_mode_bits_3x() {
 
 // TestValidateIgnition: the same for an Ignition 2.x config (validateIgn2FileModes).
 #[test]
-#[ignore = "needs the hostile-input branch (modes, kernel arguments); remove after merging it"]
 fn mco_helpers_test__TestValidateIgnition_special_mode_bits_2x() {
     let e = error_text(&manifest("mode", "worker", file_with_mode("2.2.0", 0o1777)));
     assert!(e.contains("spec.config.storage.files[0].mode"), "{e}");
@@ -53,7 +50,6 @@ fn mco_helpers_test__TestValidateIgnition_special_mode_bits_2x() {
 // pkg/daemon/update_test.go TestKernelAguments case 4: `bar="hello world"` is one argument (the
 // MCO's parseKernelArguments splits on white space outside double quotes).
 #[test]
-#[ignore = "needs the hostile-input branch (modes, kernel arguments); remove after merging it"]
 fn mco_update_test__TestKernelAguments_case4_quoted_value() {
     let cur = spec_of(json!({"kernelArguments": [" baz=test bar=\"hello world\""]}));
     let des = spec_of(json!({"kernelArguments": [" baz=test bar=\"hello world\"", "foo"]}));
@@ -78,7 +74,6 @@ fn mco_update_test__TestKernelAguments_case4_quoted_value() {
 // cfg.Spec.KernelArguments); an entry "a=1 b=2" stays one entry in the rendered config, and is
 // two arguments on the node.
 #[test]
-#[ignore = "needs the hostile-input branch (modes, kernel arguments); remove after merging it"]
 fn mco_helpers_test__TestMergeMachineConfigs_kernel_argument_entry_kept_as_written() {
     let mc = load(
         "kargs",

@@ -16,6 +16,7 @@
 //! current content back, and unit states, SSH keys and the password hash return to the current
 //! config's. Then the host is verified against the current config again.
 
+use crate::drift_policy::DriftPolicies;
 use crate::journal::{Journal, JournalError, NamedConfig, OsProgress, Phase, Progress};
 use crate::state::{Event, State};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
@@ -57,6 +58,9 @@ pub struct Options {
     pub force: bool,
     /// Do not reboot even if the plan needs it (leave the node `Rebooting`, reboot pending).
     pub no_reboot: bool,
+    /// The drift policies: which paths that differ without the apply having written them are
+    /// exempt (`ignore`) or reported as drift (`report`, `revert`) instead of failing it.
+    pub drift: DriftPolicies,
 }
 
 /// How a sync ended.
@@ -64,6 +68,11 @@ pub struct Options {
 pub enum Outcome {
     /// The host is in the desired config (verified).
     Done,
+    /// The desired config is applied, but managed paths differ from it that the apply did not
+    /// write (drift under the `report` or `revert` policy, or, on a host that already had the
+    /// config, any difference). Each line names the path and the difference. The journal's state
+    /// is `Done` with these listed as drift; the host is not in the desired config.
+    Drifted(Vec<String>),
     /// The config is applied and the node must reboot; `requested` says whether the reboot was
     /// asked for, `inhibited` why not.
     Rebooting {
@@ -289,14 +298,35 @@ impl Agent {
         }
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
-            // Nothing to do but make sure the host still matches.
+            // Nothing to do but make sure the host still matches: every difference is drift
+            // (the paths under `ignore` excepted).
             let mismatches = self.verify(&desired.spec.config).await;
-            let drift: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
-            if drift != j.drift {
-                j.drift = drift;
+            let (others, mut drift) = opts.drift.split(mismatches, &BTreeSet::new());
+            drift.extend(others.iter().map(|m| m.to_string()));
+            // The same content under another name (a node moved into a pool that renders the
+            // same config): the host is in the new config; record its name, or whoever asks for
+            // it (the server's long-poll) asks again and again.
+            let renamed = j.current.as_ref().map(|c| &c.name) != Some(&desired.name)
+                || j.desired.as_ref().map(|d| &d.name) != Some(&desired.name);
+            if renamed {
+                tracing::info!(
+                    config = %desired.name,
+                    was = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
+                    "the host already has this config's content: recorded under its new name"
+                );
+                j.current = Some(desired.clone());
+                j.desired = Some(desired);
+            }
+            if renamed || drift != j.drift {
+                j.reason = drift_reason(&drift);
+                j.drift = drift.clone();
                 j.save(&self.root)?;
             }
-            return Ok(Outcome::Done);
+            return Ok(if drift.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::Drifted(drift)
+            });
         }
 
         j.desired = Some(desired);
@@ -348,11 +378,11 @@ impl Agent {
             }
             Phase::RollingBack => {
                 let reason = progress.failure.unwrap_or_else(|| "an apply failed".into());
-                self.run_rollback(j, reason).await?
+                self.run_rollback(j, reason, &opts.drift).await?
             }
             Phase::Rebooting => {
                 if self.rebooted_since(&progress) {
-                    self.after_reboot(j).await?
+                    self.after_reboot(j, opts).await?
                 } else {
                     self.request_reboot(j, opts).await?
                 }
@@ -532,7 +562,7 @@ impl Agent {
             tracing::debug!(step = i + 1, %action, "step");
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
                 let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
-                return self.start_rollback(j, reason).await;
+                return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
         for (k, step) in service_steps(&p).iter().enumerate() {
@@ -541,10 +571,13 @@ impl Agent {
                     "step {} of {total} ({step}) failed: {e}",
                     p.actions.len() + k + 1
                 );
-                return self.start_rollback(j, reason).await;
+                return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
         let mismatches = self.verify(&desired.spec.config).await;
+        // A managed path this apply did not write that differs is drift (exempt under
+        // `ignore`, reported under `report`), not a failure of this apply.
+        let (mismatches, drift) = opts.drift.split(mismatches, &touched_paths(&p));
         if !mismatches.is_empty() {
             let reason = format!(
                 "after applying {}, the host does not match it: {}",
@@ -555,7 +588,7 @@ impl Agent {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            return self.start_rollback(j, reason).await;
+            return self.start_rollback(j, reason, &opts.drift).await;
         }
         let os_progress = match os_change {
             Some(change) => match self.stage_os(&change).await {
@@ -564,7 +597,7 @@ impl Agent {
                     let reason = format!(
                         "step {total} of {total} (stage the OS change: {change}) failed: {e}"
                     );
-                    return self.start_rollback(j, reason).await;
+                    return self.start_rollback(j, reason, &opts.drift).await;
                 }
             },
             None => {
@@ -604,10 +637,11 @@ impl Agent {
                 );
             }
             j.transition(Event::NeedsReboot, Some(reasons.join("; ")))?;
+            j.drift = drift;
             j.save(&self.root)?;
             return self.request_reboot(j, opts).await;
         }
-        self.finish(j)
+        self.finish(j, drift)
     }
 
     /// Ends the apply in progress with `event` (a failure) and `reason`: no progress left,
@@ -847,20 +881,26 @@ impl Agent {
         }
     }
 
-    fn finish(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+    /// Ends an apply that needs no reboot: current := desired, `Done`, with `drift` (paths the
+    /// apply did not write that differ; see [`DriftPolicies::split`]) listed and in the reason.
+    fn finish(&self, j: &mut Journal, drift: Vec<String>) -> Result<Outcome, AgentError> {
         j.os_base = None;
         j.current = j.desired.clone();
         j.progress = None;
-        j.drift.clear();
         j.reboot_pending = false;
-        j.transition(Event::Applied, None)?;
+        j.transition(Event::Applied, drift_reason(&drift))?;
+        j.drift = drift.clone();
         j.save(&self.root)?;
         let _ = self.root.remove(FORCE_FILE);
         tracing::info!(
             config = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or(""),
             "done"
         );
-        Ok(Outcome::Done)
+        Ok(if drift.is_empty() {
+            Outcome::Done
+        } else {
+            Outcome::Drifted(drift)
+        })
     }
 
     /// Asks for the reboot an applied config is waiting for (after the caller took a reboot
@@ -970,7 +1010,7 @@ impl Agent {
         id_changed || marker_gone
     }
 
-    async fn after_reboot(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+    async fn after_reboot(&self, j: &mut Journal, opts: &Options) -> Result<Outcome, AgentError> {
         let Some(desired) = j.desired.clone() else {
             j.progress = None;
             j.save(&self.root)?;
@@ -978,23 +1018,30 @@ impl Agent {
         };
         if let Some(os) = j.progress.as_ref().and_then(|p| p.os.clone()) {
             if let Some(why) = os.rollback.clone() {
-                return self.after_os_rollback(j, &os, why).await;
+                return self.after_os_rollback(j, &os, why, &opts.drift).await;
             }
             if let Some(outcome) = self.check_os_boot(j, &desired, &os).await? {
                 return Ok(outcome);
             }
         }
         let mismatches = self.verify(&desired.spec.config).await;
+        // What the apply before the reboot wrote: the plan from the current config.
+        let touched = touched_paths(&plan(&Self::current_spec(j), &desired.spec, &j.policies));
+        let (mismatches, drift) = opts.drift.split(mismatches, &touched);
         if mismatches.is_empty() {
             j.current = Some(desired);
             j.os_base = None;
             j.progress = None;
-            j.drift.clear();
             j.reboot_pending = false;
-            j.transition(Event::BootVerified, None)?;
+            j.transition(Event::BootVerified, drift_reason(&drift))?;
+            j.drift = drift.clone();
             j.save(&self.root)?;
             let _ = self.root.remove(FORCE_FILE);
-            Ok(Outcome::Done)
+            Ok(if drift.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::Drifted(drift)
+            })
         } else {
             let reason = format!(
                 "after the reboot the host does not match {}: {}",
@@ -1101,6 +1148,7 @@ impl Agent {
         j: &mut Journal,
         os: &OsProgress,
         why: String,
+        drift_policies: &DriftPolicies,
     ) -> Result<Outcome, AgentError> {
         let differences = match self.os.verify_booted(&os.expect).await {
             Ok(d) => d,
@@ -1116,10 +1164,15 @@ impl Agent {
             )
         };
         j.os_base = None;
-        self.run_rollback(j, reason).await
+        self.run_rollback(j, reason, drift_policies).await
     }
 
-    async fn start_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+    async fn start_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
         tracing::warn!(%reason, "apply failed; rolling back");
         j.progress = Some(Progress {
             phase: Phase::RollingBack,
@@ -1131,10 +1184,15 @@ impl Agent {
             os: None,
         });
         j.save(&self.root)?;
-        self.run_rollback(j, reason).await
+        self.run_rollback(j, reason, drift_policies).await
     }
 
-    async fn run_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+    async fn run_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
         let current = Self::current_spec(j);
         let desired = j
             .desired
@@ -1158,6 +1216,9 @@ impl Agent {
             }
         }
         let mismatches = self.verify(&current.config).await;
+        // Drift the undo did not touch (a hand edit left in place under `report`, or exempt
+        // under `ignore`) is not an incomplete undo.
+        let (mismatches, drift) = drift_policies.split(mismatches, &touched_paths(&back));
         problems.extend(mismatches.iter().map(|m| format!("after undo: {m}")));
         let _ = self.root.remove(Self::PREEXISTING);
         let full = if problems.is_empty() {
@@ -1175,6 +1236,7 @@ impl Agent {
             }
             _ => j.reason = Some(full.clone()),
         }
+        j.drift = drift;
         j.save(&self.root)?;
         Ok(Outcome::Degraded(full))
     }
@@ -1430,5 +1492,48 @@ pub fn service_steps(p: &Plan) -> Vec<ServiceStep> {
     match &p.disruption.outcome {
         DisruptionOutcome::Services { steps } => steps.clone(),
         _ => Vec::new(),
+    }
+}
+
+/// The paths a plan writes or removes (files, unit files, drop-ins, masks): what verification
+/// after it holds it to. A managed path outside this set that differs is drift.
+pub fn touched_paths(p: &Plan) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for a in &p.actions {
+        match a {
+            Action::WriteFile { file } => {
+                out.insert(file.path.clone());
+            }
+            Action::DeleteFile { path } => {
+                out.insert(path.clone());
+            }
+            Action::WriteUnit { name, .. }
+            | Action::DeleteUnit { name }
+            | Action::MaskUnit { name }
+            | Action::UnmaskUnit { name } => {
+                out.insert(unit_path(name));
+            }
+            Action::WriteDropin { unit, name, .. } | Action::DeleteDropin { unit, name } => {
+                out.insert(dropin_path(unit, name));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The reason of a `Done` state with drift: how many managed paths differ (each is in the
+/// drift list); `None` without drift.
+fn drift_reason(drift: &[String]) -> Option<String> {
+    match drift.len() {
+        0 => None,
+        1 => Some(format!(
+            "1 managed path differs from the config (drift): {}",
+            drift[0]
+        )),
+        n => Some(format!(
+            "{n} managed paths differ from the config (drift): {}",
+            drift.join("; ")
+        )),
     }
 }

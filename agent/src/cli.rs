@@ -5,6 +5,7 @@
 //! and a reboot is pending (requested, inhibited, or `--no-reboot`).
 
 use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
+use crate::drift_policy::DriftPolicies;
 use crate::journal::{Journal, NamedConfig, Phase, Summary};
 use crate::source;
 use crate::state::State;
@@ -12,9 +13,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::manifest::read_str;
 use hearth_config::model::DisruptionPolicies;
-use hearth_hostops::drift::{
-    self, DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath,
-};
+use hearth_hostops::drift::{DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath};
 use hearth_hostops::fs::Root;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -72,6 +71,14 @@ enum Command {
         /// Never reboot: leave the reboot pending (exit 3).
         #[arg(long)]
         no_reboot: bool,
+        /// What a managed file changed by hand means for this apply: report it (exit 4 when the
+        /// host differs from the config), revert it (put it back), ignore it.
+        #[arg(long, value_enum, default_value_t = DriftArg::Report)]
+        drift_policy: DriftArg,
+        /// A per-path drift policy, PATH=report|revert|ignore (the longest match wins).
+        /// Repeatable.
+        #[arg(long = "drift", value_name = "PATH=POLICY")]
+        drift: Vec<String>,
     },
     /// Run as a daemon: finish any interrupted apply, then apply every new config that appears
     /// at the watched file or directory (the newest *.yaml/*.yml/*.json of a directory).
@@ -156,72 +163,6 @@ impl From<DriftArg> for DriftPolicy {
     }
 }
 
-/// Drift policies: a default and per-path overrides (the longest path match wins).
-#[derive(Debug, Clone)]
-pub struct DriftPolicies {
-    default: DriftPolicy,
-    overrides: Vec<(String, DriftPolicy)>,
-}
-
-impl DriftPolicies {
-    fn parse(default: DriftArg, specs: &[String]) -> Result<DriftPolicies> {
-        let mut overrides = Vec::new();
-        for spec in specs {
-            let (path, policy) = spec.rsplit_once('=').ok_or_else(|| {
-                anyhow::anyhow!("--drift {spec:?}: expected PATH=report|revert|ignore")
-            })?;
-            let policy = match policy {
-                "report" => DriftPolicy::Report,
-                "revert" => DriftPolicy::Revert,
-                "ignore" => DriftPolicy::Ignore,
-                other => anyhow::bail!(
-                    "--drift {spec:?}: unknown policy {other:?}; expected report, revert or ignore"
-                ),
-            };
-            if !path.starts_with('/') {
-                anyhow::bail!("--drift {spec:?}: the path must be absolute");
-            }
-            overrides.push((path.trim_end_matches('/').to_string(), policy));
-        }
-        Ok(DriftPolicies {
-            default: default.into(),
-            overrides,
-        })
-    }
-
-    /// The policy of `path`.
-    pub fn policy(&self, path: &str) -> DriftPolicy {
-        self.overrides
-            .iter()
-            .filter(|(p, _)| p.is_empty() || path == p || path.starts_with(&format!("{p}/")))
-            .max_by_key(|(p, _)| p.len())
-            .map(|(_, pol)| *pol)
-            .unwrap_or(self.default)
-    }
-
-    /// The managed paths of `config`, each with its policy.
-    fn managed(&self, root: &Root, config: &hearth_config::ignition::Config) -> Vec<ManagedPath> {
-        match drift::managed_paths(root, config, self.default) {
-            Ok(paths) => paths
-                .into_iter()
-                .map(|mut m| {
-                    m.policy = self.policy(&m.path);
-                    // The expected bytes are needed only to put a file back.
-                    if m.policy != DriftPolicy::Revert {
-                        m.content = None;
-                    }
-                    m
-                })
-                .filter(|m| m.policy != DriftPolicy::Ignore)
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot compute the paths to watch for drift");
-                Vec::new()
-            }
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
@@ -289,13 +230,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             force,
             no_reboot,
+            drift_policy,
+            drift,
         } => {
             let policies = load_policies(&policy)?;
+            let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
             let desired = source::fetch(&once_from).await?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
-            let outcome = agent
-                .sync(desired, policies, &Options { force, no_reboot })
-                .await?;
+            let opts = Options {
+                force,
+                no_reboot,
+                drift,
+            };
+            let config = desired.spec.config.clone();
+            let mut outcome = agent.sync(desired.clone(), policies.clone(), &opts).await?;
+            if matches!(outcome, Outcome::Drifted(_)) && revert_drift(&agent, &opts.drift, &config)
+            {
+                // Paths under `revert` were put back: verify again.
+                outcome = agent.sync(desired, policies, &opts).await?;
+            }
             Ok(report(&outcome))
         }
         Command::Run {
@@ -314,7 +267,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             metrics,
         } => {
             let policies = load_policies(&policy)?;
-            let drift = DriftPolicies::parse(drift_policy, &drift)?;
+            let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
             let counters = Arc::new(crate::metrics::Metrics::default());
             if let Some(listen) = &metrics {
@@ -384,11 +337,55 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// Puts back the managed paths of `config` under the `revert` policy that differ (what the
+/// daemon's drift monitor does); whether any was put back.
+fn revert_drift(
+    agent: &Agent,
+    drift: &DriftPolicies,
+    config: &hearth_config::ignition::Config,
+) -> bool {
+    let managed: Vec<ManagedPath> = drift
+        .managed(agent.root(), config)
+        .into_iter()
+        .filter(|m| m.policy == DriftPolicy::Revert)
+        .collect();
+    if managed.is_empty() {
+        return false;
+    }
+    match DriftMonitor::new(agent.root(), managed) {
+        Ok(mut monitor) => {
+            let events = monitor.check_all();
+            for ev in &events {
+                tracing::warn!(path = %ev.path, "drift: {}: {}", ev.path, ev.what);
+            }
+            events.iter().any(|e| e.reverted)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check the paths under the revert policy");
+            false
+        }
+    }
+}
+
+/// The exit code of `apply` for how it ended, with what it prints.
 fn report(outcome: &Outcome) -> ExitCode {
     match outcome {
         Outcome::Done => {
             println!("Done: the host is in the desired config");
             ExitCode::SUCCESS
+        }
+        Outcome::Drifted(drift) => {
+            eprintln!(
+                "Drifted: the config is applied, but the host differs from it in {} place(s) this apply did not write:",
+                drift.len()
+            );
+            for d in drift {
+                eprintln!("  - {d}");
+            }
+            eprintln!(
+                "Put them back with --drift PATH=revert (or --force to re-apply everything), or exempt them with --drift PATH=ignore."
+            );
+            ExitCode::from(4)
         }
         Outcome::Rebooting {
             requested,
@@ -431,6 +428,14 @@ struct Daemon<'a> {
 }
 
 impl Daemon<'_> {
+    /// The options of the daemon's applies.
+    fn options(&self) -> Options {
+        Options {
+            drift: self.drift.clone(),
+            ..Options::default()
+        }
+    }
+
     /// The managed paths of the current config.
     fn expected(&self) -> Vec<ManagedPath> {
         match Journal::load_current(self.agent.root()) {
@@ -448,7 +453,7 @@ impl Daemon<'_> {
     /// kept.
     async fn resume(&self) -> Result<()> {
         let mut j = Journal::default();
-        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
+        if let Some(outcome) = self.agent.resume(&mut j, &self.options()).await? {
             tracing::info!(?outcome, "finished an interrupted apply");
         }
         Ok(())
@@ -570,7 +575,7 @@ impl Daemon<'_> {
             {
                 // A reboot that was blocked (or not yet asked for): try again.
                 let mut j = Journal::default();
-                let _ = self.agent.resume(&mut j, &Options::default()).await?;
+                let _ = self.agent.resume(&mut j, &self.options()).await?;
                 drop(j);
                 Summary::load(self.agent.root())?
             } else {
@@ -637,7 +642,7 @@ impl Daemon<'_> {
                         let name = desired.name.clone();
                         let control = drift.clone();
                         tokio::task::spawn_blocking(move || control.pause()).await?;
-                        let outcome = follow::apply(self.agent, desired).await;
+                        let outcome = follow::apply(self.agent, desired, &self.drift).await;
                         drift.set_expected(self.expected());
                         drift.resume();
                         self.count(&name, &outcome?);
@@ -670,6 +675,10 @@ impl Daemon<'_> {
                 self.metrics.applied(ApplyResult::Done);
                 tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
             }
+            Outcome::Drifted(drift) => {
+                self.metrics.applied(ApplyResult::Done);
+                tracing::warn!(message_id = crate::logging::MSG_DONE, config = %name, drift = %drift.join("; "), "Done, with drift")
+            }
             Outcome::Rebooting { .. } => {
                 self.metrics.applied(ApplyResult::Rebooting);
                 tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
@@ -689,7 +698,7 @@ impl Daemon<'_> {
         let name = desired.name.clone();
         let outcome = self
             .agent
-            .sync(desired, self.policies.clone(), &Options::default())
+            .sync(desired, self.policies.clone(), &self.options())
             .await?;
         self.count(&name, &outcome);
         Ok(())

@@ -184,6 +184,7 @@ pub async fn reboot_with_slot(
 pub async fn apply(
     agent: &Agent,
     desired: crate::remote::DesiredConfig,
+    drift: &crate::drift_policy::DriftPolicies,
 ) -> anyhow::Result<Outcome> {
     let (config, policies) = desired.into_parts();
     let mut config = config;
@@ -195,6 +196,7 @@ pub async fn apply(
             &Options {
                 force: false,
                 no_reboot: true,
+                drift: drift.clone(),
             },
         )
         .await?)

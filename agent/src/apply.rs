@@ -127,6 +127,9 @@ pub struct Agent {
     bus: Option<String>,
     ssh_layout: SshKeyLayout,
     os: OsBackend,
+    /// Whether this process cleaned the temporaries of its own state yet (see
+    /// [`Agent::lock`]).
+    cleaned_state: std::sync::atomic::AtomicBool,
 }
 
 /// The unit that finalizes a staged ostree deployment at shutdown.
@@ -234,6 +237,7 @@ impl Agent {
             bus: bus.map(str::to_string),
             ssh_layout,
             os,
+            cleaned_state: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -455,20 +459,52 @@ impl Agent {
         }
     }
 
-    /// Takes the agent lock ([`LOCK_FILE`]): one agent at a time changes a host.
+    /// Takes the agent lock ([`LOCK_FILE`]): one agent at a time changes a host. The lock
+    /// file is opened through the root like every file the agent writes (a state directory
+    /// that is a symlink out of the root is refused). The first time a process holds it, the
+    /// temporary files interrupted writes of the agent's own state left are removed.
     fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
-        let path = self.root.host_path(LOCK_FILE);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+        let lock = self.lock_file()?;
+        if !self
+            .cleaned_state
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.remove_own_temporaries();
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| AgentError::Lock {
+        Ok(lock)
+    }
+
+    /// Removes the temporary files a `kill -9` or a power cut left in the agent's own state
+    /// directories (the journal, stored configs, originals, undo snapshots, the reboot marker,
+    /// the kernel argument ledger). Called with the lock held: no other agent writes them.
+    fn remove_own_temporaries(&self) {
+        for d in [
+            hearth_hostops::files::STATE_DIR,
+            crate::journal::CONFIG_DIR,
+            hearth_hostops::files::ORIGINALS_DIR,
+            crate::journal::UNDO_DIR,
+            "/run/hearth",
+        ] {
+            match self.root.remove_stale_temporaries(d) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    dir = d,
+                    removed = n,
+                    "removed temporary files of interrupted writes of the agent's state"
+                ),
+                Err(e) => tracing::warn!(dir = d, error = %e, "cannot clean temporary files"),
+            }
+        }
+    }
+
+    fn lock_file(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
+        let path = self.root.host_path(LOCK_FILE);
+        let file = self
+            .root
+            .open_or_create(LOCK_FILE, 0o600)
+            .map_err(|e| AgentError::Lock {
                 path: path.display().to_string(),
-                message: source.to_string(),
+                message: e.to_string(),
             })?;
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(l) => Ok(l),

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod drift_policy;
 pub mod follow;
 pub mod journal;
+pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod metrics;

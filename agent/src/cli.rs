@@ -235,6 +235,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let policies = load_policies(&policy)?;
             let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
+            // Refused while `hearth-agent run` keeps this host in its own desired config.
+            let _one_keeper = crate::daemon_lock::for_apply(&Root::open(&target.root)?)?;
             let desired = source::fetch(&once_from).await?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
             let opts = Options {
@@ -268,6 +270,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let policies = load_policies(&policy)?;
             let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
+            let following = match &server {
+                Some(url) => format!("following {url}"),
+                None => format!("watching {}", watch.display()),
+            };
+            let _one_keeper =
+                crate::daemon_lock::for_daemon(&Root::open(&target.root)?, &following)?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
             let counters = Arc::new(crate::metrics::Metrics::default());
             if let Some(listen) = &metrics {

@@ -10,6 +10,7 @@
 //! See `docs/agent.md`.
 pub mod apply;
 pub mod cli;
+pub mod daemon_lock;
 pub mod drift_policy;
 pub mod follow;
 pub mod journal;

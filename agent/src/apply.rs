@@ -596,6 +596,7 @@ impl Agent {
                 continue;
             }
             tracing::debug!(step = i + 1, %action, "step");
+            crate::watchdog::beat();
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
                 let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
                 return self.start_rollback(j, reason, &opts.drift).await;
@@ -785,6 +786,8 @@ impl Agent {
     /// Stages the OS change as one new deployment; what the boot must show.
     async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
         tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
+        // Pulling an image can take long: the watchdog is fed meanwhile.
+        let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
         let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
         if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
             // The staged deployment becomes bootable only when ostree-finalize-staged.service
@@ -843,12 +846,14 @@ impl Agent {
         let Units::Online(sd) = &self.units else {
             return Ok(());
         };
-        let notifier = crate::logging::Notifier::new();
         let timeout = std::time::Duration::from_secs(check.timeout_seconds);
+        let _busy = crate::watchdog::busy(
+            "the boot health check",
+            timeout + std::time::Duration::from_secs(60),
+        );
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last;
         loop {
-            notifier.watchdog();
             match sd.system_state().await {
                 Ok(state) => match state.as_str() {
                     "running" => return Ok(()),
@@ -1480,6 +1485,8 @@ impl Agent {
         let Units::Online(sd) = &self.units else {
             return Ok(());
         };
+        // Waiting for a unit's job can take long (a slow start): the watchdog is fed meanwhile.
+        let _busy = crate::watchdog::busy("waiting for a unit job", crate::watchdog::UNIT_JOB_MAX);
         match step {
             ServiceStep::Drain => {
                 tracing::info!(

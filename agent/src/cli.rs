@@ -223,6 +223,8 @@ fn load_policies(paths: &[PathBuf]) -> Result<DisruptionPolicies> {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
+    // Fed from its own thread while the agent makes progress (see `watchdog`).
+    crate::watchdog::start();
     match cli.command {
         Command::Apply {
             once_from,
@@ -539,7 +541,7 @@ impl Daemon<'_> {
         crate::memory::trim_heap();
         let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
         loop {
-            notify.watchdog();
+            crate::watchdog::beat();
             match source::watched_file(watch) {
                 Ok(Some(path)) => {
                     let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
@@ -620,7 +622,7 @@ impl Daemon<'_> {
         notify.status(&Summary::load(self.agent.root())?.status_line());
         let mut backoff = Duration::from_secs(1);
         loop {
-            notify.watchdog();
+            crate::watchdog::beat();
             // What this turn needs of the journal; the configs are not kept while waiting.
             let (doc, known) = {
                 let j = Journal::load(self.agent.root())?;

@@ -21,3 +21,4 @@ pub mod metrics;
 pub mod remote;
 pub mod source;
 pub mod state;
+pub mod watchdog;

@@ -602,13 +602,18 @@ impl Agent {
                 return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
+        let mut warnings = Vec::new();
         for (k, step) in service_steps(&p).iter().enumerate() {
-            if let Err(e) = self.service_step(step).await {
-                let reason = format!(
-                    "step {} of {total} ({step}) failed: {e}",
-                    p.actions.len() + k + 1
-                );
-                return self.start_rollback(j, reason, &opts.drift).await;
+            match self.service_step(step, &p, &j.policies).await {
+                Ok(Some(warning)) => warnings.push(warning),
+                Ok(None) => {}
+                Err(e) => {
+                    let reason = format!(
+                        "step {} of {total} ({step}) failed: {e}",
+                        p.actions.len() + k + 1
+                    );
+                    return self.start_rollback(j, reason, &opts.drift).await;
+                }
             }
         }
         let mismatches = self.verify(&desired.spec.config).await;
@@ -678,7 +683,7 @@ impl Agent {
             j.save(&self.root)?;
             return self.request_reboot(j, opts).await;
         }
-        self.finish(j, drift)
+        self.finish(j, drift, warnings)
     }
 
     /// Ends the apply in progress with `event` (a failure) and `reason`: no progress left,
@@ -924,12 +929,27 @@ impl Agent {
 
     /// Ends an apply that needs no reboot: current := desired, `Done`, with `drift` (paths the
     /// apply did not write that differ; see [`DriftPolicies::split`]) listed and in the reason.
-    fn finish(&self, j: &mut Journal, drift: Vec<String>) -> Result<Outcome, AgentError> {
+    /// `warnings` are steps of the plan that were skipped (a unit the built-in policies name
+    /// that this host does not have): they go into the reason too.
+    fn finish(
+        &self,
+        j: &mut Journal,
+        drift: Vec<String>,
+        warnings: Vec<String>,
+    ) -> Result<Outcome, AgentError> {
         j.os_base = None;
         j.current = j.desired.clone();
         j.progress = None;
         j.reboot_pending = false;
-        j.transition(Event::Applied, drift_reason(&drift))?;
+        let reason = warnings
+            .into_iter()
+            .map(|w| format!("warning: {w}"))
+            .chain(drift_reason(&drift))
+            .collect::<Vec<_>>();
+        j.transition(
+            Event::Applied,
+            (!reason.is_empty()).then(|| reason.join("; ")),
+        )?;
         j.drift = drift.clone();
         j.save(&self.root)?;
         let _ = self.root.remove(FORCE_FILE);
@@ -1252,8 +1272,10 @@ impl Agent {
             }
         }
         for step in service_steps(&back) {
-            if let Err(e) = self.service_step(&step).await {
-                problems.push(format!("undo ({step}): {e}"));
+            match self.service_step(&step, &back, &j.policies).await {
+                Ok(Some(warning)) => tracing::warn!("undo: {warning}"),
+                Ok(None) => {}
+                Err(e) => problems.push(format!("undo ({step}): {e}")),
             }
         }
         let mismatches = self.verify(&current.config).await;
@@ -1481,9 +1503,19 @@ impl Agent {
         }
     }
 
-    async fn service_step(&self, step: &ServiceStep) -> Result<(), String> {
+    /// Runs one service step of plan `p`. `Ok(Some(warning))` when it was skipped and the
+    /// admin must hear of it: a unit that does not exist on this host, named by the built-in
+    /// policies (crio on a host without it). A unit named by the admin's own policies
+    /// (`policies`) that does not exist is an error: the change would not take effect (a typo
+    /// in a `serviceName`). A unit the plan itself removes is skipped quietly.
+    async fn service_step(
+        &self,
+        step: &ServiceStep,
+        p: &Plan,
+        policies: &DisruptionPolicies,
+    ) -> Result<Option<String>, String> {
         let Units::Online(sd) = &self.units else {
-            return Ok(());
+            return Ok(None);
         };
         // Waiting for a unit's job can take long (a slow start): the watchdog is fed meanwhile.
         let _busy = crate::watchdog::busy("waiting for a unit job", crate::watchdog::UNIT_JOB_MAX);
@@ -1492,24 +1524,49 @@ impl Agent {
                 tracing::info!(
                     "drain requested: no workload scheduler is attached; nothing to drain"
                 );
-                Ok(())
+                Ok(None)
             }
-            ServiceStep::DaemonReload => sd.daemon_reload().await.map_err(|e| e.to_string()),
+            ServiceStep::DaemonReload => sd
+                .daemon_reload()
+                .await
+                .map(|()| None)
+                .map_err(|e| e.to_string()),
             ServiceStep::Reload { unit } | ServiceStep::Restart { unit } => {
-                // A unit the plan removed has nothing to reload or restart.
                 if sd
                     .unit_file_state(unit)
                     .await
                     .map_err(|e| e.to_string())?
                     .is_none()
                 {
-                    tracing::info!(unit = %unit, "{step}: the unit no longer exists; skipped");
-                    return Ok(());
+                    let removed = p
+                        .actions
+                        .iter()
+                        .any(|a| matches!(a, Action::DeleteUnit { name } if name == unit));
+                    if removed {
+                        // A unit the plan removed has nothing to reload or restart.
+                        tracing::info!(unit = %unit, "{step}: the unit no longer exists; skipped");
+                        return Ok(None);
+                    }
+                    if policy_units(policies).contains(unit.as_str()) {
+                        return Err(format!(
+                            "unit {unit} does not exist on this host, and the node-disruption \
+                             policy names it (serviceName): the change would not take effect; \
+                             fix the policy or install the unit"
+                        ));
+                    }
+                    let warning = format!(
+                        "{step} skipped: unit {unit} does not exist on this host (the built-in \
+                         node-disruption policy names it)"
+                    );
+                    tracing::warn!(unit = %unit, "{warning}");
+                    return Ok(Some(warning));
                 }
                 match step {
-                    ServiceStep::Reload { .. } => sd.reload(unit).await.map_err(|e| e.to_string()),
-                    _ => sd.restart(unit).await.map_err(|e| e.to_string()),
+                    ServiceStep::Reload { .. } => sd.reload(unit).await,
+                    _ => sd.restart(unit).await,
                 }
+                .map(|()| None)
+                .map_err(|e| e.to_string())
             }
         }
     }
@@ -1579,4 +1636,22 @@ fn drift_reason(drift: &[String]) -> Option<String> {
             drift.join("; ")
         )),
     }
+}
+
+/// The units the admin's node-disruption policies reload or restart (`serviceName`).
+fn policy_units(policies: &DisruptionPolicies) -> BTreeSet<&str> {
+    use hearth_config::model::PolicyAction;
+    policies
+        .files
+        .iter()
+        .flat_map(|f| f.actions.iter())
+        .chain(policies.units.iter().flat_map(|u| u.actions.iter()))
+        .chain(policies.ssh_key.iter().flatten())
+        .filter_map(|a| match a {
+            PolicyAction::Reload { service } | PolicyAction::Restart { service } => {
+                Some(service.as_str())
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -253,6 +253,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 // Paths under `revert` were put back: verify again.
                 outcome = agent.sync(desired, policies, &opts).await?;
             }
+            if outcome == Outcome::Done {
+                // Steps that were skipped (a unit the built-in policies name that this host does
+                // not have) are in the reason: say so.
+                if let Some(reason) = Summary::load(agent.root())?.reason {
+                    eprintln!("{reason}");
+                }
+            }
             Ok(report(&outcome))
         }
         Command::Run {

@@ -600,8 +600,13 @@ impl Daemon<'_> {
             };
             self.metrics.set_state(summary.state);
             notify.status(&summary.status_line());
-            // Wait for the next look, recording drift as it comes.
+            // Wait for the next look, recording drift as it comes (idle, not hung: the
+            // watchdog is fed meanwhile).
             let deadline = tokio::time::Instant::now() + interval;
+            let _idle = crate::watchdog::busy(
+                "waiting for the next look at the desired config",
+                interval + Duration::from_secs(10),
+            );
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => break,
@@ -652,9 +657,16 @@ impl Daemon<'_> {
                 }
             };
             drop(doc);
+            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
+            // it: the watchdog is fed meanwhile.
+            let idle = crate::watchdog::busy(
+                "waiting for the server's next config",
+                wait + backoff + Duration::from_secs(40),
+            );
             tokio::select! {
                 r = remote.desired(known.as_deref(), wait) => match r {
                     Ok(Some(desired)) => {
+                        drop(idle);
                         backoff = Duration::from_secs(1);
                         let name = desired.name.clone();
                         let control = drift.clone();
@@ -666,6 +678,7 @@ impl Daemon<'_> {
                     }
                     Ok(None) => backoff = Duration::from_secs(1),
                     Err(e) if e.needs_enrollment() => {
+                        drop(idle);
                         tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
                         (remote, state) = follow::enroll(self.agent.root(), &server).await?;
                     }

@@ -117,6 +117,10 @@ pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, Ser
             }
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?delay, "cannot enroll yet");
+                let _idle = crate::watchdog::busy(
+                    "waiting to enroll again",
+                    delay + Duration::from_secs(10),
+                );
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(60));
             }

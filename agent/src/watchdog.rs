@@ -137,3 +137,40 @@ impl Drop for Busy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(last_beat_ago: Duration, ops: Vec<(u64, &'static str, Instant)>) -> Shared {
+        Shared {
+            interval: Duration::from_secs(10),
+            state: Mutex::new(State {
+                last_beat: Instant::now() - last_beat_ago,
+                next_id: 0,
+                ops,
+            }),
+        }
+    }
+
+    #[test]
+    fn fed_while_beating_or_busy_within_bounds_starved_otherwise() {
+        let later = Instant::now() + Duration::from_secs(3600);
+        let past = Instant::now() - Duration::from_secs(1);
+        assert!(shared(Duration::from_secs(1), vec![]).progress().is_ok());
+        let stale = shared(Duration::from_secs(60), vec![]).progress();
+        assert!(stale.unwrap_err().contains("no progress for 60 s"));
+        // A long step keeps it fed although the main loop does not beat...
+        assert!(shared(Duration::from_secs(60), vec![(0, "staging", later)])
+            .progress()
+            .is_ok());
+        // ...until it overruns its bound, even while the loop beats.
+        let overrun = shared(
+            Duration::ZERO,
+            vec![(0, "staging", later), (1, "a unit job", past)],
+        )
+        .progress()
+        .unwrap_err();
+        assert!(overrun.contains("a unit job overran"), "{overrun}");
+    }
+}

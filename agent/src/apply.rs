@@ -16,7 +16,7 @@
 //! current content back, and unit states, SSH keys and the password hash return to the current
 //! config's. Then the host is verified against the current config again.
 
-use crate::drift_policy::DriftPolicies;
+use crate::drift_policy::{drift_reason, touched_paths, DriftPolicies};
 use crate::journal::{Journal, JournalError, NamedConfig, OsProgress, Phase, Progress};
 use crate::state::{Event, State};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
@@ -1592,49 +1592,6 @@ pub fn service_steps(p: &Plan) -> Vec<ServiceStep> {
     match &p.disruption.outcome {
         DisruptionOutcome::Services { steps } => steps.clone(),
         _ => Vec::new(),
-    }
-}
-
-/// The paths a plan writes or removes (files, unit files, drop-ins, masks): what verification
-/// after it holds it to. A managed path outside this set that differs is drift.
-pub fn touched_paths(p: &Plan) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for a in &p.actions {
-        match a {
-            Action::WriteFile { file } => {
-                out.insert(file.path.clone());
-            }
-            Action::DeleteFile { path } => {
-                out.insert(path.clone());
-            }
-            Action::WriteUnit { name, .. }
-            | Action::DeleteUnit { name }
-            | Action::MaskUnit { name }
-            | Action::UnmaskUnit { name } => {
-                out.insert(unit_path(name));
-            }
-            Action::WriteDropin { unit, name, .. } | Action::DeleteDropin { unit, name } => {
-                out.insert(dropin_path(unit, name));
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The reason of a `Done` state with drift: how many managed paths differ (each is in the
-/// drift list); `None` without drift.
-fn drift_reason(drift: &[String]) -> Option<String> {
-    match drift.len() {
-        0 => None,
-        1 => Some(format!(
-            "1 managed path differs from the config (drift): {}",
-            drift[0]
-        )),
-        n => Some(format!(
-            "{n} managed paths differ from the config (drift): {}",
-            drift.join("; ")
-        )),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The `hearth-agent` command line: `apply --once-from`, `run`, `status`.
 //!
 //! Exit codes of `apply`: 0 the host is in the desired config (verified); 1 the apply failed
-//! (Degraded, Unreconcilable) or the agent could not run; 2 usage error; 3 the config is applied
-//! and a reboot is pending (requested, inhibited, or `--no-reboot`).
+//! (Degraded, Unreconcilable), was refused (a daemon runs, a limit), or the agent could not run;
+//! 2 usage error; 3 the config is applied and a reboot is pending (requested, inhibited, or
+//! `--no-reboot`); 4 the config is applied but the host differs from it (drift).
 
 use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
 use crate::drift_policy::DriftPolicies;
@@ -55,7 +56,8 @@ impl Target {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Apply a config once and exit: 0 when the host is in it, 3 when a reboot is pending.
+    /// Apply a config once and exit: 0 when the host is in it, 3 when a reboot is pending, 4
+    /// when it differs from it (drift).
     Apply {
         /// A MachineConfig file, or an http(s) URL serving one.
         #[arg(long, value_name = "FILE|URL")]
@@ -248,8 +250,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let config = desired.spec.config.clone();
             let mut outcome = agent.sync(desired.clone(), policies.clone(), &opts).await?;
-            if matches!(outcome, Outcome::Drifted(_)) && revert_drift(&agent, &opts.drift, &config)
-            {
+            if matches!(outcome, Outcome::Drifted(_)) && opts.drift.revert(agent.root(), &config) {
                 // Paths under `revert` were put back: verify again.
                 outcome = agent.sync(desired, policies, &opts).await?;
             }
@@ -350,36 +351,6 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Format::Text => print!("{}", status_text(&j)),
             }
             Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
-/// Puts back the managed paths of `config` under the `revert` policy that differ (what the
-/// daemon's drift monitor does); whether any was put back.
-fn revert_drift(
-    agent: &Agent,
-    drift: &DriftPolicies,
-    config: &hearth_config::ignition::Config,
-) -> bool {
-    let managed: Vec<ManagedPath> = drift
-        .managed(agent.root(), config)
-        .into_iter()
-        .filter(|m| m.policy == DriftPolicy::Revert)
-        .collect();
-    if managed.is_empty() {
-        return false;
-    }
-    match DriftMonitor::new(agent.root(), managed) {
-        Ok(mut monitor) => {
-            let events = monitor.check_all();
-            for ev in &events {
-                tracing::warn!(path = %ev.path, "drift: {}: {}", ev.path, ev.what);
-            }
-            events.iter().any(|e| e.reverted)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot check the paths under the revert policy");
-            false
         }
     }
 }

@@ -4,7 +4,8 @@
 //! the daemon's monitor puts back) it is listed as drift and never fails unrelated work.
 //! Everything else that differs after an apply is a failure. Pure logic.
 
-use hearth_hostops::drift::{self, DriftPolicy, ManagedPath};
+use hearth_config::plan::{Action, Plan, SYSTEMD_UNIT_DIR};
+use hearth_hostops::drift::{self, DriftMonitor, DriftPolicy, ManagedPath};
 use hearth_hostops::fs::Root;
 use hearth_hostops::verify::Mismatch;
 use std::collections::BTreeSet;
@@ -83,6 +84,32 @@ impl DriftPolicies {
         }
     }
 
+    /// Puts back the managed paths of `config` under `revert` that differ (what the daemon's
+    /// drift monitor does, once); whether any was put back.
+    pub fn revert(&self, root: &Root, config: &hearth_config::ignition::Config) -> bool {
+        let managed: Vec<ManagedPath> = self
+            .managed(root, config)
+            .into_iter()
+            .filter(|m| m.policy == DriftPolicy::Revert)
+            .collect();
+        if managed.is_empty() {
+            return false;
+        }
+        match DriftMonitor::new(root, managed) {
+            Ok(mut monitor) => {
+                let events = monitor.check_all();
+                for ev in &events {
+                    tracing::warn!(path = %ev.path, "drift: {}: {}", ev.path, ev.what);
+                }
+                events.iter().any(|e| e.reverted)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check the paths under the revert policy");
+                false
+            }
+        }
+    }
+
     /// Splits what verification found into failures and drift. A mismatch is drift when it is
     /// about a path the apply did not write (`touched`): under `ignore` it is dropped, otherwise
     /// it becomes a drift line. Mismatches of paths the apply wrote, and those not about a path
@@ -119,6 +146,49 @@ pub fn name(p: DriftPolicy) -> &'static str {
         DriftPolicy::Report => "report",
         DriftPolicy::Revert => "revert",
         DriftPolicy::Ignore => "ignore",
+    }
+}
+
+/// The paths a plan writes or removes (files, unit files, drop-ins, masks): what verification
+/// after it holds it to. A managed path outside this set that differs is drift.
+pub fn touched_paths(p: &Plan) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for a in &p.actions {
+        match a {
+            Action::WriteFile { file } => {
+                out.insert(file.path.clone());
+            }
+            Action::DeleteFile { path } => {
+                out.insert(path.clone());
+            }
+            Action::WriteUnit { name, .. }
+            | Action::DeleteUnit { name }
+            | Action::MaskUnit { name }
+            | Action::UnmaskUnit { name } => {
+                out.insert(format!("{SYSTEMD_UNIT_DIR}/{name}"));
+            }
+            Action::WriteDropin { unit, name, .. } | Action::DeleteDropin { unit, name } => {
+                out.insert(format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}"));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The reason of a `Done` state with drift: how many managed paths differ (each is in the
+/// drift list); `None` without drift.
+pub fn drift_reason(drift: &[String]) -> Option<String> {
+    match drift.len() {
+        0 => None,
+        1 => Some(format!(
+            "1 managed path differs from the config (drift): {}",
+            drift[0]
+        )),
+        n => Some(format!(
+            "{n} managed paths differ from the config (drift): {}",
+            drift.join("; ")
+        )),
     }
 }
 

@@ -266,6 +266,20 @@ impl Agent {
     ) -> Result<Outcome, AgentError> {
         let _lock = self.lock()?;
         let mut j = Journal::load(&self.root)?;
+        // The config being applied, waiting for its reboot, or in place, arrives again under
+        // another name with the same content (a node moved into a pool that renders the same
+        // config): it is the same config; record the new name, or whoever asks for it (the
+        // server's long-poll, which compares names) hands it out again and again.
+        if let Some(d) = j.desired.as_mut().filter(|d| d.spec == desired.spec) {
+            if d.name != desired.name {
+                tracing::info!(config = %desired.name, was = %d.name, "the same config under a new name");
+                d.name = desired.name.clone();
+                if let Some(c) = j.current.as_mut().filter(|c| c.spec == desired.spec) {
+                    c.name = desired.name.clone();
+                }
+                j.save(&self.root)?;
+            }
+        }
         let pending_same = j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec);
         let waiting_for_reboot = j
             .progress

@@ -255,3 +255,19 @@ fn a_node_moved_into_a_pool_with_the_same_content_settles_on_the_new_name() {
             == "active"
     );
 }
+
+/// The same move while the node waits for the reboot its config needs (as it does while it waits
+/// for a reboot slot): the pending config takes the new name too.
+#[test]
+fn the_same_config_under_a_new_name_while_waiting_for_its_reboot_takes_the_name() {
+    let host = host_with_agent();
+    let spec = "  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n      - path: /etc/needs-reboot.conf\n        contents:\n          source: data:,x%0A\n";
+    put(&host, "/root/worker.yaml", &mc("rendered-worker-1", spec));
+    put(&host, "/root/infra.yaml", &mc("rendered-infra-1", spec));
+    assert_eq!(apply_no_reboot(&host, "/root/worker.yaml"), Some(3));
+    assert_eq!(status(&host)["desired"], "rendered-worker-1");
+    assert_eq!(apply_no_reboot(&host, "/root/infra.yaml"), Some(3));
+    let st = status(&host);
+    assert_eq!(st["desired"], "rendered-infra-1", "{st:#}");
+    assert_eq!(st["state"], "Rebooting", "{st:#}");
+}

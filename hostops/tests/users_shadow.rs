@@ -205,7 +205,10 @@ fn debian_tools_read_what_hearth_wrote() {
     let core_rest = String::from_utf8_lossy(&before)
         .lines()
         .find_map(|l| l.strip_prefix("core:"))
-        .and_then(|rest| rest.split_once(':').map(|(_, after_hash)| after_hash.to_owned()))
+        .and_then(|rest| {
+            rest.split_once(':')
+                .map(|(_, after_hash)| after_hash.to_owned())
+        })
         .expect("the test image has a core user in /etc/shadow");
     let meta_before = fs::metadata(host.path("/etc/shadow")).unwrap();
     let pwck_before = host.exec(&["pwck", "-r", "-q"]).unwrap();
@@ -226,7 +229,10 @@ fn debian_tools_read_what_hearth_wrote() {
     let getent = host.exec_ok(&["getent", "shadow", "core"]).unwrap();
     assert_eq!(getent.trim(), format!("core:{hash}:{core_rest}"));
     assert!(
-        core_rest.split(':').next().is_some_and(|day| day.parse::<u32>().is_ok()),
+        core_rest
+            .split(':')
+            .next()
+            .is_some_and(|day| day.parse::<u32>().is_ok()),
         "the last-change day is a number: {core_rest}"
     );
     // The password verifies through the container's crypt.

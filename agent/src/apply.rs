@@ -16,6 +16,7 @@
 //! current content back, and unit states, SSH keys and the password hash return to the current
 //! config's. Then the host is verified against the current config again.
 
+use crate::drift_policy::{drift_reason, touched_paths, DriftPolicies};
 use crate::journal::{Journal, JournalError, NamedConfig, OsProgress, Phase, Progress};
 use crate::state::{Event, State};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
@@ -57,6 +58,9 @@ pub struct Options {
     pub force: bool,
     /// Do not reboot even if the plan needs it (leave the node `Rebooting`, reboot pending).
     pub no_reboot: bool,
+    /// The drift policies: which paths that differ without the apply having written them are
+    /// exempt (`ignore`) or reported as drift (`report`, `revert`) instead of failing it.
+    pub drift: DriftPolicies,
 }
 
 /// How a sync ended.
@@ -64,6 +68,11 @@ pub struct Options {
 pub enum Outcome {
     /// The host is in the desired config (verified).
     Done,
+    /// The desired config is applied, but managed paths differ from it that the apply did not
+    /// write (drift under the `report` or `revert` policy, or, on a host that already had the
+    /// config, any difference). Each line names the path and the difference. The journal's state
+    /// is `Done` with these listed as drift; the host is not in the desired config.
+    Drifted(Vec<String>),
     /// The config is applied and the node must reboot; `requested` says whether the reboot was
     /// asked for, `inhibited` why not.
     Rebooting {
@@ -118,6 +127,9 @@ pub struct Agent {
     bus: Option<String>,
     ssh_layout: SshKeyLayout,
     os: OsBackend,
+    /// Whether this process cleaned the temporaries of its own state yet (see
+    /// [`Agent::lock`]).
+    cleaned_state: std::sync::atomic::AtomicBool,
 }
 
 /// The unit that finalizes a staged ostree deployment at shutdown.
@@ -225,6 +237,7 @@ impl Agent {
             bus: bus.map(str::to_string),
             ssh_layout,
             os,
+            cleaned_state: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -253,6 +266,20 @@ impl Agent {
     ) -> Result<Outcome, AgentError> {
         let _lock = self.lock()?;
         let mut j = Journal::load(&self.root)?;
+        // The config being applied, waiting for its reboot, or in place, arrives again under
+        // another name with the same content (a node moved into a pool that renders the same
+        // config): it is the same config; record the new name, or whoever asks for it (the
+        // server's long-poll, which compares names) hands it out again and again.
+        if let Some(d) = j.desired.as_mut().filter(|d| d.spec == desired.spec) {
+            if d.name != desired.name {
+                tracing::info!(config = %desired.name, was = %d.name, "the same config under a new name");
+                d.name = desired.name.clone();
+                if let Some(c) = j.current.as_mut().filter(|c| c.spec == desired.spec) {
+                    c.name = desired.name.clone();
+                }
+                j.save(&self.root)?;
+            }
+        }
         let pending_same = j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec);
         let waiting_for_reboot = j
             .progress
@@ -289,14 +316,35 @@ impl Agent {
         }
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
-            // Nothing to do but make sure the host still matches.
+            // Nothing to do but make sure the host still matches: every difference is drift
+            // (the paths under `ignore` excepted).
             let mismatches = self.verify(&desired.spec.config).await;
-            let drift: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
-            if drift != j.drift {
-                j.drift = drift;
+            let (others, mut drift) = opts.drift.split(mismatches, &BTreeSet::new());
+            drift.extend(others.iter().map(|m| m.to_string()));
+            // The same content under another name (a node moved into a pool that renders the
+            // same config): the host is in the new config; record its name, or whoever asks for
+            // it (the server's long-poll) asks again and again.
+            let renamed = j.current.as_ref().map(|c| &c.name) != Some(&desired.name)
+                || j.desired.as_ref().map(|d| &d.name) != Some(&desired.name);
+            if renamed {
+                tracing::info!(
+                    config = %desired.name,
+                    was = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
+                    "the host already has this config's content: recorded under its new name"
+                );
+                j.current = Some(desired.clone());
+                j.desired = Some(desired);
+            }
+            if renamed || drift != j.drift {
+                j.reason = drift_reason(&drift);
+                j.drift = drift.clone();
                 j.save(&self.root)?;
             }
-            return Ok(Outcome::Done);
+            return Ok(if drift.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::Drifted(drift)
+            });
         }
 
         j.desired = Some(desired);
@@ -348,11 +396,11 @@ impl Agent {
             }
             Phase::RollingBack => {
                 let reason = progress.failure.unwrap_or_else(|| "an apply failed".into());
-                self.run_rollback(j, reason).await?
+                self.run_rollback(j, reason, &opts.drift).await?
             }
             Phase::Rebooting => {
                 if self.rebooted_since(&progress) {
-                    self.after_reboot(j).await?
+                    self.after_reboot(j, opts).await?
                 } else {
                     self.request_reboot(j, opts).await?
                 }
@@ -425,20 +473,52 @@ impl Agent {
         }
     }
 
-    /// Takes the agent lock ([`LOCK_FILE`]): one agent at a time changes a host.
+    /// Takes the agent lock ([`LOCK_FILE`]): one agent at a time changes a host. The lock
+    /// file is opened through the root like every file the agent writes (a state directory
+    /// that is a symlink out of the root is refused). The first time a process holds it, the
+    /// temporary files interrupted writes of the agent's own state left are removed.
     fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
-        let path = self.root.host_path(LOCK_FILE);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+        let lock = self.lock_file()?;
+        if !self
+            .cleaned_state
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.remove_own_temporaries();
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| AgentError::Lock {
+        Ok(lock)
+    }
+
+    /// Removes the temporary files a `kill -9` or a power cut left in the agent's own state
+    /// directories (the journal, stored configs, originals, undo snapshots, the reboot marker,
+    /// the kernel argument ledger). Called with the lock held: no other agent writes them.
+    fn remove_own_temporaries(&self) {
+        for d in [
+            hearth_hostops::files::STATE_DIR,
+            crate::journal::CONFIG_DIR,
+            hearth_hostops::files::ORIGINALS_DIR,
+            crate::journal::UNDO_DIR,
+            "/run/hearth",
+        ] {
+            match self.root.remove_stale_temporaries(d) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    dir = d,
+                    removed = n,
+                    "removed temporary files of interrupted writes of the agent's state"
+                ),
+                Err(e) => tracing::warn!(dir = d, error = %e, "cannot clean temporary files"),
+            }
+        }
+    }
+
+    fn lock_file(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
+        let path = self.root.host_path(LOCK_FILE);
+        let file = self
+            .root
+            .open_or_create(LOCK_FILE, 0o600)
+            .map_err(|e| AgentError::Lock {
                 path: path.display().to_string(),
-                message: source.to_string(),
+                message: e.to_string(),
             })?;
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(l) => Ok(l),
@@ -530,21 +610,30 @@ impl Agent {
                 continue;
             }
             tracing::debug!(step = i + 1, %action, "step");
+            crate::watchdog::beat();
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
                 let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
-                return self.start_rollback(j, reason).await;
+                return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
+        let mut warnings = Vec::new();
         for (k, step) in service_steps(&p).iter().enumerate() {
-            if let Err(e) = self.service_step(step).await {
-                let reason = format!(
-                    "step {} of {total} ({step}) failed: {e}",
-                    p.actions.len() + k + 1
-                );
-                return self.start_rollback(j, reason).await;
+            match self.service_step(step, &p, &j.policies).await {
+                Ok(Some(warning)) => warnings.push(warning),
+                Ok(None) => {}
+                Err(e) => {
+                    let reason = format!(
+                        "step {} of {total} ({step}) failed: {e}",
+                        p.actions.len() + k + 1
+                    );
+                    return self.start_rollback(j, reason, &opts.drift).await;
+                }
             }
         }
         let mismatches = self.verify(&desired.spec.config).await;
+        // A managed path this apply did not write that differs is drift (exempt under
+        // `ignore`, reported under `report`), not a failure of this apply.
+        let (mismatches, drift) = opts.drift.split(mismatches, &touched_paths(&p));
         if !mismatches.is_empty() {
             let reason = format!(
                 "after applying {}, the host does not match it: {}",
@@ -555,7 +644,7 @@ impl Agent {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            return self.start_rollback(j, reason).await;
+            return self.start_rollback(j, reason, &opts.drift).await;
         }
         let os_progress = match os_change {
             Some(change) => match self.stage_os(&change).await {
@@ -564,7 +653,7 @@ impl Agent {
                     let reason = format!(
                         "step {total} of {total} (stage the OS change: {change}) failed: {e}"
                     );
-                    return self.start_rollback(j, reason).await;
+                    return self.start_rollback(j, reason, &opts.drift).await;
                 }
             },
             None => {
@@ -604,10 +693,11 @@ impl Agent {
                 );
             }
             j.transition(Event::NeedsReboot, Some(reasons.join("; ")))?;
+            j.drift = drift;
             j.save(&self.root)?;
             return self.request_reboot(j, opts).await;
         }
-        self.finish(j)
+        self.finish(j, drift, warnings)
     }
 
     /// Ends the apply in progress with `event` (a failure) and `reason`: no progress left,
@@ -713,6 +803,8 @@ impl Agent {
     /// Stages the OS change as one new deployment; what the boot must show.
     async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
         tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
+        // Pulling an image can take long: the watchdog is fed meanwhile.
+        let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
         let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
         if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
             // The staged deployment becomes bootable only when ostree-finalize-staged.service
@@ -771,12 +863,14 @@ impl Agent {
         let Units::Online(sd) = &self.units else {
             return Ok(());
         };
-        let notifier = crate::logging::Notifier::new();
         let timeout = std::time::Duration::from_secs(check.timeout_seconds);
+        let _busy = crate::watchdog::busy(
+            "the boot health check",
+            timeout + std::time::Duration::from_secs(60),
+        );
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last;
         loop {
-            notifier.watchdog();
             match sd.system_state().await {
                 Ok(state) => match state.as_str() {
                     "running" => return Ok(()),
@@ -845,20 +939,41 @@ impl Agent {
         }
     }
 
-    fn finish(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+    /// Ends an apply that needs no reboot: current := desired, `Done`, with `drift` (paths the
+    /// apply did not write that differ; see [`DriftPolicies::split`]) listed and in the reason.
+    /// `warnings` are steps of the plan that were skipped (a unit the built-in policies name
+    /// that this host does not have): they go into the reason too.
+    fn finish(
+        &self,
+        j: &mut Journal,
+        drift: Vec<String>,
+        warnings: Vec<String>,
+    ) -> Result<Outcome, AgentError> {
         j.os_base = None;
         j.current = j.desired.clone();
         j.progress = None;
-        j.drift.clear();
         j.reboot_pending = false;
-        j.transition(Event::Applied, None)?;
+        let reason = warnings
+            .into_iter()
+            .map(|w| format!("warning: {w}"))
+            .chain(drift_reason(&drift))
+            .collect::<Vec<_>>();
+        j.transition(
+            Event::Applied,
+            (!reason.is_empty()).then(|| reason.join("; ")),
+        )?;
+        j.drift = drift.clone();
         j.save(&self.root)?;
         let _ = self.root.remove(FORCE_FILE);
         tracing::info!(
             config = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or(""),
             "done"
         );
-        Ok(Outcome::Done)
+        Ok(if drift.is_empty() {
+            Outcome::Done
+        } else {
+            Outcome::Drifted(drift)
+        })
     }
 
     /// Asks for the reboot an applied config is waiting for (after the caller took a reboot
@@ -968,7 +1083,7 @@ impl Agent {
         id_changed || marker_gone
     }
 
-    async fn after_reboot(&self, j: &mut Journal) -> Result<Outcome, AgentError> {
+    async fn after_reboot(&self, j: &mut Journal, opts: &Options) -> Result<Outcome, AgentError> {
         let Some(desired) = j.desired.clone() else {
             j.progress = None;
             j.save(&self.root)?;
@@ -976,23 +1091,30 @@ impl Agent {
         };
         if let Some(os) = j.progress.as_ref().and_then(|p| p.os.clone()) {
             if let Some(why) = os.rollback.clone() {
-                return self.after_os_rollback(j, &os, why).await;
+                return self.after_os_rollback(j, &os, why, &opts.drift).await;
             }
             if let Some(outcome) = self.check_os_boot(j, &desired, &os).await? {
                 return Ok(outcome);
             }
         }
         let mismatches = self.verify(&desired.spec.config).await;
+        // What the apply before the reboot wrote: the plan from the current config.
+        let touched = touched_paths(&plan(&Self::current_spec(j), &desired.spec, &j.policies));
+        let (mismatches, drift) = opts.drift.split(mismatches, &touched);
         if mismatches.is_empty() {
             j.current = Some(desired);
             j.os_base = None;
             j.progress = None;
-            j.drift.clear();
             j.reboot_pending = false;
-            j.transition(Event::BootVerified, None)?;
+            j.transition(Event::BootVerified, drift_reason(&drift))?;
+            j.drift = drift.clone();
             j.save(&self.root)?;
             let _ = self.root.remove(FORCE_FILE);
-            Ok(Outcome::Done)
+            Ok(if drift.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::Drifted(drift)
+            })
         } else {
             let reason = format!(
                 "after the reboot the host does not match {}: {}",
@@ -1099,6 +1221,7 @@ impl Agent {
         j: &mut Journal,
         os: &OsProgress,
         why: String,
+        drift_policies: &DriftPolicies,
     ) -> Result<Outcome, AgentError> {
         let differences = match self.os.verify_booted(&os.expect).await {
             Ok(d) => d,
@@ -1114,10 +1237,15 @@ impl Agent {
             )
         };
         j.os_base = None;
-        self.run_rollback(j, reason).await
+        self.run_rollback(j, reason, drift_policies).await
     }
 
-    async fn start_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+    async fn start_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
         tracing::warn!(%reason, "apply failed; rolling back");
         j.progress = Some(Progress {
             phase: Phase::RollingBack,
@@ -1129,10 +1257,15 @@ impl Agent {
             os: None,
         });
         j.save(&self.root)?;
-        self.run_rollback(j, reason).await
+        self.run_rollback(j, reason, drift_policies).await
     }
 
-    async fn run_rollback(&self, j: &mut Journal, reason: String) -> Result<Outcome, AgentError> {
+    async fn run_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
         let current = Self::current_spec(j);
         let desired = j
             .desired
@@ -1151,11 +1284,16 @@ impl Agent {
             }
         }
         for step in service_steps(&back) {
-            if let Err(e) = self.service_step(&step).await {
-                problems.push(format!("undo ({step}): {e}"));
+            match self.service_step(&step, &back, &j.policies).await {
+                Ok(Some(warning)) => tracing::warn!("undo: {warning}"),
+                Ok(None) => {}
+                Err(e) => problems.push(format!("undo ({step}): {e}")),
             }
         }
         let mismatches = self.verify(&current.config).await;
+        // Drift the undo did not touch (a hand edit left in place under `report`, or exempt
+        // under `ignore`) is not an incomplete undo.
+        let (mismatches, drift) = drift_policies.split(mismatches, &touched_paths(&back));
         problems.extend(mismatches.iter().map(|m| format!("after undo: {m}")));
         let _ = self.root.remove(Self::PREEXISTING);
         let full = if problems.is_empty() {
@@ -1173,6 +1311,7 @@ impl Agent {
             }
             _ => j.reason = Some(full.clone()),
         }
+        j.drift = drift;
         j.save(&self.root)?;
         Ok(Outcome::Degraded(full))
     }
@@ -1376,33 +1515,70 @@ impl Agent {
         }
     }
 
-    async fn service_step(&self, step: &ServiceStep) -> Result<(), String> {
+    /// Runs one service step of plan `p`. `Ok(Some(warning))` when it was skipped and the
+    /// admin must hear of it: a unit that does not exist on this host, named by the built-in
+    /// policies (crio on a host without it). A unit named by the admin's own policies
+    /// (`policies`) that does not exist is an error: the change would not take effect (a typo
+    /// in a `serviceName`). A unit the plan itself removes is skipped quietly.
+    async fn service_step(
+        &self,
+        step: &ServiceStep,
+        p: &Plan,
+        policies: &DisruptionPolicies,
+    ) -> Result<Option<String>, String> {
         let Units::Online(sd) = &self.units else {
-            return Ok(());
+            return Ok(None);
         };
+        // Waiting for a unit's job can take long (a slow start): the watchdog is fed meanwhile.
+        let _busy = crate::watchdog::busy("waiting for a unit job", crate::watchdog::UNIT_JOB_MAX);
         match step {
             ServiceStep::Drain => {
                 tracing::info!(
                     "drain requested: no workload scheduler is attached; nothing to drain"
                 );
-                Ok(())
+                Ok(None)
             }
-            ServiceStep::DaemonReload => sd.daemon_reload().await.map_err(|e| e.to_string()),
+            ServiceStep::DaemonReload => sd
+                .daemon_reload()
+                .await
+                .map(|()| None)
+                .map_err(|e| e.to_string()),
             ServiceStep::Reload { unit } | ServiceStep::Restart { unit } => {
-                // A unit the plan removed has nothing to reload or restart.
                 if sd
                     .unit_file_state(unit)
                     .await
                     .map_err(|e| e.to_string())?
                     .is_none()
                 {
-                    tracing::info!(unit = %unit, "{step}: the unit no longer exists; skipped");
-                    return Ok(());
+                    let removed = p
+                        .actions
+                        .iter()
+                        .any(|a| matches!(a, Action::DeleteUnit { name } if name == unit));
+                    if removed {
+                        // A unit the plan removed has nothing to reload or restart.
+                        tracing::info!(unit = %unit, "{step}: the unit no longer exists; skipped");
+                        return Ok(None);
+                    }
+                    if policy_units(policies).contains(unit.as_str()) {
+                        return Err(format!(
+                            "unit {unit} does not exist on this host, and the node-disruption \
+                             policy names it (serviceName): the change would not take effect; \
+                             fix the policy or install the unit"
+                        ));
+                    }
+                    let warning = format!(
+                        "{step} skipped: unit {unit} does not exist on this host (the built-in \
+                         node-disruption policy names it)"
+                    );
+                    tracing::warn!(unit = %unit, "{warning}");
+                    return Ok(Some(warning));
                 }
                 match step {
-                    ServiceStep::Reload { .. } => sd.reload(unit).await.map_err(|e| e.to_string()),
-                    _ => sd.restart(unit).await.map_err(|e| e.to_string()),
+                    ServiceStep::Reload { .. } => sd.reload(unit).await,
+                    _ => sd.restart(unit).await,
                 }
+                .map(|()| None)
+                .map_err(|e| e.to_string())
             }
         }
     }
@@ -1429,4 +1605,22 @@ pub fn service_steps(p: &Plan) -> Vec<ServiceStep> {
         DisruptionOutcome::Services { steps } => steps.clone(),
         _ => Vec::new(),
     }
+}
+
+/// The units the admin's node-disruption policies reload or restart (`serviceName`).
+fn policy_units(policies: &DisruptionPolicies) -> BTreeSet<&str> {
+    use hearth_config::model::PolicyAction;
+    policies
+        .files
+        .iter()
+        .flat_map(|f| f.actions.iter())
+        .chain(policies.units.iter().flat_map(|u| u.actions.iter()))
+        .chain(policies.ssh_key.iter().flatten())
+        .filter_map(|a| match a {
+            PolicyAction::Reload { service } | PolicyAction::Restart { service } => {
+                Some(service.as_str())
+            }
+            _ => None,
+        })
+        .collect()
 }

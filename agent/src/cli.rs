@@ -1,10 +1,12 @@
 //! The `hearth-agent` command line: `apply --once-from`, `run`, `status`.
 //!
 //! Exit codes of `apply`: 0 the host is in the desired config (verified); 1 the apply failed
-//! (Degraded, Unreconcilable) or the agent could not run; 2 usage error; 3 the config is applied
-//! and a reboot is pending (requested, inhibited, or `--no-reboot`).
+//! (Degraded, Unreconcilable), was refused (a daemon runs, a limit), or the agent could not run;
+//! 2 usage error; 3 the config is applied and a reboot is pending (requested, inhibited, or
+//! `--no-reboot`); 4 the config is applied but the host differs from it (drift).
 
 use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
+use crate::drift_policy::DriftPolicies;
 use crate::journal::{Journal, NamedConfig, Phase, Summary};
 use crate::source;
 use crate::state::State;
@@ -12,9 +14,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::manifest::read_str;
 use hearth_config::model::DisruptionPolicies;
-use hearth_hostops::drift::{
-    self, DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath,
-};
+use hearth_hostops::drift::{DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath};
 use hearth_hostops::fs::Root;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,7 +56,8 @@ impl Target {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Apply a config once and exit: 0 when the host is in it, 3 when a reboot is pending.
+    /// Apply a config once and exit: 0 when the host is in it, 3 when a reboot is pending, 4
+    /// when it differs from it (drift).
     Apply {
         /// A MachineConfig file, or an http(s) URL serving one.
         #[arg(long, value_name = "FILE|URL")]
@@ -72,6 +73,14 @@ enum Command {
         /// Never reboot: leave the reboot pending (exit 3).
         #[arg(long)]
         no_reboot: bool,
+        /// What a managed file changed by hand means for this apply: report it (exit 4 when the
+        /// host differs from the config), revert it (put it back), ignore it.
+        #[arg(long, value_enum, default_value_t = DriftArg::Report)]
+        drift_policy: DriftArg,
+        /// A per-path drift policy, PATH=report|revert|ignore (the longest match wins).
+        /// Repeatable.
+        #[arg(long = "drift", value_name = "PATH=POLICY")]
+        drift: Vec<String>,
     },
     /// Run as a daemon: finish any interrupted apply, then apply every new config that appears
     /// at the watched file or directory (the newest *.yaml/*.yml/*.json of a directory).
@@ -156,72 +165,6 @@ impl From<DriftArg> for DriftPolicy {
     }
 }
 
-/// Drift policies: a default and per-path overrides (the longest path match wins).
-#[derive(Debug, Clone)]
-pub struct DriftPolicies {
-    default: DriftPolicy,
-    overrides: Vec<(String, DriftPolicy)>,
-}
-
-impl DriftPolicies {
-    fn parse(default: DriftArg, specs: &[String]) -> Result<DriftPolicies> {
-        let mut overrides = Vec::new();
-        for spec in specs {
-            let (path, policy) = spec.rsplit_once('=').ok_or_else(|| {
-                anyhow::anyhow!("--drift {spec:?}: expected PATH=report|revert|ignore")
-            })?;
-            let policy = match policy {
-                "report" => DriftPolicy::Report,
-                "revert" => DriftPolicy::Revert,
-                "ignore" => DriftPolicy::Ignore,
-                other => anyhow::bail!(
-                    "--drift {spec:?}: unknown policy {other:?}; expected report, revert or ignore"
-                ),
-            };
-            if !path.starts_with('/') {
-                anyhow::bail!("--drift {spec:?}: the path must be absolute");
-            }
-            overrides.push((path.trim_end_matches('/').to_string(), policy));
-        }
-        Ok(DriftPolicies {
-            default: default.into(),
-            overrides,
-        })
-    }
-
-    /// The policy of `path`.
-    pub fn policy(&self, path: &str) -> DriftPolicy {
-        self.overrides
-            .iter()
-            .filter(|(p, _)| p.is_empty() || path == p || path.starts_with(&format!("{p}/")))
-            .max_by_key(|(p, _)| p.len())
-            .map(|(_, pol)| *pol)
-            .unwrap_or(self.default)
-    }
-
-    /// The managed paths of `config`, each with its policy.
-    fn managed(&self, root: &Root, config: &hearth_config::ignition::Config) -> Vec<ManagedPath> {
-        match drift::managed_paths(root, config, self.default) {
-            Ok(paths) => paths
-                .into_iter()
-                .map(|mut m| {
-                    m.policy = self.policy(&m.path);
-                    // The expected bytes are needed only to put a file back.
-                    if m.policy != DriftPolicy::Revert {
-                        m.content = None;
-                    }
-                    m
-                })
-                .filter(|m| m.policy != DriftPolicy::Ignore)
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot compute the paths to watch for drift");
-                Vec::new()
-            }
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
@@ -282,6 +225,8 @@ fn load_policies(paths: &[PathBuf]) -> Result<DisruptionPolicies> {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
+    // Fed from its own thread while the agent makes progress (see `watchdog`).
+    crate::watchdog::start();
     match cli.command {
         Command::Apply {
             once_from,
@@ -289,13 +234,33 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             force,
             no_reboot,
+            drift_policy,
+            drift,
         } => {
             let policies = load_policies(&policy)?;
+            let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
+            // Refused while `hearth-agent run` keeps this host in its own desired config.
+            let _one_keeper = crate::daemon_lock::for_apply(&Root::open(&target.root)?)?;
             let desired = source::fetch(&once_from).await?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
-            let outcome = agent
-                .sync(desired, policies, &Options { force, no_reboot })
-                .await?;
+            let opts = Options {
+                force,
+                no_reboot,
+                drift,
+            };
+            let config = desired.spec.config.clone();
+            let mut outcome = agent.sync(desired.clone(), policies.clone(), &opts).await?;
+            if matches!(outcome, Outcome::Drifted(_)) && opts.drift.revert(agent.root(), &config) {
+                // Paths under `revert` were put back: verify again.
+                outcome = agent.sync(desired, policies, &opts).await?;
+            }
+            if outcome == Outcome::Done {
+                // Steps that were skipped (a unit the built-in policies name that this host does
+                // not have) are in the reason: say so.
+                if let Some(reason) = Summary::load(agent.root())?.reason {
+                    eprintln!("{reason}");
+                }
+            }
             Ok(report(&outcome))
         }
         Command::Run {
@@ -314,7 +279,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             metrics,
         } => {
             let policies = load_policies(&policy)?;
-            let drift = DriftPolicies::parse(drift_policy, &drift)?;
+            let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
+            let following = match &server {
+                Some(url) => format!("following {url}"),
+                None => format!("watching {}", watch.display()),
+            };
+            let _one_keeper =
+                crate::daemon_lock::for_daemon(&Root::open(&target.root)?, &following)?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
             let counters = Arc::new(crate::metrics::Metrics::default());
             if let Some(listen) = &metrics {
@@ -384,11 +355,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The exit code of `apply` for how it ended, with what it prints.
 fn report(outcome: &Outcome) -> ExitCode {
     match outcome {
         Outcome::Done => {
             println!("Done: the host is in the desired config");
             ExitCode::SUCCESS
+        }
+        Outcome::Drifted(drift) => {
+            eprintln!(
+                "Drifted: the config is applied, but the host differs from it in {} place(s) this apply did not write:",
+                drift.len()
+            );
+            for d in drift {
+                eprintln!("  - {d}");
+            }
+            eprintln!(
+                "Put them back with --drift PATH=revert (or --force to re-apply everything), or exempt them with --drift PATH=ignore."
+            );
+            ExitCode::from(4)
         }
         Outcome::Rebooting {
             requested,
@@ -431,6 +416,14 @@ struct Daemon<'a> {
 }
 
 impl Daemon<'_> {
+    /// The options of the daemon's applies.
+    fn options(&self) -> Options {
+        Options {
+            drift: self.drift.clone(),
+            ..Options::default()
+        }
+    }
+
     /// The managed paths of the current config.
     fn expected(&self) -> Vec<ManagedPath> {
         match Journal::load_current(self.agent.root()) {
@@ -448,7 +441,7 @@ impl Daemon<'_> {
     /// kept.
     async fn resume(&self) -> Result<()> {
         let mut j = Journal::default();
-        if let Some(outcome) = self.agent.resume(&mut j, &Options::default()).await? {
+        if let Some(outcome) = self.agent.resume(&mut j, &self.options()).await? {
             tracing::info!(?outcome, "finished an interrupted apply");
         }
         Ok(())
@@ -526,7 +519,7 @@ impl Daemon<'_> {
         crate::memory::trim_heap();
         let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
         loop {
-            notify.watchdog();
+            crate::watchdog::beat();
             match source::watched_file(watch) {
                 Ok(Some(path)) => {
                     let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
@@ -570,7 +563,7 @@ impl Daemon<'_> {
             {
                 // A reboot that was blocked (or not yet asked for): try again.
                 let mut j = Journal::default();
-                let _ = self.agent.resume(&mut j, &Options::default()).await?;
+                let _ = self.agent.resume(&mut j, &self.options()).await?;
                 drop(j);
                 Summary::load(self.agent.root())?
             } else {
@@ -578,8 +571,13 @@ impl Daemon<'_> {
             };
             self.metrics.set_state(summary.state);
             notify.status(&summary.status_line());
-            // Wait for the next look, recording drift as it comes.
+            // Wait for the next look, recording drift as it comes (idle, not hung: the
+            // watchdog is fed meanwhile).
             let deadline = tokio::time::Instant::now() + interval;
+            let _idle = crate::watchdog::busy(
+                "waiting for the next look at the desired config",
+                interval + Duration::from_secs(10),
+            );
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(deadline) => break,
@@ -607,7 +605,7 @@ impl Daemon<'_> {
         notify.status(&Summary::load(self.agent.root())?.status_line());
         let mut backoff = Duration::from_secs(1);
         loop {
-            notify.watchdog();
+            crate::watchdog::beat();
             // What this turn needs of the journal; the configs are not kept while waiting.
             let (doc, known) = {
                 let j = Journal::load(self.agent.root())?;
@@ -630,20 +628,28 @@ impl Daemon<'_> {
                 }
             };
             drop(doc);
+            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
+            // it: the watchdog is fed meanwhile.
+            let idle = crate::watchdog::busy(
+                "waiting for the server's next config",
+                wait + backoff + Duration::from_secs(40),
+            );
             tokio::select! {
                 r = remote.desired(known.as_deref(), wait) => match r {
                     Ok(Some(desired)) => {
+                        drop(idle);
                         backoff = Duration::from_secs(1);
                         let name = desired.name.clone();
                         let control = drift.clone();
                         tokio::task::spawn_blocking(move || control.pause()).await?;
-                        let outcome = follow::apply(self.agent, desired).await;
+                        let outcome = follow::apply(self.agent, desired, &self.drift).await;
                         drift.set_expected(self.expected());
                         drift.resume();
                         self.count(&name, &outcome?);
                     }
                     Ok(None) => backoff = Duration::from_secs(1),
                     Err(e) if e.needs_enrollment() => {
+                        drop(idle);
                         tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
                         (remote, state) = follow::enroll(self.agent.root(), &server).await?;
                     }
@@ -670,6 +676,10 @@ impl Daemon<'_> {
                 self.metrics.applied(ApplyResult::Done);
                 tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
             }
+            Outcome::Drifted(drift) => {
+                self.metrics.applied(ApplyResult::Done);
+                tracing::warn!(message_id = crate::logging::MSG_DONE, config = %name, drift = %drift.join("; "), "Done, with drift")
+            }
             Outcome::Rebooting { .. } => {
                 self.metrics.applied(ApplyResult::Rebooting);
                 tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
@@ -689,7 +699,7 @@ impl Daemon<'_> {
         let name = desired.name.clone();
         let outcome = self
             .agent
-            .sync(desired, self.policies.clone(), &Options::default())
+            .sync(desired, self.policies.clone(), &self.options())
             .await?;
         self.count(&name, &outcome);
         Ok(())

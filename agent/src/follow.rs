@@ -117,6 +117,10 @@ pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, Ser
             }
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?delay, "cannot enroll yet");
+                let _idle = crate::watchdog::busy(
+                    "waiting to enroll again",
+                    delay + Duration::from_secs(10),
+                );
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(60));
             }
@@ -184,6 +188,7 @@ pub async fn reboot_with_slot(
 pub async fn apply(
     agent: &Agent,
     desired: crate::remote::DesiredConfig,
+    drift: &crate::drift_policy::DriftPolicies,
 ) -> anyhow::Result<Outcome> {
     let (config, policies) = desired.into_parts();
     let mut config = config;
@@ -195,6 +200,7 @@ pub async fn apply(
             &Options {
                 force: false,
                 no_reboot: true,
+                drift: drift.clone(),
             },
         )
         .await?)

@@ -6,15 +6,23 @@
 //! - [`apply`]: plan, execute through `hearth-hostops`, verify, reboot or roll back.
 //! - [`source`]: where the desired config comes from (file, URL, watched directory).
 //! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`.
+//! - [`drift_policy`]: drift policies per path; drift versus failure after an apply.
+//! - [`limits`]: size and time bounds on everything read from the network.
+//! - [`daemon_lock`]: one keeper of the desired config (`run` versus `apply --once-from`).
+//! - [`watchdog`]: feeding systemd's watchdog while the agent makes progress.
 //!
 //! See `docs/agent.md`.
 pub mod apply;
 pub mod cli;
+pub mod daemon_lock;
+pub mod drift_policy;
 pub mod follow;
 pub mod journal;
+pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod remote;
 pub mod source;
 pub mod state;
+pub mod watchdog;

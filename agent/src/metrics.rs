@@ -134,19 +134,38 @@ pub async fn serve(listen: &str, metrics: Arc<Metrics>) -> std::io::Result<()> {
         let listener = tokio::net::UnixListener::bind(path)?;
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(respond(stream, metrics.clone()));
+                spawn_bounded(respond(stream, metrics.clone()));
             }
         });
     } else {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(respond(stream, metrics.clone()));
+                spawn_bounded(respond(stream, metrics.clone()));
             }
         });
     }
     Ok(())
 }
+
+/// At most [`METRICS_MAX_CONNECTIONS`] scrapes at once (a further one is closed at once), each
+/// given at most [`METRICS_EXCHANGE_TIMEOUT`] in all.
+fn spawn_bounded(exchange: impl std::future::Future<Output = ()> + Send + 'static) {
+    static SLOTS: tokio::sync::Semaphore =
+        tokio::sync::Semaphore::const_new(METRICS_MAX_CONNECTIONS);
+    let Ok(permit) = SLOTS.try_acquire() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(METRICS_EXCHANGE_TIMEOUT, exchange).await;
+        drop(permit);
+    });
+}
+
+/// How many metrics scrapes are answered at once.
+pub const METRICS_MAX_CONNECTIONS: usize = 16;
+/// How long one scrape (read the request head, write the answer) may take.
+pub const METRICS_EXCHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn respond<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut stream: S,

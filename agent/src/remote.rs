@@ -176,7 +176,7 @@ pub fn client(ca_pem: &[u8]) -> Result<reqwest::Client, RemoteError> {
     }
     reqwest::Client::builder()
         .tls_certs_only(certs)
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(crate::limits::CONNECT_TIMEOUT)
         .user_agent(concat!("hearth-agent/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| RemoteError::Invalid(format!("cannot set up HTTPS: {e}")))
@@ -196,9 +196,36 @@ fn transport(url: &str, e: reqwest::Error) -> RemoteError {
     }
 }
 
+/// The body of an answer, at most `max` bytes (see [`crate::limits`]).
+async fn read_capped(
+    url: &str,
+    resp: reqwest::Response,
+    max: u64,
+    what: &'static str,
+    timeout: Duration,
+) -> Result<Vec<u8>, RemoteError> {
+    crate::limits::read_body(resp, max, what, timeout)
+        .await
+        .map_err(|e| match e {
+            crate::limits::BodyError::Read(message) => RemoteError::Transport {
+                url: url.to_string(),
+                message,
+            },
+            too_large => RemoteError::Invalid(format!("{url}: {too_large}")),
+        })
+}
+
 async fn error_from(resp: reqwest::Response) -> RemoteError {
     let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
+    let text = crate::limits::read_body(
+        resp,
+        crate::limits::MAX_ERROR_BYTES,
+        "an error answer",
+        Duration::from_secs(30),
+    )
+    .await
+    .map(|b| String::from_utf8_lossy(&b).into_owned())
+    .unwrap_or_default();
     let message = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| {
@@ -289,7 +316,14 @@ impl Remote {
         if !resp.status().is_success() {
             return Err(error_from(resp).await);
         }
-        let bytes = resp.bytes().await.map_err(|e| transport(&url, e))?;
+        let bytes = read_capped(
+            &url,
+            resp,
+            crate::limits::MAX_ANSWER_BYTES,
+            "an enrollment answer",
+            Duration::from_secs(60),
+        )
+        .await?;
         let answer: EnrollResponse = serde_json::from_slice(&bytes)
             .map_err(|e| RemoteError::Invalid(format!("unexpected enrollment answer: {e}")))?;
         Ok(Remote {
@@ -327,18 +361,26 @@ impl Remote {
             q.append_pair("wait", &wait.as_secs().to_string());
         }
         let shown = url.to_string();
+        let timeout = wait + Duration::from_secs(30);
         let resp = self
             .client
             .get(url)
             .bearer_auth(&self.credential)
-            .timeout(wait + Duration::from_secs(30))
+            .timeout(timeout)
             .send()
             .await
             .map_err(|e| transport(&shown, e))?;
         match resp.status().as_u16() {
             304 => Ok(None),
             200 => {
-                let bytes = resp.bytes().await.map_err(|e| transport(&shown, e))?;
+                let bytes = read_capped(
+                    &shown,
+                    resp,
+                    crate::limits::MAX_CONFIG_BYTES,
+                    "a desired config",
+                    timeout,
+                )
+                .await?;
                 serde_json::from_slice(&bytes)
                     .map(Some)
                     .map_err(|e| RemoteError::Invalid(format!("unexpected desired config: {e}")))
@@ -393,7 +435,14 @@ impl Remote {
         if !resp.status().is_success() {
             return Err(error_from(resp).await);
         }
-        let bytes = resp.bytes().await.map_err(|e| transport(&url, e))?;
+        let bytes = read_capped(
+            &url,
+            resp,
+            crate::limits::MAX_ANSWER_BYTES,
+            "a reboot-slot answer",
+            Duration::from_secs(30),
+        )
+        .await?;
         serde_json::from_slice(&bytes)
             .map_err(|e| RemoteError::Invalid(format!("unexpected reboot-slot answer: {e}")))
     }

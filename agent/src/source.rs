@@ -5,6 +5,7 @@
 //! Kubernetes API server later) without touching the apply logic.
 
 use crate::journal::NamedConfig;
+use crate::limits;
 use hearth_config::diag::Diagnostic;
 use hearth_config::manifest::read_machine_config;
 use std::path::{Path, PathBuf};
@@ -54,38 +55,67 @@ pub fn parse(source_name: &str, text: &str) -> Result<NamedConfig, SourceError> 
     }
 }
 
-/// Reads the desired config from a file or an `http(s)://` URL (the MCO daemon's `--once-from`).
+/// Reads the desired config from a file or an `http(s)://` URL (the MCO daemon's `--once-from`),
+/// within the limits of [`crate::limits`]: at most [`limits::MAX_CONFIG_BYTES`], connected
+/// within [`limits::CONNECT_TIMEOUT`] and read in all within [`limits::FETCH_TIMEOUT`].
 pub async fn fetch(location: &str) -> Result<NamedConfig, SourceError> {
-    let text = if location.starts_with("http://") || location.starts_with("https://") {
+    fetch_within(location, limits::MAX_CONFIG_BYTES, limits::FETCH_TIMEOUT).await
+}
+
+/// [`fetch`] with a size limit `max` (URLs and files) and a total time limit `total` (URLs).
+pub async fn fetch_within(
+    location: &str,
+    max: u64,
+    total: Duration,
+) -> Result<NamedConfig, SourceError> {
+    let read_err = |message: String| SourceError::Read {
+        source_name: location.to_string(),
+        message,
+    };
+    let bytes = if location.starts_with("http://") || location.starts_with("https://") {
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
+            .connect_timeout(limits::CONNECT_TIMEOUT)
+            .timeout(total)
             .build()
-            .map_err(|e| SourceError::Read {
-                source_name: location.to_string(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| read_err(e.to_string()))?;
         let resp = client
             .get(location)
             .send()
             .await
             .and_then(|r| r.error_for_status())
-            .map_err(|e| SourceError::Read {
-                source_name: location.to_string(),
-                message: e.to_string(),
-            })?;
-        resp.text().await.map_err(|e| SourceError::Read {
-            source_name: location.to_string(),
-            message: e.to_string(),
-        })?
-    } else {
-        let path = location.strip_prefix("file://").unwrap_or(location);
-        tokio::fs::read_to_string(path)
+            .map_err(|e| read_err(limits::describe(&e, total)))?;
+        limits::read_body(resp, max, "a MachineConfig", total)
             .await
-            .map_err(|e| SourceError::Read {
-                source_name: location.to_string(),
-                message: e.to_string(),
-            })?
+            .map_err(|e| read_err(e.to_string()))?
+    } else {
+        use tokio::io::AsyncReadExt;
+        let path = location.strip_prefix("file://").unwrap_or(location);
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| read_err(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.take(max + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| read_err(e.to_string()))?;
+        if bytes.len() as u64 > max {
+            return Err(read_err(
+                limits::BodyError::TooLarge {
+                    what: "a MachineConfig",
+                    limit: limits::human(max),
+                    declared: None,
+                }
+                .to_string(),
+            ));
+        }
+        bytes
     };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(format!(
+            "not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     parse(location, &text)
 }
 
@@ -176,6 +206,57 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("404"), "{err}");
+    }
+
+    /// A server that sends its headers and then a body that never ends, one byte at a time:
+    /// refused at the size limit, or at the time limit, whichever comes first.
+    #[tokio::test]
+    async fn an_endless_or_stalled_body_is_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf).await;
+                    let stall = String::from_utf8_lossy(&buf).contains("/stall");
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                        .await;
+                    loop {
+                        if stall {
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                        }
+                        if s.write_all(b"1000\r\n").await.is_err()
+                            || s.write_all(&[b'#'; 0x1000]).await.is_err()
+                            || s.write_all(b"\r\n").await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let err = fetch_within(
+            &format!("http://{addr}/endless"),
+            1 << 20,
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("larger than 1 MiB"), "{err}");
+        let err = fetch_within(
+            &format!("http://{addr}/stall"),
+            1 << 20,
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no complete answer within 1 s"), "{err}");
     }
 
     #[test]

@@ -546,6 +546,71 @@ impl Root {
         result
     }
 
+    /// Opens the regular file `path` for reading and writing, confined to the root like every
+    /// other operation (a symlink on the way that leads out of the root is refused, and a
+    /// symlink at `path` itself is never followed), creating it empty with `mode` when it does
+    /// not exist. A new file is made under a temporary name, labelled, fsynced and renamed into
+    /// place without replacing one that appeared meanwhile, so every opener of `path` gets the
+    /// same file (what a lock file needs).
+    pub fn open_or_create(&self, path: &str, mode: u32) -> Result<std::fs::File, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = self.open_dir_create(&parent, path)?;
+        let flags = OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        for _ in 0..8 {
+            match openat(dir.as_fd(), name, flags, Mode::empty()) {
+                Ok(fd) => return Ok(std::fs::File::from(fd)),
+                Err(Errno::ENOENT) => {}
+                Err(Errno::ELOOP) => {
+                    return Err(FsError::Sys {
+                        path: path.to_string(),
+                        op: "open (a symbolic link is in the way)",
+                        errno: Errno::ELOOP,
+                    })
+                }
+                Err(e) => return Err(self.sys(path, "open", e)),
+            }
+            let tmp = temp_name(name);
+            let fd = openat(
+                dir.as_fd(),
+                tmp.as_os_str(),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            )
+            .map_err(|e| self.sys(path, "create temporary file", e))?;
+            let result = (|| {
+                fchmod(fd.as_fd(), Mode::from_bits_truncate(mode & 0o7777))
+                    .map_err(|e| self.sys(path, "chmod", e))?;
+                self.label_before_rename(
+                    dir.as_fd(),
+                    name,
+                    tmp.as_os_str(),
+                    EntryKind::File,
+                    path,
+                )?;
+                fsync(fd.as_fd()).map_err(|e| self.sys(path, "fsync", e))?;
+                match renameat2(
+                    dir.as_fd(),
+                    tmp.as_os_str(),
+                    dir.as_fd(),
+                    name,
+                    RenameFlags::RENAME_NOREPLACE,
+                ) {
+                    // Made meanwhile by someone else: theirs stays.
+                    Ok(()) | Err(Errno::EEXIST) => Ok(()),
+                    Err(e) => Err(self.sys(path, "rename", e)),
+                }?;
+                fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))
+            })();
+            let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            result?;
+        }
+        Err(self.sys(path, "open", Errno::ENOENT))
+    }
+
     /// Creates or replaces a symbolic link atomically (for unit enablement and masks).
     pub fn symlink_atomic(&self, path: &str, target: &str) -> Result<(), FsError> {
         let (parent, name) = split(path)?;
@@ -792,6 +857,43 @@ mod tests {
             0o4755,
             "set-uid kept: chmod after chown"
         );
+    }
+
+    #[test]
+    fn open_or_create_is_confined_and_opens_one_file() {
+        let (dir, r) = root();
+        let mut a = r
+            .open_or_create("/var/lib/hearth/agent.lock", 0o600)
+            .unwrap();
+        let b = r
+            .open_or_create("/var/lib/hearth/agent.lock", 0o600)
+            .unwrap();
+        assert_eq!(
+            a.metadata().unwrap().ino(),
+            b.metadata().unwrap().ino(),
+            "every opener gets the same file"
+        );
+        a.write_all(b"x").unwrap();
+        let p = dir.path().join("var/lib/hearth/agent.lock");
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
+        assert_eq!(r.list_dir("/var/lib/hearth").unwrap(), ["agent.lock"]);
+
+        // A state directory that is a symlink out of the root: refused, nothing made outside.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("srv")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("srv/state")).unwrap();
+        let err = r
+            .open_or_create("/srv/state/agent.lock", 0o600)
+            .unwrap_err();
+        assert!(matches!(err, FsError::EscapesRoot { .. }), "{err}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // A symlink at the path itself is not followed.
+        std::os::unix::fs::symlink(outside.path().join("x"), dir.path().join("srv/lock")).unwrap();
+        assert!(r.open_or_create("/srv/lock", 0o600).is_err());
+        assert!(!outside.path().join("x").exists());
     }
 
     #[test]

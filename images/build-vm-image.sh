@@ -24,8 +24,8 @@
 #   hearth/debian/v1   Debian 12 minbase, systemd, udev, dbus, ostree + ostree-boot, the Debian
 #                      kernel (linux-image-amd64, drivers a VM does not need removed) and a
 #                      dracut initramfs with the ostree module in usr/lib/modules/<kver>/;
-#                      hearth-share.service mounts the 9p share `hearth` at /run/hearth and
-#                      hearth-guest.service runs /run/hearth/guest.sh from it (the harness's
+#                      hearth-share.service mounts the 9p share `hearth` at /run/hearth-test and
+#                      hearth-guest.service runs /run/hearth-test/guest.sh from it (the harness's
 #                      side of the conversation); /usr/lib/hearth-image-version = v1
 #   hearth/debian/v2   v1 plus /usr/lib/hearth-image-version = v2 (the same kernel)
 #
@@ -164,7 +164,7 @@ ln -sfn /lib/systemd/system/ostree-finalize-staged.path \
 # it, with its output on the serial console.
 cat >"$TREE/usr/lib/systemd/system/hearth-share.service" <<'EOF'
 [Unit]
-Description=hearth VM tests: mount the harness's 9p share at /run/hearth
+Description=hearth VM tests: mount the harness's 9p share at /run/hearth-test
 DefaultDependencies=no
 After=systemd-udev-settle.service systemd-udevd.service local-fs.target
 Before=hearth-guest.service
@@ -172,21 +172,21 @@ Before=hearth-guest.service
 Type=oneshot
 RemainAfterExit=yes
 ExecStartPre=/sbin/modprobe -a 9p 9pnet_virtio
-ExecStartPre=/bin/mkdir -p /run/hearth
-ExecStart=/bin/mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 hearth /run/hearth
-ExecStop=/bin/umount -l /run/hearth
+ExecStartPre=/bin/mkdir -p /run/hearth-test
+ExecStart=/bin/mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 hearth /run/hearth-test
+ExecStop=/bin/umount -l /run/hearth-test
 [Install]
 WantedBy=multi-user.target
 EOF
 cat >"$TREE/usr/lib/systemd/system/hearth-guest.service" <<'EOF'
 [Unit]
-Description=hearth VM tests: the harness's guest script (/run/hearth/guest.sh)
+Description=hearth VM tests: the harness's guest script (/run/hearth-test/guest.sh)
 Requires=hearth-share.service
 After=hearth-share.service basic.target
-ConditionPathExists=/run/hearth/guest.sh
+ConditionPathExists=/run/hearth-test/guest.sh
 [Service]
 Type=simple
-ExecStart=/bin/bash /run/hearth/guest.sh
+ExecStart=/bin/bash /run/hearth-test/guest.sh
 StandardOutput=journal+console
 StandardError=journal+console
 KillMode=mixed

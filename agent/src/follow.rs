@@ -85,21 +85,46 @@ pub async fn connect(root: &Root, server: &Server) -> anyhow::Result<(Remote, Se
 }
 
 /// Enrolls with the bootstrap token and saves the credential.
+///
+/// A node that already holds a credential for its name (saved by an earlier enrollment, with
+/// this server URL or another one) sends it along: the server enrolls an enrolled name again
+/// only with its current credential, so that a bootstrap token alone cannot take a node over.
+/// A stale credential does no harm (the server ignores it when it holds none for the node).
+/// Without a valid one the answer is 409 until an admin runs `hearth node reset-credential`,
+/// and the agent retries with back-off, so a reinstalled machine joins once that is done.
 pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, ServerState)> {
     let token = server.bootstrap_token.as_deref().ok_or_else(|| {
         anyhow::anyhow!("this node is not enrolled with {} and has no bootstrap token (give --bootstrap-token-file)", server.url)
     })?;
+    let saved = ServerState::load(root)
+        .filter(|s| s.node == server.node && !s.credential.is_empty())
+        .map(|s| s.credential);
     let mut delay = Duration::from_secs(1);
     loop {
-        match Remote::enroll(
-            &server.url,
-            &server.ca_pem,
-            token,
-            &server.node,
-            &server.labels,
-        )
-        .await
-        {
+        let attempt = match &saved {
+            Some(credential) => {
+                Remote::enroll_again(
+                    &server.url,
+                    &server.ca_pem,
+                    token,
+                    &server.node,
+                    &server.labels,
+                    credential,
+                )
+                .await
+            }
+            None => {
+                Remote::enroll(
+                    &server.url,
+                    &server.ca_pem,
+                    token,
+                    &server.node,
+                    &server.labels,
+                )
+                .await
+            }
+        };
+        match attempt {
             Ok(remote) => {
                 let state = ServerState {
                     url: server.url.clone(),

@@ -252,3 +252,53 @@ async fn the_agents_client_against_a_real_server() {
     assert!(e.needs_enrollment(), "{e}");
     s.shutdown().await;
 }
+
+/// An enrolled agent pointed at its server under another URL (a new name, another replica)
+/// enrolls again with the credential it saved: the server refuses an enrolled name to a
+/// bootstrap token alone, and the agent must not wait for an admin in that case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrolled_agent_enrolls_again_under_a_new_url_with_its_credential() {
+    use hearth_agent::follow::{self, Server, ServerState};
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let admin = Api::admin(&s);
+    admin.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
+    let token = bootstrap_token(&s, "worker");
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("var/lib/hearth")).unwrap();
+    let root = hearth_hostops::fs::Root::open(host.path()).unwrap();
+    let server = Server {
+        url: admin.base.clone(),
+        ca_pem: ca.clone(),
+        bootstrap_token: Some(token.clone()),
+        node: "w0".into(),
+        labels: BTreeMap::new(),
+        wait: Duration::from_secs(1),
+    };
+    let (_first, state) = follow::connect(&root, &server).await.unwrap();
+    // The saved state names the server by another URL (as after a DNS rename).
+    ServerState {
+        url: "https://old-name.example:22623".into(),
+        ..state.clone()
+    }
+    .save(&root)
+    .unwrap();
+    let (again, renewed) =
+        tokio::time::timeout(Duration::from_secs(30), follow::connect(&root, &server))
+            .await
+            .expect("enrolling again with the saved credential is not refused (409) and retried")
+            .unwrap();
+    assert_ne!(renewed.credential, state.credential);
+    assert_eq!(renewed.url, admin.base);
+    let d = again.desired(None, Duration::from_secs(5)).await.unwrap();
+    assert!(d.unwrap().name.starts_with("rendered-worker-"));
+    // The old credential no longer works; the saved one is the new one.
+    let old = remote::Remote::new(&admin.base, &ca, &state.credential).unwrap();
+    assert!(old
+        .desired(None, Duration::from_secs(0))
+        .await
+        .unwrap_err()
+        .needs_enrollment());
+    assert_eq!(ServerState::load(&root).unwrap(), renewed);
+}

@@ -27,8 +27,8 @@
 //!   -append <options>`. A reboot inside makes QEMU exit; the harness reads the entries again
 //!   and boots the (new) default.
 //! - The guest talks to the harness through a 9p share (`-virtfs ...,mount_tag=hearth`),
-//!   mounted at `/run/hearth` by the image's `hearth-share.service`. `hearth-guest.service`
-//!   runs `/run/hearth/guest.sh`, which the harness writes before every boot: it reports the
+//!   mounted at `/run/hearth-test` by the image's `hearth-share.service`. `hearth-guest.service`
+//!   runs `/run/hearth-test/guest.sh`, which the harness writes before every boot: it reports the
 //!   boot (`ready`: boot id and `/proc/cmdline`) and then runs the scripts the harness drops
 //!   into `cmd/` ([`Vm::exec`]), writing their output and exit code back. Binaries the tests
 //!   need (the agent) are copied into the share ([`Vm::share_dir`]): the image does not change
@@ -65,7 +65,7 @@ pub mod refs {
 }
 
 /// Where the guest sees the harness's share.
-pub const SHARE_INSIDE: &str = "/run/hearth";
+pub const SHARE_INSIDE: &str = "/run/hearth-test";
 
 /// Lines of the serial log that errors carry.
 const LOG_TAIL_LINES: usize = 100;
@@ -813,7 +813,7 @@ impl Drop for Vm {
 /// one at a time (`N.sh` → `N.run`, output in `N.out`/`N.err`, exit code in `N.rc`).
 const GUEST_SCRIPT: &str = r#"#!/bin/bash
 # hearth-vm-tests: the guest's side (written by the harness before every boot).
-S=/run/hearth
+S=/run/hearth-test
 mkdir -p "$S/cmd"
 { cat /proc/sys/kernel/random/boot_id; cat /proc/cmdline; } >"$S/ready.tmp"
 mv "$S/ready.tmp" "$S/ready"

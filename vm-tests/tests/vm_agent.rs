@@ -63,9 +63,9 @@ fn vm_with_agent() -> Vm {
     .unwrap();
     vm.exec_ok(&format!(
         "set -e
-         install -D -m 0755 /run/hearth/bin/hearth-agent {AGENT}
-         install -D -m 0644 /run/hearth/os.json /etc/hearth/os.json
-         install -D -m 0644 /run/hearth/hearth-agent.service /etc/systemd/system/hearth-agent.service
+         install -D -m 0755 /run/hearth-test/bin/hearth-agent {AGENT}
+         install -D -m 0644 /run/hearth-test/os.json /etc/hearth/os.json
+         install -D -m 0644 /run/hearth-test/hearth-agent.service /etc/systemd/system/hearth-agent.service
          mkdir -p /etc/systemd/system/hearth-agent.service.d /etc/hearth/desired
          printf '[Service]\\nExecStart=\\nExecStart={AGENT} run --interval 1\\nRestartSec=1s\\n' \\
              >/etc/systemd/system/hearth-agent.service.d/10-test.conf
@@ -84,7 +84,7 @@ fn desire(vm: &mut Vm, name: &str, spec: &str) {
     );
     std::fs::write(vm.share_dir().join(format!("{name}.yaml")), yaml).unwrap();
     vm.exec_ok(&format!(
-        "cp /run/hearth/{name}.yaml /etc/hearth/desired/.next && \
+        "cp /run/hearth-test/{name}.yaml /etc/hearth/desired/.next && \
          mv /etc/hearth/desired/.next /etc/hearth/desired/config.yaml"
     ))
     .unwrap();
@@ -114,6 +114,19 @@ fn wait_for_state(vm: &mut Vm, state: &str, timeout: Duration) -> serde_json::Va
         }
         std::thread::sleep(Duration::from_secs(2));
     }
+}
+
+/// Waits for the guest to reboot (the agent's doing); fails with the agent's log when it does
+/// not.
+fn wait_for_agent_reboot(vm: &mut Vm) -> hearth_vm_tests::qemu::VmBoot {
+    let rebooted = vm.wait_for_reboot().cloned();
+    rebooted.unwrap_or_else(|e| {
+        let log = vm
+            .exec("journalctl -u hearth-agent -n 80 --no-pager")
+            .map(|o| o.stdout)
+            .unwrap_or_default();
+        panic!("the agent did not reboot the guest: {e:#}\n--- agent log ---\n{log}")
+    })
 }
 
 /// How long the agent may take after a boot to verify, pass the health check (the boot must
@@ -147,10 +160,7 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
     desire(&mut vm, "05-worker-kernelarg-hugepages", &spec);
     vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
         .unwrap();
-    let after = vm
-        .wait_for_reboot()
-        .expect("the agent rebooted the guest")
-        .clone();
+    let after = wait_for_agent_reboot(&mut vm);
     eprintln!(
         "the agent's reboot: {:?} after the start",
         started.elapsed()
@@ -205,7 +215,7 @@ fn vm_agent_pivots_v1_to_v2_and_back() {
     );
     vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
         .unwrap();
-    vm.wait_for_reboot().expect("reboot into v2");
+    wait_for_agent_reboot(&mut vm);
     let st = wait_for_state(&mut vm, "Done", SETTLE);
     assert_eq!(st["current"], "10-os-v2", "{st:#}");
     assert_eq!(
@@ -221,7 +231,7 @@ fn vm_agent_pivots_v1_to_v2_and_back() {
         "10-os-v1",
         &format!("  osImageURL: {}\n", refs::V1),
     );
-    vm.wait_for_reboot().expect("reboot into v1");
+    wait_for_agent_reboot(&mut vm);
     let st = wait_for_state(&mut vm, "Done", SETTLE);
     assert_eq!(st["current"], "10-os-v1", "{st:#}");
     assert_eq!(

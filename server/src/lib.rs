@@ -10,12 +10,13 @@
 //!   one atomic commit.
 //! - [`http`], [`api`], [`views`], [`firstboot`], [`error`]: the HTTPS API.
 //! - [`pki`]: the CA, the serving certificate and the tokens in the state directory.
-//! - [`serve`]: start it all.
+//! - [`serve`]: start it all; [`cli`]: the binary's flags and start-up (`main.rs` is thin).
 //!
 //! See `docs/server.md` and `docs/api.md`.
 pub mod api;
 pub mod app;
 pub mod bounds;
+pub mod cli;
 pub mod controller;
 pub mod error;
 pub mod firstboot;

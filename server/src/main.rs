@@ -1,89 +1,9 @@
-//! The `hearth-server` binary.
+//! The `hearth-server` binary: parses the flags, initialises logging, builds the runtime and
+//! calls the library ([`hearth_server::cli`]), as bootc's main does.
 
 use clap::Parser;
-use hearth_server::app::Options;
-use hearth_server::controller::Settings;
-use hearth_server::{pki, serve};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use hearth_server::cli::{self, Cli};
 use std::process::ExitCode;
-use std::time::Duration;
-
-/// Command line of `hearth-server`.
-#[derive(Debug, Parser)]
-#[command(
-    name = "hearth-server",
-    version,
-    about = "Stores MachineConfigs and pools, renders them, serves Ignition and desired configs over TLS"
-)]
-struct Cli {
-    /// Where the store, the CA, the certificates and the tokens live.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "/var/lib/hearth-server",
-        global = true
-    )]
-    state_dir: PathBuf,
-    /// Address to listen on (22623 is the MCO's config server port).
-    #[arg(long, value_name = "ADDR", default_value = "[::]:22623")]
-    listen: SocketAddr,
-    /// A DNS name or IP address for the serving certificate (repeatable). Default: localhost,
-    /// 127.0.0.1, ::1 and the host name.
-    #[arg(long = "san", value_name = "NAME")]
-    sans: Vec<String>,
-    /// The URL first-booting nodes are told to reach the server at. Default: https:// and the
-    /// Host the node's request used.
-    #[arg(long, value_name = "URL")]
-    advertise_url: Option<String>,
-    /// How many of the newest rendered configs of each pool (and of each node with overlays)
-    /// are kept; those in use are always kept.
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    retention: usize,
-    /// The longest an agent's long-poll may wait.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    max_wait: u64,
-    /// A node not heard from for this long is not ready, and counts as unavailable in
-    /// rollouts (agents long-poll, so a live one is heard from every --max-wait at least).
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
-    stale_after: u64,
-    /// Serve this ostree repository (archive mode) to enrolled nodes and admins under
-    /// /ostree/repo/, for OS image pivots in disconnected sites.
-    #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
-    ostree_repo: Option<PathBuf>,
-    /// For tests only (hidden): judge maintenance windows as if the clock read this many Unix
-    /// seconds at start (and ran on from there). Nothing else uses this clock.
-    #[arg(long, value_name = "UNIX_SECONDS", hide = true)]
-    window_clock_start: Option<u64>,
-    /// How long a bootstrap token is valid unless told otherwise: the built-in pools' tokens
-    /// made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires.
-    #[arg(long, value_name = "SECONDS", default_value_t = 86400)]
-    bootstrap_token_ttl: u64,
-    /// For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and
-    /// waits (to prove that nothing else waits for a render).
-    #[arg(long, value_name = "DIR", hide = true)]
-    test_render_gate: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Debug, clap::Subcommand)]
-enum Command {
-    /// Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and
-    /// NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`.
-    /// The server need not be stopped; it keeps no copy.
-    IssueAdminCert {
-        /// The admin's name: the certificate's CN, shown in the server's logs.
-        #[arg(long)]
-        name: String,
-        /// Where to write NAME.crt and NAME.key (created with mode 0700 if missing).
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-        /// Validity in days.
-        #[arg(long, default_value_t = pki::ADMIN_CERT_DAYS)]
-        days: i64,
-    },
-}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -101,8 +21,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if let Some(Command::IssueAdminCert { name, out, days }) = &cli.command {
-        return match issue_admin_cert(&cli.state_dir, name, out, *days) {
+    if let Some(command) = &cli.command {
+        return match cli::run_command(&cli.state_dir, command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -110,7 +30,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    raise_nofile();
+    cli::raise_nofile();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,7 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(cli)) {
+    match rt.block_on(cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -129,149 +49,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Each waiting agent holds a connection: raise the soft limit of open files to the hard one.
-fn raise_nofile() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-files limit"),
-            Err(e) => tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit"),
-        },
-        Ok((soft, _)) => tracing::debug!(limit = soft, "open-files limit"),
-        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
-    }
-}
-
-fn issue_admin_cert(state_dir: &Path, name: &str, out: &Path, days: i64) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if days <= 0 {
-        anyhow::bail!("--days must be at least 1");
-    }
-    if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        anyhow::bail!(
-            "--name {name:?} must be a plain name (it names the files NAME.crt and NAME.key)"
-        );
-    }
-    let layout = pki::Layout {
-        dir: state_dir.to_path_buf(),
-    };
-    let cert = pki::issue_admin_cert(&layout, name, days)?;
-    if !out.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(out)
-            .with_context(|| format!("cannot create {}", out.display()))?;
-    }
-    let write = |file: PathBuf, text: &str| -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&file)
-            .with_context(|| {
-                format!(
-                    "cannot create {} (an existing file is not overwritten)",
-                    file.display()
-                )
-            })?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        Ok(())
-    };
-    let (crt, key) = (
-        out.join(format!("{name}.crt")),
-        out.join(format!("{name}.key")),
-    );
-    write(key.clone(), &cert.key_pem)?;
-    write(crt.clone(), &cert.cert_pem)?;
-    println!(
-        "Issued an admin certificate for {name} (valid {days} days): {} and {}\n  hearth login --server URL --ca {} --client-cert {} --client-key {}",
-        crt.display(),
-        key.display(),
-        layout.ca_cert().display(),
-        crt.display(),
-        key.display()
-    );
-    Ok(())
-}
-
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let sans = if cli.sans.is_empty() {
-        pki::default_sans()
-    } else {
-        cli.sans.clone()
-    };
-    let config = serve::Config {
-        state_dir: cli.state_dir.clone(),
-        listen: cli.listen,
-        sans: sans.clone(),
-        options: Options {
-            settings: {
-                let settings = Settings {
-                    retention: cli.retention,
-                    ..Settings::default()
-                };
-                if let Some(t) = cli.window_clock_start {
-                    tracing::warn!(
-                        now = %hearth_server::time::rfc3339(t),
-                        "--window-clock-start: maintenance windows are judged by a test clock"
-                    );
-                    settings.window_clock.set_now(t);
-                }
-                settings
-            },
-            advertise_url: cli.advertise_url.clone(),
-            max_wait: Duration::from_secs(cli.max_wait),
-            stale_after: Duration::from_secs(cli.stale_after),
-            tick: Duration::from_secs(10),
-            ostree_repo: cli.ostree_repo.clone(),
-            render_gate: cli.test_render_gate.clone(),
-            bootstrap_ttl: (cli.bootstrap_token_ttl > 0)
-                .then(|| Duration::from_secs(cli.bootstrap_token_ttl)),
-            token_dir: None,
-            metrics_token_sha256: None,
-        },
-    };
-    if let Some(repo) = &cli.ostree_repo {
-        hearth_server::ostree_repo::check(repo).map_err(anyhow::Error::msg)?;
-    }
-    let running = serve::start(config).await?;
-    let url = cli.advertise_url.clone().unwrap_or_else(|| {
-        let host = sans
-            .iter()
-            .find(|s| *s != "localhost" && s.parse::<std::net::IpAddr>().is_err())
-            .or(sans.first())
-            .cloned()
-            .unwrap_or_else(|| "localhost".into());
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        format!("https://{host}:{}", running.addr.port())
-    });
-    // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
-    println!("{}", running.instructions(&url));
-    tracing::info!(addr = %running.addr, first_start = running.first_start, "hearth-server started");
-    let _ = libsystemd::daemon::notify(
-        false,
-        &[
-            libsystemd::daemon::NotifyState::Ready,
-            libsystemd::daemon::NotifyState::Status(format!("serving on {}", running.addr)),
-        ],
-    );
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("stopping");
-    let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
-    running.shutdown().await;
-    Ok(())
 }

@@ -1,0 +1,355 @@
+//! The admin API: apply and delete manifests; read MachineConfigs, pools, nodes, rendered
+//! configs and events; pause, resume, bootstrap tokens, labels, credential resets.
+
+use super::auth::{admin, bearer, Admin, Auth};
+use super::{AppState, APPLY_MEDIA_TYPE};
+use crate::app::{App, ApplyFile};
+use crate::error::ApiError;
+use crate::pki::ClientIdentity;
+use crate::store::Store;
+use crate::views;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn list(items: Vec<Value>) -> Json<Value> {
+    Json(json!({"apiVersion": "v1", "kind": "List", "items": items}))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ApplyQuery {
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApplyEnvelope {
+    files: Vec<ApplyFile>,
+}
+
+pub(super) async fn apply<S: Store>(
+    State(app): AppState<S>,
+    Auth(c): Auth,
+    Query(q): Query<ApplyQuery>,
+    headers: HeaderMap,
+    cert: Option<axum::Extension<ClientIdentity>>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    admin(&c)?;
+    // Admin by certificate (no token sent): its CN goes into the events.
+    let by = cert
+        .filter(|c| c.admin && bearer(&headers).is_none())
+        .map(|c| c.0.name);
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let files = if ctype.starts_with(APPLY_MEDIA_TYPE) {
+        let env: ApplyEnvelope = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("bad {APPLY_MEDIA_TYPE} body: {e}")))?;
+        env.files
+    } else {
+        let text = String::from_utf8(body.to_vec())
+            .map_err(|_| ApiError::bad_request("the manifests are not UTF-8 text"))?;
+        vec![ApplyFile {
+            name: q.file.clone().unwrap_or_else(|| "request".into()),
+            text,
+        }]
+    };
+    let outcome = app.apply_as(&files, q.dry_run, by.as_deref()).await?;
+    for r in &outcome.results {
+        if r.action != "unchanged" {
+            tracing::info!(kind = %r.kind, name = %r.name, action = %r.action, dry_run = q.dry_run, "applied");
+        }
+    }
+    Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
+}
+
+pub(super) async fn list_mcs<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    Ok(list(
+        f.mcs.values().map(|r| views::machine_config(r)).collect(),
+    ))
+}
+
+pub(super) async fn get_mc<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    if let Some(r) = f.mcs.get(&name) {
+        return Ok(Json(views::machine_config(r)));
+    }
+    if let Some(r) = f.rendered.get(&name) {
+        return Ok(Json(views::rendered(r)));
+    }
+    Err(ApiError::not_found(format!(
+        "MachineConfig {name:?} not found"
+    )))
+}
+
+pub(super) async fn delete_mc<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if app.snapshot().rendered.contains_key(&name) {
+        return Err(ApiError::conflict(format!(
+            "{name} is a rendered config: the server keeps it while anything refers to it and collects it afterwards"
+        )));
+    }
+    app.delete_machine_config(&name).await?;
+    tracing::info!(name, "MachineConfig deleted");
+    Ok(Json(
+        json!({"kind": "MachineConfig", "name": name, "action": "deleted"}),
+    ))
+}
+
+fn pool_json<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Option<Value> {
+    let rec = f.pools.get(name)?;
+    let counts = views::pool_counts(f, name, &|n| app.is_fresh(n));
+    let halted = crate::controller::halted_by(f, name);
+    let now = app.options.settings.window_clock.now();
+    Some(views::pool(rec, &counts, halted.as_deref(), now))
+}
+
+pub(super) async fn list_pools<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    Ok(list(
+        f.pools
+            .keys()
+            .filter_map(|n| pool_json(&app, &f, n))
+            .collect(),
+    ))
+}
+
+pub(super) async fn get_pool<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    pool_json(&app, &f, &name)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("MachineConfigPool {name:?} not found")))
+}
+
+pub(super) async fn delete_pool<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let what = app.delete_pool(&name).await?;
+    Ok(Json(
+        json!({"kind": "MachineConfigPool", "name": name, "action": what}),
+    ))
+}
+
+pub(super) async fn pause<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let changed = app.set_paused(&name, true).await?;
+    Ok(Json(
+        json!({"kind": "MachineConfigPool", "name": name, "paused": true, "changed": changed}),
+    ))
+}
+
+pub(super) async fn resume<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let changed = app.set_paused(&name, false).await?;
+    Ok(Json(
+        json!({"kind": "MachineConfigPool", "name": name, "paused": false, "changed": changed}),
+    ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TokenRequest {
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+pub(super) async fn bootstrap_token<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: TokenRequest = if body.is_empty() {
+        TokenRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?
+    };
+    // No ttlSeconds: the server's default (--bootstrap-token-ttl); 0: never expires.
+    let ttl = match req.ttl_seconds {
+        None => app.options.bootstrap_ttl,
+        Some(0) => None,
+        Some(s) => Some(Duration::from_secs(s)),
+    };
+    let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
+    tracing::info!(pool = %name, "new bootstrap token");
+    Ok(Json(json!({
+        "pool": name,
+        "token": token,
+        "expiresAt": expires.map(crate::time::rfc3339),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct NodeListQuery {
+    #[serde(default)]
+    pool: Option<String>,
+}
+
+fn node_json<S: Store>(app: &App<S>, rec: &crate::fleet::Rec<crate::records::NodeRecord>) -> Value {
+    views::node(
+        rec,
+        app.last_seen(&rec.value),
+        app.is_fresh(&rec.value),
+        app.options.settings.window_clock.now(),
+    )
+}
+
+pub(super) async fn list_nodes<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Query(q): Query<NodeListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    Ok(list(
+        f.nodes
+            .values()
+            .filter(|n| q.pool.is_none() || n.value.pool == q.pool)
+            .map(|n| node_json(&app, n))
+            .collect(),
+    ))
+}
+
+pub(super) async fn get_node<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    f.nodes
+        .get(&name)
+        .map(|n| Json(node_json(&app, n)))
+        .ok_or_else(|| ApiError::not_found(format!("node {name:?} not found")))
+}
+
+pub(super) async fn delete_node<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.delete_node(&name).await?;
+    tracing::info!(node = %name, "node deleted");
+    Ok(Json(
+        json!({"kind": "Node", "name": name, "action": "deleted"}),
+    ))
+}
+
+pub(super) async fn reset_credential<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let revoked = app.reset_credential(&name).await?;
+    tracing::info!(node = %name, revoked, "node credential reset");
+    Ok(Json(
+        json!({"kind": "Node", "name": name, "credentialRevoked": revoked}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LabelRequest {
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+    #[serde(default)]
+    remove: Vec<String>,
+    #[serde(default)]
+    overwrite: bool,
+}
+
+pub(super) async fn label_node<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+    Json(req): Json<LabelRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let labels = app
+        .label_node(&name, &req.set, &req.remove, req.overwrite)
+        .await?;
+    Ok(Json(
+        json!({"kind": "Node", "name": name, "labels": labels}),
+    ))
+}
+
+pub(super) async fn list_rendered<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    Ok(list(
+        f.rendered.values().map(|r| views::rendered(r)).collect(),
+    ))
+}
+
+pub(super) async fn get_rendered<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    f.rendered
+        .get(&name)
+        .map(|r| Json(views::rendered(r)))
+        .ok_or_else(|| ApiError::not_found(format!("rendered config {name:?} not found")))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct EventQuery {
+    #[serde(default)]
+    object: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+pub(super) async fn events<S: Store>(
+    State(app): AppState<S>,
+    _: Admin,
+    Query(q): Query<EventQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let f = app.snapshot();
+    let mut items: Vec<Value> = f
+        .events
+        .values()
+        .rev()
+        .filter(|e| q.object.as_deref().is_none_or(|o| e.value.object == o))
+        .take(q.limit.unwrap_or(200))
+        .map(|e| views::event(&e.value))
+        .collect();
+    items.reverse();
+    Ok(list(items))
+}

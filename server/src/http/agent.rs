@@ -1,0 +1,164 @@
+//! The agent API: enroll, the desired-config long-poll, status reports, reboot slots.
+
+use super::auth::{bearer, node, Auth};
+use super::{AppState, DESIRED_HEADER};
+use crate::api::{AgentStatus, EnrollRequest, SlotRequest};
+use crate::app::Caller;
+use crate::error::ApiError;
+use crate::store::Store;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::Value;
+use std::time::Duration;
+
+pub(super) async fn enroll<S: Store>(
+    State(app): AppState<S>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    // Read whatever the Content-Type says (the token may be in the body).
+    let req: EnrollRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"node\": NAME, \"labels\": {{...}}, \"bootstrapToken\": TOKEN}}: {e}"
+        ))
+    })?;
+    // The bootstrap token in the body (or as the bearer token); a node enrolling again sends
+    // its current credential as the bearer token.
+    let header_token = bearer(&headers);
+    let token = req
+        .bootstrap_token
+        .clone()
+        .or_else(|| header_token.clone())
+        .ok_or_else(|| {
+            ApiError::unauthorized(
+                "missing bootstrap token: send bootstrapToken or Authorization: Bearer",
+            )
+        })?;
+    let pool = match app.authenticate(&token)? {
+        Caller::Bootstrap { pool, .. } => pool,
+        _ => {
+            return Err(ApiError::forbidden(
+                "nodes enroll with their pool's bootstrap token",
+            ))
+        }
+    };
+    crate::bounds::labels(&req.labels)?;
+    let old_credential = header_token.filter(|t| *t != token);
+    let resp = app.enroll(&pool, &req, old_credential.as_deref()).await?;
+    tracing::info!(node = %resp.node, pool = %resp.pool, "node enrolled");
+    Ok(Json(serde_json::to_value(resp).unwrap_or_default()))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DesiredQuery {
+    #[serde(default)]
+    known: Option<String>,
+    #[serde(default)]
+    wait: Option<u64>,
+    #[serde(default)]
+    node: Option<String>,
+}
+
+fn not_modified(known: Option<&str>) -> Response {
+    let mut resp = StatusCode::NOT_MODIFIED.into_response();
+    if let Some(k) = known.and_then(|k| HeaderValue::from_str(k).ok()) {
+        resp.headers_mut().insert(DESIRED_HEADER, k);
+    }
+    resp
+}
+
+pub(super) async fn desired<S: Store>(
+    State(app): AppState<S>,
+    Auth(c): Auth,
+    Query(q): Query<DesiredQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let me = node(&c)?.to_string();
+    let token = bearer(&headers).unwrap_or_default();
+    if let Some(other) = q.node.as_deref().filter(|n| *n != me) {
+        return Err(ApiError::forbidden(format!(
+            "node {me} may not read the desired config of node {other}"
+        )));
+    }
+    app.seen(&me);
+    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait);
+    let deadline = tokio::time::Instant::now() + wait;
+    // Subscribed before looking, so that a change between the look and the wait is not missed;
+    // a request that will not wait needs no channel.
+    let mut rx = (!wait.is_zero()).then(|| app.node_desired_watch(&me));
+    let mut waiting = None;
+    let mut first = true;
+    loop {
+        if let Some(rx) = rx.as_mut() {
+            rx.borrow_and_update();
+        }
+        // Woken: the credential may have been revoked (a reset, a new enrollment).
+        if !first && app.authenticate(&token)? != Caller::Node(me.clone()) {
+            return Err(ApiError::unauthorized(format!(
+                "the credential of node {me} was revoked; enroll again"
+            )));
+        }
+        first = false;
+        if let Some((name, body)) = app.desired_body(&me)? {
+            if q.known.as_deref() != Some(name.as_str()) {
+                app.metrics.desired_served();
+                let mut resp = (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    body.as_ref().clone(),
+                )
+                    .into_response();
+                if let Ok(v) = HeaderValue::from_str(&name) {
+                    resp.headers_mut().insert(DESIRED_HEADER, v);
+                }
+                return Ok(resp);
+            }
+        }
+        let Some(rx) = rx
+            .as_mut()
+            .filter(|_| tokio::time::Instant::now() < deadline)
+        else {
+            return Ok(not_modified(q.known.as_deref()));
+        };
+        if waiting.is_none() {
+            waiting = Some(app.metrics.waiting());
+        }
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return Ok(not_modified(q.known.as_deref())) },
+            _ = tokio::time::sleep_until(deadline) => return Ok(not_modified(q.known.as_deref())),
+        }
+    }
+}
+
+pub(super) async fn report<S: Store>(
+    State(app): AppState<S>,
+    Auth(c): Auth,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let me = node(&c)?.to_string();
+    let status: AgentStatus = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("not an agent status document: {e}")))?;
+    let status = crate::bounds::status_report(status)?;
+    app.report(&me, status).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn reboot_slot<S: Store>(
+    State(app): AppState<S>,
+    Auth(c): Auth,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let me = node(&c)?.to_string();
+    let req: SlotRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected {{\"action\": \"acquire\"|\"release\"}}: {e}"
+        ))
+    })?;
+    let answer = app
+        .reboot_slot(&me, req.action, crate::records::SlotHolder::Agent)
+        .await?;
+    Ok(Json(serde_json::to_value(answer).unwrap_or_default()))
+}

@@ -1,0 +1,128 @@
+//! Who is calling: the bearer token (or Basic password, for FleetLock), an admin client
+//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`].
+
+use crate::app::{App, Caller};
+use crate::error::ApiError;
+use crate::pki::ClientIdentity;
+use crate::store::Store;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use std::sync::Arc;
+
+/// The bearer token of a request, if any.
+pub(super) fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// The password of `Authorization: Basic` (FleetLock clients such as Zincati can only put
+/// credentials into the URL: `https://node:<credential>@hearth:22623/`).
+pub(super) fn basic_password(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine as _;
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, b64) = v.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (_, password) = text.split_once(':')?;
+    Some(password.to_string()).filter(|p| !p.is_empty())
+}
+
+/// An authenticated caller (from `Authorization: Bearer`, or an admin client certificate).
+#[derive(Debug)]
+pub struct Auth(pub Caller);
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        // A token decides when one is sent (nodes always send theirs); otherwise an admin
+        // client certificate, verified against the fleet CA during the TLS handshake.
+        if let Some(token) = bearer(&parts.headers) {
+            return app.authenticate(&token).map(Auth);
+        }
+        match parts.extensions.get::<ClientIdentity>() {
+            Some(id) if id.admin => Ok(Auth(Caller::Admin)),
+            Some(id) => Err(ApiError::forbidden(format!(
+                "the client certificate of {:?} was not issued for an admin (see hearth-server issue-admin-cert)",
+                id.name
+            ))),
+            None => Err(ApiError::unauthorized(
+                "missing credentials: send Authorization: Bearer <token> or an admin client certificate",
+            )),
+        }
+    }
+}
+
+/// An authenticated admin (an [`Auth`] whose caller is an admin; anyone else is 403 with the
+/// reason): for handlers that need nothing else of the caller.
+#[derive(Debug)]
+pub struct Admin;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Auth(caller) = Auth::from_request_parts(parts, app).await?;
+        admin(&caller).map(|()| Admin)
+    }
+}
+
+pub(super) fn admin(caller: &Caller) -> Result<(), ApiError> {
+    match caller {
+        Caller::Admin => Ok(()),
+        Caller::Node(n) => Err(ApiError::forbidden(format!(
+            "node {n} may read only its own desired config"
+        ))),
+        Caller::Bootstrap { pool, .. } => Err(ApiError::forbidden(format!(
+            "a bootstrap token (pool {pool}) may only enroll nodes and fetch /config/{pool}"
+        ))),
+    }
+}
+
+pub(super) fn node(caller: &Caller) -> Result<&str, ApiError> {
+    match caller {
+        Caller::Node(n) => Ok(n),
+        _ => Err(ApiError::forbidden(
+            "this endpoint is for enrolled nodes: use the node's credential",
+        )),
+    }
+}
+
+/// The metrics token (`<state-dir>/metrics.token`, for Prometheus), or an admin.
+#[derive(Debug)]
+pub struct MetricsReader;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for MetricsReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let metrics = app.options.metrics_token_sha256.as_deref();
+        if let Some(token) = bearer(&parts.headers) {
+            if metrics == Some(crate::pki::token_hash(&token).as_str()) {
+                return Ok(MetricsReader);
+            }
+        }
+        Admin::from_request_parts(parts, app)
+            .await
+            .map(|Admin| MetricsReader)
+    }
+}

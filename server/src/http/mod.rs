@@ -1,0 +1,154 @@
+//! The HTTP API (see `docs/api.md`): the router and the request observer. The handlers live
+//! in one file per concept:
+//!
+//! - `auth`: who is calling (bearer token, admin client certificate, metrics token).
+//! - `admin`: the admin API (manifests, pools, nodes, rendered configs, events).
+//! - `agent`: the agent API (enroll, desired-config long-poll, status reports, reboot slots).
+//! - `firstboot`: `/config/{pool}`, the Ignition config for first-booting nodes.
+//! - `fleetlock`: the FleetLock protocol (`/v1/pre-reboot`, `/v1/steady-state`).
+//! - `ostree`: the files of the served ostree repository.
+//!
+//! Plus `/healthz` and `/metrics`, here.
+
+mod admin;
+mod agent;
+mod auth;
+mod firstboot;
+mod fleetlock;
+mod ostree;
+
+pub use auth::{Admin, Auth, MetricsReader};
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::limits;
+use crate::pki::ClientIdentity;
+use crate::store::Store;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The media type of a multi-file apply (`{"files":[{"name":..,"text":..}]}`).
+pub const APPLY_MEDIA_TYPE: &str = "application/vnd.hearth.apply+json";
+/// The header that names the desired config in long-poll answers.
+pub const DESIRED_HEADER: &str = "x-hearth-desired";
+
+type AppState<S> = State<Arc<App<S>>>;
+
+/// The router.
+pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
+    let api = Router::new()
+        .route("/metrics", get(metrics::<S>))
+        .route(
+            "/api/v1/manifests",
+            post(admin::apply::<S>).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
+        )
+        .route("/api/v1/machineconfigs", get(admin::list_mcs::<S>))
+        .route(
+            "/api/v1/machineconfigs/{name}",
+            get(admin::get_mc::<S>).delete(admin::delete_mc::<S>),
+        )
+        .route("/api/v1/pools", get(admin::list_pools::<S>))
+        .route(
+            "/api/v1/pools/{name}",
+            get(admin::get_pool::<S>).delete(admin::delete_pool::<S>),
+        )
+        .route("/api/v1/pools/{name}/pause", post(admin::pause::<S>))
+        .route("/api/v1/pools/{name}/resume", post(admin::resume::<S>))
+        .route(
+            "/api/v1/pools/{name}/bootstrap-token",
+            post(admin::bootstrap_token::<S>),
+        )
+        .route("/api/v1/nodes", get(admin::list_nodes::<S>))
+        .route(
+            "/api/v1/nodes/{name}",
+            get(admin::get_node::<S>).delete(admin::delete_node::<S>),
+        )
+        .route("/api/v1/nodes/{name}/labels", post(admin::label_node::<S>))
+        .route(
+            "/api/v1/nodes/{name}/reset-credential",
+            post(admin::reset_credential::<S>),
+        )
+        .route("/api/v1/renderedconfigs", get(admin::list_rendered::<S>))
+        .route(
+            "/api/v1/renderedconfigs/{name}",
+            get(admin::get_rendered::<S>),
+        )
+        .route("/api/v1/events", get(admin::events::<S>))
+        .route("/api/v1/enroll", post(agent::enroll::<S>))
+        .route("/api/v1/agent/desired", get(agent::desired::<S>))
+        .route("/api/v1/agent/status", post(agent::report::<S>))
+        .route("/api/v1/agent/reboot-slot", post(agent::reboot_slot::<S>))
+        .route("/config/{pool}", get(firstboot::first_boot::<S>))
+        .route("/v1/pre-reboot", post(fleetlock::fleetlock_pre_reboot::<S>))
+        .route(
+            "/v1/steady-state",
+            post(fleetlock::fleetlock_steady_state::<S>),
+        )
+        .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
+        .route("/healthz", get(healthz))
+        .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
+        .fallback(not_found)
+        // Outermost last: every error a Status document; headers bounded; bodies read in full
+        // (bounded in size and time) before anything else looks at the request.
+        .layer(middleware::from_fn(limits::read_body))
+        .layer(middleware::from_fn(limits::header_limit))
+        .layer(middleware::from_fn(limits::status_errors));
+    api.with_state(app)
+}
+
+async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let cert = req
+        .extensions()
+        .get::<ClientIdentity>()
+        .map(|i| i.name.clone());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16();
+    app.metrics.request(method.as_str(), &route, status);
+    if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
+        // Changes made with a client certificate name its holder.
+        tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
+    }
+    let ms = started.elapsed().as_millis() as u64;
+    if route == "/api/v1/agent/desired" || route == "/healthz" || status < 400 {
+        tracing::debug!(%method, route, status, ms, "request");
+    } else {
+        tracing::info!(%method, route, status, ms, "request");
+    }
+    resp
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see docs/api.md")
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics<S: Store>(
+    State(app): AppState<S>,
+    _: MetricsReader,
+) -> Result<Response, ApiError> {
+    let body = app.metrics.render(&app.snapshot());
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
+}

@@ -1,0 +1,297 @@
+//! The admin operations: apply and delete manifests, delete nodes, reset credentials, label
+//! nodes, pause and resume pools, make bootstrap tokens. Each is one atomic commit.
+
+use super::manifests::apply_manifests;
+use super::{format_labels, meta_object, read_manifests, App, ApplyFile, ApplyOutcome, PoolTarget};
+use crate::controller::Scope;
+use crate::error::ApiError;
+use crate::fleet::{put, update};
+use crate::pki::{self};
+use crate::records::{bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope};
+use crate::store::Store;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+impl<S: Store> App<S> {
+    /// Applies manifests: all or nothing.
+    pub async fn apply(
+        &self,
+        files: &[ApplyFile],
+        dry_run: bool,
+    ) -> Result<ApplyOutcome, ApiError> {
+        self.apply_as(files, dry_run, None).await
+    }
+
+    /// [`App::apply`] by a named admin (a client certificate's CN): the events name them.
+    pub async fn apply_as(
+        &self,
+        files: &[ApplyFile],
+        dry_run: bool,
+        by: Option<&str>,
+    ) -> Result<ApplyOutcome, ApiError> {
+        // Reading and validating is linear but can be long for big manifests: on a blocking
+        // thread, so that it holds up no request of anyone else.
+        let owned = files.to_vec();
+        let (m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
+        let results = self
+            .mutate(Scope::Full, dry_run, |fleet, t| {
+                Ok(apply_manifests(fleet, &m, t, by))
+            })
+            .await?;
+        self.metrics.apply();
+        let pools = if dry_run {
+            Vec::new()
+        } else {
+            self.snapshot()
+                .pools
+                .values()
+                .map(|p| PoolTarget {
+                    name: p.value.metadata.name.clone(),
+                    target: p.value.status.target.clone(),
+                    render_error: p.value.status.render_error.clone(),
+                })
+                .collect()
+        };
+        Ok(ApplyOutcome {
+            results,
+            warnings,
+            pools,
+            dry_run,
+        })
+    }
+
+    /// Deletes a MachineConfig.
+    pub async fn delete_machine_config(&self, name: &str) -> Result<(), ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            if fleet.mcs.remove(name).is_none() {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfig {name:?} not found"
+                )));
+            }
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("MachineConfig", name),
+                "Deleted",
+                "deleted".into(),
+            )]);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a pool (a built-in pool goes back to its built-in definition).
+    pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+        let what = self.delete_pool_record(name).await?;
+        if what == "deleted" {
+            // Its bootstrap token went with it: so does the token's file.
+            if let Some(dir) = &self.options.token_dir {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.token")));
+            }
+        }
+        Ok(what)
+    }
+
+    async fn delete_pool_record(&self, name: &str) -> Result<String, ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            let Some(existing) = fleet.pools.get(name).map(|p| p.value.clone()) else {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfigPool {name:?} not found"
+                )));
+            };
+            let what = if matches!(name, "master" | "worker") {
+                if existing.builtin {
+                    return Err(ApiError::conflict(format!(
+                        "{name} is a built-in pool; it cannot be deleted"
+                    )));
+                }
+                let mut b = PoolRecord::builtin(name, existing.created_at);
+                b.status = existing.status.clone();
+                put(&mut fleet.pools, name, b);
+                "reset to its built-in definition"
+            } else {
+                fleet.pools.remove(name);
+                fleet.tokens.remove(&bootstrap_token_name(name));
+                "deleted"
+            };
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("MachineConfigPool", name),
+                "Deleted",
+                what.into(),
+            )]);
+            Ok(what.to_string())
+        })
+        .await
+    }
+
+    /// Deletes a node (its credential stops working).
+    pub async fn delete_node(&self, name: &str) -> Result<(), ApiError> {
+        self.mutate(Scope::Full, false, |fleet, t| {
+            if fleet.nodes.remove(name).is_none() {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            }
+            fleet.record_events(vec![EventRecord::normal(
+                t,
+                meta_object("Node", name),
+                "Deleted",
+                "deleted; its credential no longer works".into(),
+            )]);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Revokes a node's credential (an admin's decision, for a node that lost it): its
+    /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
+    /// its labels, status and reboot slot.
+    pub async fn reset_credential(&self, name: &str) -> Result<bool, ApiError> {
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            };
+            if node.credential_sha256.is_none() {
+                return Ok(false);
+            }
+            update(&mut fleet.nodes, name, |n| n.credential_sha256 = None);
+            fleet.record_events(vec![EventRecord::warning(
+                t,
+                meta_object("Node", name),
+                "CredentialReset",
+                "an admin revoked the node's credential; it may enroll again with its pool's bootstrap token".into(),
+            )]);
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Sets and removes labels of a node.
+    pub async fn label_node(
+        &self,
+        name: &str,
+        set: &BTreeMap<String, String>,
+        remove: &[String],
+        overwrite: bool,
+    ) -> Result<BTreeMap<String, String>, ApiError> {
+        for k in set.keys().chain(remove.iter()) {
+            if k.is_empty() || k.contains(char::is_whitespace) {
+                return Err(ApiError::bad_request(format!("invalid label key {k:?}")));
+            }
+        }
+        self.mutate(Scope::Full, false, |fleet, t| {
+            let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
+                return Err(ApiError::not_found(format!("node {name:?} not found")));
+            };
+            let mut labels = node.labels.clone();
+            for (k, v) in set {
+                if let Some(old) = labels.get(k) {
+                    if old != v && !overwrite {
+                        return Err(ApiError::conflict(format!(
+                            "node {name} already has a value ({old:?}) for label {k}; use --overwrite to change it"
+                        )));
+                    }
+                }
+                labels.insert(k.clone(), v.clone());
+            }
+            for k in remove {
+                labels.remove(k);
+            }
+            if labels != node.labels {
+                update(&mut fleet.nodes, name, |n| n.labels = labels.clone());
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("Node", name),
+                    "Labeled",
+                    format!("labels are now {}", format_labels(&labels)),
+                )]);
+            }
+            Ok(labels)
+        })
+        .await
+    }
+
+    /// Pauses or resumes a pool's rollouts.
+    pub async fn set_paused(&self, pool: &str, paused: bool) -> Result<bool, ApiError> {
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(p) = fleet.pools.get(pool) else {
+                return Err(ApiError::not_found(format!(
+                    "MachineConfigPool {pool:?} not found"
+                )));
+            };
+            let changed = p.value.spec.paused != paused;
+            if changed {
+                update(&mut fleet.pools, pool, |p| p.spec.paused = paused);
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("MachineConfigPool", pool),
+                    if paused { "Paused" } else { "Resumed" },
+                    if paused {
+                        "rollouts paused".into()
+                    } else {
+                        "rollouts resumed".into()
+                    },
+                )]);
+            }
+            Ok(changed)
+        })
+        .await
+    }
+
+    /// A new bootstrap token for a pool (replacing the old one).
+    pub async fn new_bootstrap_token(
+        &self,
+        pool: &str,
+        ttl: Option<Duration>,
+    ) -> Result<(String, Option<u64>), ApiError> {
+        let token =
+            pki::new_token(pki::BOOTSTRAP_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
+        let hash = pki::token_hash(&token);
+        let expires = self
+            .mutate(Scope::Rollout, false, |fleet, t| {
+                if !fleet.pools.contains_key(pool) {
+                    return Err(ApiError::not_found(format!(
+                        "MachineConfigPool {pool:?} not found"
+                    )));
+                }
+                let expires_at = ttl.map(|d| t + d.as_secs());
+                put(
+                    &mut fleet.tokens,
+                    &bootstrap_token_name(pool),
+                    TokenRecord {
+                        sha256: hash.clone(),
+                        scope: TokenScope::Bootstrap {
+                            pool: pool.to_string(),
+                        },
+                        created_at: t,
+                        expires_at,
+                    },
+                );
+                fleet.record_events(vec![EventRecord::normal(
+                    t,
+                    meta_object("MachineConfigPool", pool),
+                    "BootstrapTokenCreated",
+                    match expires_at {
+                        Some(e) => format!(
+                            "a new bootstrap token replaces the old one; it expires at {}",
+                            crate::time::rfc3339(e)
+                        ),
+                        None => "a new bootstrap token replaces the old one".into(),
+                    },
+                )]);
+                Ok(expires_at)
+            })
+            .await?;
+        if let Some(dir) = &self.options.token_dir {
+            // The file keeps holding the pool's valid token (the old one no longer works).
+            let path = dir.join(format!("{pool}.token"));
+            pki::write_private(&path, format!("{token}\n").as_bytes()).map_err(|e| {
+                ApiError::internal(format!(
+                    "the new token works, but writing {} failed: {e:#}",
+                    path.display()
+                ))
+            })?;
+        }
+        Ok((token, expires))
+    }
+}

@@ -1,0 +1,429 @@
+//! The agent operations: enrollment (placed without a full render when possible), the
+//! encoded desired-config answers, status reports and reboot slots.
+
+use super::{format_labels, meta_object, App, DesiredBody};
+use crate::api::{
+    AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState, SlotAction, SlotAnswer,
+};
+use crate::controller::Scope;
+use crate::error::ApiError;
+use crate::fleet::{put, update, Fleet, POLICIES_NAME};
+use crate::pki::{self};
+use crate::records::{EventRecord, NodeRecord, SlotHolder};
+use crate::store::Store;
+use hearth_config::manifest::check_object_name;
+use hearth_config::render;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+impl<S: Store> App<S> {
+    /// Enrolls a node with its pool's bootstrap token.
+    ///
+    /// A node that already holds a credential is enrolled again only with that credential
+    /// (`old_credential`), so that a bootstrap token (which every node of the pool has in its
+    /// `agent.env`) cannot take over another node's name; an admin revokes a lost credential
+    /// with [`App::reset_credential`].
+    pub async fn enroll(
+        &self,
+        token_pool: &str,
+        req: &EnrollRequest,
+        old_credential: Option<&str>,
+    ) -> Result<EnrollResponse, ApiError> {
+        let proof = old_credential.map(pki::token_hash);
+        if let Some(msg) = check_object_name(&req.node) {
+            return Err(ApiError::bad_request(format!("node: {msg}")));
+        }
+        let credential =
+            pki::new_token(pki::NODE_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
+        let hash = pki::token_hash(&credential);
+        // Usually the node only has to be placed in its pool, whose rendered config exists:
+        // that is a group commit with a rollout, not a render of the whole fleet.
+        let placed = Arc::new(Mutex::new(None));
+        {
+            let (placed, token_pool, req, hash, proof) = (
+                placed.clone(),
+                token_pool.to_string(),
+                req.clone(),
+                hash.clone(),
+                proof.clone(),
+            );
+            self.group_commit(Box::new(move |fleet, t| {
+                let r = enroll_node(fleet, &token_pool, &req, &hash, proof.as_deref(), t, true)?;
+                *placed.lock().unwrap_or_else(|e| e.into_inner()) = match r {
+                    Placed::Done(labels, pool) => Some((labels, pool)),
+                    Placed::NeedsFull => None,
+                };
+                Ok(())
+            }))
+            .await?;
+        }
+        let placed = placed.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (labels, pool) = match placed {
+            Some(x) => x,
+            None => {
+                self.mutate(Scope::Full, false, |fleet, t| {
+                    match enroll_node(fleet, token_pool, req, &hash, proof.as_deref(), t, false)? {
+                        Placed::Done(labels, pool) => Ok((labels, pool)),
+                        Placed::NeedsFull => Err(ApiError::internal("enrollment was not placed")),
+                    }
+                })
+                .await?
+            }
+        };
+        self.seen(&req.node);
+        Ok(EnrollResponse {
+            node: req.node.clone(),
+            pool,
+            labels,
+            credential,
+        })
+    }
+
+    /// The desired config of `node` as a JSON body (cached per rendered config).
+    pub fn desired_body(&self, node: &str) -> Result<Option<DesiredBody>, ApiError> {
+        let fleet = self.snapshot();
+        let Some(n) = fleet.nodes.get(node) else {
+            return Err(ApiError::unauthorized(format!(
+                "node {node} is no longer known; enroll again"
+            )));
+        };
+        let Some(name) = n.value.desired.clone() else {
+            return Ok(None);
+        };
+        let policies_rev = fleet
+            .policies
+            .get(POLICIES_NAME)
+            .map(|p| p.mod_revision)
+            .unwrap_or(0);
+        {
+            let mut cache = self.body_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.0 != policies_rev {
+                *cache = (policies_rev, HashMap::new());
+            }
+            if let Some(b) = cache.1.get(&name) {
+                return Ok(Some((name, b.clone())));
+            }
+        }
+        let Some(r) = fleet.rendered.get(&name) else {
+            return Err(ApiError::internal(format!(
+                "rendered config {name} is missing (this is a bug: referenced configs are never collected)"
+            )));
+        };
+        let body = serde_json::to_vec(&DesiredConfig {
+            name: name.clone(),
+            spec: r.value.spec.clone(),
+            policies: fleet.policies(),
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let body = Arc::new(body);
+        let mut cache = self.body_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.0 == policies_rev {
+            if cache.1.len() > 1024 {
+                cache.1.clear();
+            }
+            cache.1.insert(name.clone(), body.clone());
+        }
+        Ok(Some((name, body)))
+    }
+
+    /// Records a status report. Reports arriving together are committed together
+    /// ([`App::group_commit`]); the answer comes after the commit, so an acknowledged report is
+    /// stored.
+    pub async fn report(&self, node: &str, status: AgentStatus) -> Result<(), ApiError> {
+        self.seen(node);
+        if !self.snapshot().nodes.contains_key(node) {
+            return Err(unknown_node(node));
+        }
+        let node = node.to_string();
+        self.group_commit(Box::new(move |fleet, t| {
+            record_report(fleet, &node, &status, t)
+        }))
+        .await
+    }
+
+    /// Takes or gives back a reboot slot: granted while fewer than the pool's `maxUnavailable`
+    /// nodes hold one.
+    ///
+    /// A slot is held until `holder` gives it back: the agent's and a FleetLock client's
+    /// holds on the same node are one slot (one node reboots), freed when both are released.
+    pub async fn reboot_slot(
+        &self,
+        node: &str,
+        action: SlotAction,
+        holder: SlotHolder,
+    ) -> Result<SlotAnswer, ApiError> {
+        self.seen(node);
+        self.mutate(Scope::Rollout, false, |fleet, t| {
+            let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+                return Err(ApiError::unauthorized(format!(
+                    "node {node} is no longer known; enroll again"
+                )));
+            };
+            match action {
+                SlotAction::Release => {
+                    let mut after = n.clone();
+                    if after.release_slot(holder) {
+                        update(&mut fleet.nodes, node, |x| *x = after);
+                        fleet.record_events(vec![EventRecord::normal(
+                            t,
+                            meta_object("Node", node),
+                            "RebootSlotReleased",
+                            "released its reboot slot".into(),
+                        )]);
+                    } else if after != n {
+                        update(&mut fleet.nodes, node, |x| *x = after);
+                    }
+                    Ok(SlotAnswer {
+                        granted: false,
+                        retry_after_seconds: 0,
+                        reason: None,
+                    })
+                }
+                SlotAction::Acquire => {
+                    if n.reboot_slot.is_some() {
+                        let mut holders = n.slot_holders.clone();
+                        if holders.is_empty() {
+                            holders.push(SlotHolder::Agent);
+                        }
+                        if !holders.contains(&holder) {
+                            holders.push(holder);
+                            update(&mut fleet.nodes, node, |x| x.slot_holders = holders);
+                        }
+                        return Ok(SlotAnswer {
+                            granted: true,
+                            retry_after_seconds: 0,
+                            reason: None,
+                        });
+                    }
+                    let Some(pool) = n
+                        .pool
+                        .clone()
+                        .and_then(|p| fleet.pools.get(&p).map(|r| r.value.clone()))
+                    else {
+                        return Err(ApiError::conflict(format!("node {node} is in no pool")));
+                    };
+                    // Maintenance windows: no slot outside them (the controller records the
+                    // wait on the node and the pool).
+                    let window_now = self.options.settings.window_clock.now();
+                    if let Some(wait) = crate::window::gate(&pool, window_now) {
+                        let retry = wait
+                            .opens_at
+                            .map_or(300, |at| at.saturating_sub(window_now).clamp(1, 300));
+                        return Ok(SlotAnswer {
+                            granted: false,
+                            retry_after_seconds: retry,
+                            reason: Some(wait.message(window_now)),
+                        });
+                    }
+                    let members: Vec<&NodeRecord> = fleet
+                        .nodes
+                        .values()
+                        .map(|x| &x.value)
+                        .filter(|x| x.pool.as_deref() == Some(pool.name()))
+                        .collect();
+                    let held = members.iter().filter(|x| x.reboot_slot.is_some()).count();
+                    let max = pool.spec.max_unavailable.resolve(members.len());
+                    if held >= max {
+                        return Ok(SlotAnswer {
+                            granted: false,
+                            retry_after_seconds: 30,
+                            reason: Some(format!(
+                                "all {max} reboot slot(s) of pool {} are taken",
+                                pool.name()
+                            )),
+                        });
+                    }
+                    update(&mut fleet.nodes, node, |n| {
+                        n.reboot_slot = Some(t);
+                        n.slot_holders = vec![holder];
+                    });
+                    fleet.record_events(vec![EventRecord::normal(
+                        t,
+                        meta_object("Node", node),
+                        "RebootSlotAcquired",
+                        format!(
+                            "took a reboot slot ({} of {max} in pool {})",
+                            held + 1,
+                            pool.name()
+                        ),
+                    )]);
+                    Ok(SlotAnswer {
+                        granted: true,
+                        retry_after_seconds: 0,
+                        reason: None,
+                    })
+                }
+            }
+        })
+        .await
+    }
+}
+
+fn unknown_node(node: &str) -> ApiError {
+    ApiError::unauthorized(format!("node {node} is no longer known; enroll again"))
+}
+
+/// Stores one status report in `fleet` (nothing when the node is unknown: an error).
+fn record_report(
+    fleet: &mut Fleet,
+    node: &str,
+    status: &AgentStatus,
+    t: u64,
+) -> Result<(), ApiError> {
+    let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+        return Err(unknown_node(node));
+    };
+    let before = n.state();
+    let mut events = Vec::new();
+    if before != Some(status.state)
+        || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref()
+    {
+        let object = meta_object("Node", node);
+        let reason = status.reason.clone().unwrap_or_default();
+        let desired = status.desired.clone().unwrap_or_else(|| "-".into());
+        events.push(match status.state {
+            NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
+                t,
+                object,
+                status.state.as_str(),
+                format!("{desired}: {reason}"),
+            ),
+            s => EventRecord::normal(
+                t,
+                object,
+                s.as_str(),
+                if reason.is_empty() {
+                    desired
+                } else {
+                    format!("{desired}: {reason}")
+                },
+            ),
+        });
+    }
+    // A Done report in the desired config gives back the agent's part of the slot only: a
+    // FleetLock client's holds until its steady-state.
+    let release = status.state == NodeState::Done
+        && status.current.is_some()
+        && status.current == n.desired
+        && n.reboot_slot.is_some();
+    update(&mut fleet.nodes, node, |n| {
+        n.report = Some(status.clone());
+        n.report_at = Some(t);
+        if release {
+            n.release_slot(SlotHolder::Agent);
+        }
+    });
+    fleet.record_events(events);
+    Ok(())
+}
+
+/// How an enrollment was placed.
+enum Placed {
+    /// The node is in the fleet copy: its labels and pool.
+    Done(BTreeMap<String, String>, String),
+    /// The node needs a full reconcile (its pool has no rendered config yet, or per-node
+    /// overlays exist for it); nothing was changed.
+    NeedsFull,
+}
+
+/// Enrolls a node into `fleet`. With `place`, also assigns its pool and target itself (so
+/// that only a rollout, not a render of the whole fleet, has to follow); when that is not
+/// possible, changes nothing and answers [`Placed::NeedsFull`].
+fn enroll_node(
+    fleet: &mut Fleet,
+    token_pool: &str,
+    req: &EnrollRequest,
+    hash: &str,
+    proof: Option<&str>,
+    t: u64,
+    place: bool,
+) -> Result<Placed, ApiError> {
+    let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
+    if let Some(current) = existing
+        .as_ref()
+        .and_then(|n| n.credential_sha256.as_deref())
+    {
+        if proof != Some(current) {
+            return Err(ApiError::conflict(format!(
+                "node {} is already enrolled: enrolling it again needs its current credential \
+                 (Authorization: Bearer); if the node lost it (a reinstalled machine), an admin \
+                 revokes it with POST /api/v1/nodes/{}/reset-credential and the node enrolls \
+                 again",
+                req.node, req.node
+            )));
+        }
+    }
+    let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
+        return Err(ApiError::forbidden(format!(
+            "pool {token_pool:?} of this bootstrap token no longer exists"
+        )));
+    };
+    let labels = match &existing {
+        Some(n) if !n.labels.is_empty() => n.labels.clone(),
+        _ if !req.labels.is_empty() => req.labels.clone(),
+        _ => token_pool_rec.value.spec.node_selector.match_labels.clone(),
+    };
+    let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
+    let pools = render::with_builtin_pools(&models);
+    let probe = NodeRecord {
+        name: req.node.clone(),
+        labels: labels.clone(),
+        ..Default::default()
+    };
+    let pool = render::pool_for_node(&pools, &probe.to_model())
+        .map_err(|e| ApiError::forbidden(e.to_string()))?
+        .name()
+        .to_string();
+    if pool != token_pool {
+        return Err(ApiError::forbidden(format!(
+            "node {} with labels {} belongs to pool {pool}, but the bootstrap token is for pool {token_pool}",
+            req.node,
+            format_labels(&labels)
+        )));
+    }
+    let mut node = existing.clone().unwrap_or_else(|| NodeRecord {
+        name: req.node.clone(),
+        created_at: t,
+        ..Default::default()
+    });
+    if place {
+        let target = fleet
+            .pools
+            .get(&pool)
+            .and_then(|p| p.value.status.target.clone());
+        let overlays = fleet.mcs.values().any(|m| {
+            m.value
+                .metadata
+                .labels
+                .get(hearth_config::model::NODE_LABEL)
+                == Some(&req.node)
+        });
+        let Some(target) = target.filter(|_| !overlays) else {
+            return Ok(Placed::NeedsFull);
+        };
+        node.pool = Some(pool.clone());
+        node.target = Some(target);
+        node.error = None;
+    }
+    node.labels = labels.clone();
+    let reenrolled = node.credential_sha256.is_some();
+    node.credential_sha256 = Some(hash.to_string());
+    node.enrolled_at = Some(t);
+    put(&mut fleet.nodes, &req.node, node);
+    fleet.record_events(vec![if reenrolled {
+        EventRecord::warning(
+            t,
+            meta_object("Node", &req.node),
+            "Enrolled",
+            format!("enrolled again into pool {pool}; the previous credential was revoked"),
+        )
+    } else {
+        EventRecord::normal(
+            t,
+            meta_object("Node", &req.node),
+            "Enrolled",
+            format!("enrolled into pool {pool}"),
+        )
+    }]);
+    Ok(Placed::Done(labels, pool))
+}

@@ -1,0 +1,289 @@
+//! The commit path: every change goes through [`App::mutate`] (or a group commit of small
+//! changes), which changes a copy of the fleet, reconciles it, commits the difference to the
+//! store in one transaction, publishes the copy and wakes the nodes whose desired config or
+//! credential changed.
+
+use super::{App, GroupOp, Pending, RENDER_ATTEMPTS};
+use crate::controller::{self, Scope};
+use crate::error::ApiError;
+use crate::fleet::Fleet;
+use crate::render_memo::RenderMemo;
+use crate::store::{Store, StoreError};
+use crate::time::now;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+impl<S: Store> App<S> {
+    /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
+    /// waits on.
+    fn notify_nodes(&self, nodes: Option<&[String]>) {
+        let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
+        match nodes {
+            None => {
+                m.retain(|_, tx| tx.receiver_count() > 0);
+                for tx in m.values() {
+                    tx.send_modify(|v| *v += 1);
+                }
+            }
+            Some(nodes) => {
+                for n in nodes {
+                    if let Some(tx) = m.get(n) {
+                        if tx.receiver_count() == 0 {
+                            m.remove(n);
+                        } else {
+                            tx.send_modify(|v| *v += 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits `op` together with the other changes that arrive while a commit is under way:
+    /// one controller run, one store transaction (one fsync) for the whole group, and each
+    /// caller's answer only after that commit. Under load, status reports and enrollments
+    /// thus cost one commit per group instead of one each; alone, a change is committed at
+    /// once. Only for changes that need no render (`Scope::Rollout`).
+    pub(super) async fn group_commit(&self, op: GroupOp) -> Result<(), ApiError> {
+        let (done, mut rx) = oneshot::channel();
+        self.group
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Pending { op, done });
+        let guard = self.group_flush.lock().await;
+        match rx.try_recv() {
+            // A previous group took this change.
+            Ok(r) => return r,
+            Err(oneshot::error::TryRecvError::Closed) => {
+                return Err(ApiError::internal("a group commit was abandoned"))
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        let mut pending =
+            std::mem::take(&mut *self.group.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut results: Vec<Result<(), ApiError>> = Vec::with_capacity(pending.len());
+        let outcome = self
+            .mutate(Scope::Rollout, false, |fleet, t| {
+                results.clear();
+                for p in pending.iter_mut() {
+                    results.push((p.op)(fleet, t));
+                }
+                Ok(())
+            })
+            .await;
+        let mut results = results.into_iter();
+        for p in pending {
+            let r = match &outcome {
+                Ok(()) => results
+                    .next()
+                    .unwrap_or_else(|| Err(ApiError::internal("a group commit lost a result"))),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = p.done.send(r);
+        }
+        drop(guard);
+        rx.await
+            .unwrap_or_else(|_| Err(ApiError::internal("a group commit was abandoned")))
+    }
+
+    /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
+    /// difference is committed in one transaction. A conflict with another writer reloads the
+    /// fleet from the store and runs `f` again (up to three times).
+    ///
+    /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
+    /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
+    /// slots and FleetLock, which commit under that lock, never wait for a render.
+    pub async fn mutate<T>(
+        &self,
+        scope: Scope,
+        dry_run: bool,
+        mut f: impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        if scope == Scope::Rollout {
+            return self
+                .mutate_locked(scope, dry_run, &mut f, None)
+                .await
+                .and_then(|o| o.ok_or_else(|| ApiError::internal("a rollout needed a render")));
+        }
+        let mut memo = RenderMemo::computing().with_gate(self.options.render_gate.clone());
+        for _ in 0..RENDER_ATTEMPTS {
+            let mut copy = (*self.snapshot()).clone();
+            let t = now();
+            f(&mut copy, t)?;
+            memo.compute_again();
+            let mut plans = self
+                .reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let settings = self.options.settings.clone();
+            let plans_made;
+            (memo, plans_made) = tokio::task::spawn_blocking(move || {
+                controller::prerender(copy, t, &settings, &mut memo, &mut plans);
+                (memo, plans)
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("rendering failed: {e}")))?;
+            self.reboot_plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .merge(plans_made);
+            memo.lookup_only();
+            if let Some(out) = self
+                .mutate_locked(scope, dry_run, &mut f, Some(&mut memo))
+                .await?
+            {
+                return Ok(out);
+            }
+            tracing::info!("the fleet changed while rendering; rendering again");
+        }
+        Err(ApiError::conflict(format!(
+            "the MachineConfigs, pools or labels changed while this change was being rendered, {RENDER_ATTEMPTS} times; try again"
+        )))
+    }
+
+    /// [`App::mutate`] under the writer lock; with a lookup-only `memo` that misses (the
+    /// inputs changed since they were rendered), nothing is committed and the answer is `None`.
+    async fn mutate_locked<T>(
+        &self,
+        scope: Scope,
+        dry_run: bool,
+        f: &mut impl FnMut(&mut Fleet, u64) -> Result<T, ApiError>,
+        mut memo: Option<&mut RenderMemo>,
+    ) -> Result<Option<T>, ApiError> {
+        let _guard = self.write.lock().await;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let old = self.snapshot();
+            let mut new = (*old).clone();
+            let t = now();
+            let out = f(&mut new, t)?;
+            let silent = self.silent(&new);
+            let mut computing = RenderMemo::computing();
+            let memo_now = match memo.as_deref_mut() {
+                Some(m) => m,
+                None => &mut computing,
+            };
+            let events = {
+                let mut plans = self.reboot_plans.lock().unwrap_or_else(|e| e.into_inner());
+                let before = plans.made();
+                let events = controller::reconcile_memo(
+                    &mut new,
+                    scope,
+                    t,
+                    &self.options.settings,
+                    &silent,
+                    memo_now,
+                    &mut plans,
+                );
+                self.metrics.plans_under_lock(plans.made() - before);
+                events
+            };
+            if memo_now.missed() {
+                return Ok(None);
+            }
+            new.record_events(events);
+            let ops = new.diff(&old)?;
+            if dry_run || ops.is_empty() {
+                return Ok(Some(out));
+            }
+            match self.store.commit(ops.clone()).await {
+                Ok(revision) => {
+                    self.metrics.commit();
+                    new.stamp(&ops, revision);
+                    let (changed, credentials) = node_changes(&old, &new);
+                    let new = Arc::new(new);
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+                    if credentials {
+                        // After publishing: a new credential never names a node the snapshot
+                        // does not have yet.
+                        let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
+                        for name in &changed {
+                            let hash = |f: &Fleet| {
+                                f.nodes
+                                    .get(name)
+                                    .and_then(|n| n.value.credential_sha256.clone())
+                            };
+                            let (before, after) = (hash(&old), hash(&new));
+                            if before == after {
+                                continue;
+                            }
+                            if let Some(h) = before {
+                                index.remove(&h);
+                            }
+                            if let Some(h) = after {
+                                index.insert(h, name.clone());
+                            }
+                        }
+                    }
+                    if !changed.is_empty() {
+                        self.notify_nodes(Some(&changed));
+                        self.desired_tx.send_modify(|v| *v += 1);
+                    }
+                    return Ok(Some(out));
+                }
+                Err(StoreError::Conflict { .. }) if attempts < 3 => {
+                    self.metrics.conflict();
+                    tracing::warn!("store conflict: reloading the fleet and retrying");
+                    let fresh = Fleet::load(&self.store).await?;
+                    *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
+                        (*fresh.credentials).clone();
+                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                    self.notify_nodes(None);
+                    self.desired_tx.send_modify(|v| *v += 1);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The nodes whose desired config or credential changed between two snapshots (including
+/// nodes added and removed), and whether some credential did.
+fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
+    // Both maps are sorted by name: one walk, no lookups (this runs after every commit).
+    let mut changed = Vec::new();
+    let mut credentials = false;
+    let mut o = old.nodes.iter().peekable();
+    let mut n = new.nodes.iter().peekable();
+    loop {
+        match (o.peek(), n.peek()) {
+            (None, None) => break,
+            (Some((name, _)), None) => {
+                credentials = true;
+                changed.push((*name).clone());
+                o.next();
+            }
+            (None, Some((name, _))) => {
+                credentials = true;
+                changed.push((*name).clone());
+                n.next();
+            }
+            (Some((on, ov)), Some((nn, nv))) => match on.cmp(nn) {
+                std::cmp::Ordering::Less => {
+                    credentials = true;
+                    changed.push((*on).clone());
+                    o.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    credentials = true;
+                    changed.push((*nn).clone());
+                    n.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if !Arc::ptr_eq(ov, nv) {
+                        let cred = ov.value.credential_sha256 != nv.value.credential_sha256;
+                        credentials |= cred;
+                        if cred || ov.value.desired != nv.value.desired {
+                            changed.push((*nn).clone());
+                        }
+                    }
+                    o.next();
+                    n.next();
+                }
+            },
+        }
+    }
+    (changed, credentials)
+}

@@ -1,0 +1,375 @@
+//! The server's state and its operations: every change goes through [`App::mutate`], which
+//! changes a copy of the fleet, reconciles it, commits the difference to the store in one
+//! transaction and only then publishes the copy. Reads use the published snapshot.
+//!
+//! This file holds the state ([`App`], [`Options`], [`Caller`]), start-up and authentication;
+//! the operations live in one file per concept: `commit` (the commit path), `admin`,
+//! `agent`, `liveness` (last seen, stale nodes, the tick), `manifests` (reading an apply).
+
+use crate::controller::{Scope, Settings};
+use crate::error::ApiError;
+use crate::fleet::{put, Fleet};
+use crate::metrics::Metrics;
+use crate::pki::{self, Layout};
+use crate::records::{bootstrap_token_name, PoolRecord, TokenRecord, TokenScope, ADMIN_TOKEN};
+use crate::render_memo::RebootPlans;
+use crate::store::{Store, StoreError};
+use crate::time::now;
+use hearth_config::diag::Diagnostic;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+mod admin;
+mod agent;
+mod commit;
+mod liveness;
+mod manifests;
+
+pub use manifests::read_manifests;
+
+/// Server settings that are not the store's.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Controller settings.
+    pub settings: Settings,
+    /// The URL first-booting nodes are told to use (none: from the request's `Host`).
+    pub advertise_url: Option<String>,
+    /// The longest long-poll.
+    pub max_wait: Duration,
+    /// A node not heard from for this long is not ready, and unavailable for rollouts.
+    pub stale_after: Duration,
+    /// How often rollouts are re-evaluated without any change (for nodes going silent or
+    /// coming back).
+    pub tick: Duration,
+    /// An ostree repository (archive mode) served to authenticated nodes and admins under
+    /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
+    pub ostree_repo: Option<std::path::PathBuf>,
+    /// For tests only: a directory; while `<dir>/hold` exists, every render writes
+    /// `<dir>/rendering` and waits ([`RenderMemo::with_gate`]).
+    pub render_gate: Option<std::path::PathBuf>,
+    /// How long a bootstrap token is valid when nobody says otherwise: the built-in pools'
+    /// tokens made at start and `POST /api/v1/pools/{name}/bootstrap-token` without
+    /// `ttlSeconds` (`--bootstrap-token-ttl`; `None`: never expires).
+    pub bootstrap_ttl: Option<Duration>,
+    /// Where each pool's current bootstrap token is written (`<state-dir>/tokens`), so that the
+    /// file stays the valid token after a rotation; `None`: nowhere.
+    pub token_dir: Option<std::path::PathBuf>,
+    /// A sha256 (hex) of the metrics token (`<state-dir>/metrics.token`), which may read
+    /// `/metrics` and nothing else.
+    pub metrics_token_sha256: Option<String>,
+}
+
+/// The default lifetime of a bootstrap token: 24 hours.
+pub const DEFAULT_BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            settings: Settings::default(),
+            advertise_url: None,
+            max_wait: Duration::from_secs(300),
+            stale_after: Duration::from_secs(600),
+            tick: Duration::from_secs(10),
+            ostree_repo: None,
+            render_gate: None,
+            bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
+            token_dir: None,
+            metrics_token_sha256: None,
+        }
+    }
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The admin token.
+    Admin,
+    /// A node, by its credential.
+    Node(String),
+    /// A pool's bootstrap token (the token itself is kept to embed it in first-boot configs).
+    Bootstrap {
+        /// The pool.
+        pool: String,
+        /// The token.
+        token: String,
+    },
+}
+
+/// One file of an apply.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ApplyFile {
+    /// File name (for diagnostics).
+    pub name: String,
+    /// Its text (YAML or JSON).
+    pub text: String,
+}
+
+/// What an apply did to one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResult {
+    /// `MachineConfig`, `MachineConfigPool`, `Node`, `MachineConfiguration`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// `created`, `configured` or `unchanged`.
+    pub action: String,
+}
+
+/// The answer to an apply.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyOutcome {
+    /// Per object, in the order read.
+    pub results: Vec<ApplyResult>,
+    /// Warnings (unknown fields, ignored settings).
+    pub warnings: Vec<Diagnostic>,
+    /// Each pool's target after the apply.
+    pub pools: Vec<PoolTarget>,
+    /// True when nothing was stored (dry run).
+    pub dry_run: bool,
+}
+
+/// A pool's target after an apply.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolTarget {
+    /// Pool.
+    pub name: String,
+    /// Target rendered config.
+    pub target: Option<String>,
+    /// Why rendering failed.
+    pub render_error: Option<String>,
+}
+
+/// How often a change is rendered again when the fleet changed while it was being rendered.
+const RENDER_ATTEMPTS: usize = 5;
+
+/// Encoded desired-config answers by rendered name, valid for one policies revision.
+type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
+
+/// A desired config's name and its encoded answer.
+pub type DesiredBody = (String, Arc<Vec<u8>>);
+
+/// One change of a group commit ([`App::group_commit`]). It must leave the fleet untouched
+/// when it returns an error (the others of its group are committed without it).
+type GroupOp = Box<dyn FnMut(&mut Fleet, u64) -> Result<(), ApiError> + Send>;
+
+/// A change waiting for the next group commit, and where its outcome goes.
+struct Pending {
+    op: GroupOp,
+    done: oneshot::Sender<Result<(), ApiError>>,
+}
+
+/// The server state.
+pub struct App<S: Store> {
+    store: S,
+    fleet: RwLock<Arc<Fleet>>,
+    write: tokio::sync::Mutex<()>,
+    desired_tx: watch::Sender<u64>,
+    /// Options.
+    pub options: Options,
+    /// The fleet CA (PEM).
+    pub ca_pem: String,
+    /// Counters.
+    pub metrics: Metrics,
+    last_seen: Mutex<HashMap<String, u64>>,
+    body_cache: Mutex<BodyCache>,
+    /// Per node: ticks when that node's desired config or credential changes (long-polls wait
+    /// on their own node's channel, so a change wakes only the nodes it concerns).
+    node_watch: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Changes waiting for the next group commit.
+    group: Mutex<Vec<Pending>>,
+    /// Held by whoever is committing a group.
+    group_flush: tokio::sync::Mutex<()>,
+    /// Node credential hash → node name, kept up to date change by change after each commit
+    /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
+    /// `Fleet::credentials` is only read when the fleet is loaded.
+    credentials: RwLock<HashMap<String, String>>,
+    /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
+    reboot_plans: Mutex<RebootPlans>,
+}
+
+impl<S: Store> std::fmt::Debug for App<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("revision", &self.snapshot().revision)
+            .finish()
+    }
+}
+
+fn meta_object(kind: &str, name: &str) -> String {
+    format!("{kind}/{name}")
+}
+
+impl<S: Store> App<S> {
+    /// Loads the fleet from `store`.
+    pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
+        let fleet = Fleet::load(&store).await?;
+        let credentials = RwLock::new((*fleet.credentials).clone());
+        let (desired_tx, _) = watch::channel(0);
+        Ok(App {
+            store,
+            fleet: RwLock::new(Arc::new(fleet)),
+            write: tokio::sync::Mutex::new(()),
+            desired_tx,
+            options,
+            ca_pem,
+            metrics: Metrics::default(),
+            last_seen: Mutex::new(HashMap::new()),
+            body_cache: Mutex::new((0, HashMap::new())),
+            node_watch: Mutex::new(HashMap::new()),
+            group: Mutex::new(Vec::new()),
+            group_flush: tokio::sync::Mutex::new(()),
+            credentials,
+            reboot_plans: Mutex::new(RebootPlans::default()),
+        })
+    }
+
+    /// The published snapshot.
+    pub fn snapshot(&self) -> Arc<Fleet> {
+        self.fleet.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Ticks whenever some node's desired config changes (or a node goes away).
+    pub fn desired_watch(&self) -> watch::Receiver<u64> {
+        self.desired_tx.subscribe()
+    }
+
+    /// Ticks whenever `node`'s desired config or credential changes, or the node goes away.
+    pub fn node_desired_watch(&self, node: &str) -> watch::Receiver<u64> {
+        let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get(node) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = watch::channel(0);
+                m.insert(node.to_string(), tx);
+                rx
+            }
+        }
+    }
+
+    /// First-start and every-start setup: the built-in pools, the admin token's hash and the
+    /// bootstrap tokens of the built-in pools (written to the state directory when created).
+    /// Returns the pools whose bootstrap token was created now.
+    pub async fn ensure_defaults(
+        &self,
+        layout: &Layout,
+        admin_token: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        let mut created = Vec::new();
+        let mut files: Vec<(String, String)> = Vec::new();
+        for role in ["master", "worker"] {
+            let name = bootstrap_token_name(role);
+            if !self.snapshot().tokens.contains_key(&name) {
+                let path = layout.bootstrap_token(role);
+                let token = match std::fs::read_to_string(&path) {
+                    Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+                    _ => {
+                        let t = pki::new_token(pki::BOOTSTRAP_PREFIX)?;
+                        pki::write_private(&path, format!("{t}\n").as_bytes())?;
+                        created.push(role.to_string());
+                        t
+                    }
+                };
+                files.push((role.to_string(), token));
+            }
+        }
+        let admin_hash = pki::token_hash(admin_token);
+        let ttl = self.options.bootstrap_ttl;
+        self.mutate(Scope::Full, false, |fleet, t| {
+            for role in ["master", "worker"] {
+                if !fleet.pools.contains_key(role) {
+                    put(&mut fleet.pools, role, PoolRecord::builtin(role, t));
+                }
+            }
+            let admin = TokenRecord {
+                sha256: admin_hash.clone(),
+                scope: TokenScope::Admin,
+                created_at: t,
+                expires_at: None,
+            };
+            let same = fleet
+                .tokens
+                .get(ADMIN_TOKEN)
+                .is_some_and(|r| r.value.sha256 == admin_hash);
+            if !same {
+                put(&mut fleet.tokens, ADMIN_TOKEN, admin.clone());
+            }
+            for (pool, token) in &files {
+                put(
+                    &mut fleet.tokens,
+                    &bootstrap_token_name(pool),
+                    TokenRecord {
+                        sha256: pki::token_hash(token),
+                        scope: TokenScope::Bootstrap { pool: pool.clone() },
+                        created_at: t,
+                        expires_at: ttl.map(|d| t + d.as_secs()),
+                    },
+                );
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(created)
+    }
+
+    /// Who holds `token`.
+    pub fn authenticate(&self, token: &str) -> Result<Caller, ApiError> {
+        let hash = pki::token_hash(token);
+        let node = self
+            .credentials
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .cloned();
+        if let Some(node) = node {
+            return Ok(Caller::Node(node));
+        }
+        let fleet = self.snapshot();
+        for rec in fleet.tokens.values() {
+            if rec.value.sha256 != hash {
+                continue;
+            }
+            if let Some(exp) = rec.value.expires_at {
+                if now() >= exp {
+                    return Err(ApiError::unauthorized(format!(
+                        "the token expired at {}",
+                        crate::time::rfc3339(exp)
+                    )));
+                }
+            }
+            return Ok(match &rec.value.scope {
+                TokenScope::Admin => Caller::Admin,
+                TokenScope::Bootstrap { pool } => Caller::Bootstrap {
+                    pool: pool.clone(),
+                    token: token.trim().to_string(),
+                },
+            });
+        }
+        if self.options.metrics_token_sha256.as_deref() == Some(hash.as_str()) {
+            return Err(ApiError::forbidden(
+                "the metrics token may read /metrics and nothing else",
+            ));
+        }
+        Err(ApiError::unauthorized(
+            "unknown token (a node whose record was deleted must enroll again)",
+        ))
+    }
+}
+
+/// `k=v, k2=v2` (or `none`).
+pub fn format_labels(labels: &BTreeMap<String, String>) -> String {
+    if labels.is_empty() {
+        return "none".into();
+    }
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,292 @@
+//! The commands that change the fleet: `apply`, `delete`, `label`, `pause`, `resume`,
+//! `bootstrap-token`, `node reset-credential`.
+
+use super::conn::{enc, Client, Conn, ServerError};
+use super::table::s;
+use super::{kind_name, kind_path, Kind};
+use crate::term::escape;
+use crate::{manifest_files, read_text, InvalidInput, Usage};
+use clap::Args;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// `hearth apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Manifest files or directories (*.yaml, *.yml, *.json); `-` is stdin. All are applied
+    /// together: if any is invalid, nothing is applied.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    files: Vec<PathBuf>,
+    /// Check and report what would change, store nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth apply -f`.
+pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
+    let mut paths = Vec::new();
+    for p in &a.files {
+        manifest_files(p, &mut paths)?;
+    }
+    if paths.is_empty() {
+        return Err(Usage("no manifest files (*.yaml, *.yml, *.json) found".into()).into());
+    }
+    let mut files = Vec::new();
+    for p in &paths {
+        files.push(json!({"name": p.display().to_string(), "text": read_text(p)?}));
+    }
+    let c = Client::new(&a.conn)?;
+    let url = format!(
+        "{}/api/v1/manifests{}",
+        c.base,
+        if a.dry_run { "?dryRun=true" } else { "" }
+    );
+    let result = c.send(
+        c.http
+            .post(url)
+            .header("content-type", "application/vnd.hearth.apply+json")
+            .body(serde_json::to_vec(&json!({ "files": files }))?),
+    );
+    let out = match result {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(se) = e.downcast_ref::<ServerError>() {
+                if let Some(diags) = se.body.get("diagnostics").and_then(Value::as_array) {
+                    print_diagnostics(diags);
+                    eprintln!(
+                        "error: {}",
+                        escape(se.body["message"].as_str().unwrap_or("invalid manifests"))
+                    );
+                    return Err(InvalidInput.into());
+                }
+            }
+            return Err(e);
+        }
+    };
+    if let Some(w) = out["warnings"].as_array() {
+        print_diagnostics(w);
+    }
+    let suffix = if a.dry_run { " (dry run)" } else { "" };
+    for r in out["results"].as_array().into_iter().flatten() {
+        println!(
+            "{}/{} {}{suffix}",
+            s(&r["kind"]).to_ascii_lowercase(),
+            s(&r["name"]),
+            s(&r["action"])
+        );
+    }
+    for p in out["pools"].as_array().into_iter().flatten() {
+        if let Some(e) = p["renderError"].as_str() {
+            eprintln!(
+                "warning: machineconfigpool/{}: {}",
+                s(&p["name"]),
+                escape(e)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn print_diagnostics(diags: &[Value]) {
+    let mut err = std::io::stderr().lock();
+    for d in diags {
+        let mut line = String::new();
+        line.push_str(&escape(d["file"].as_str().unwrap_or("-")));
+        if let Some(l) = d["line"].as_u64() {
+            line.push_str(&format!(":{l}"));
+        }
+        line.push_str(&format!(
+            ": {}: ",
+            escape(d["severity"].as_str().unwrap_or("error"))
+        ));
+        if let Some(o) = d["object"].as_str() {
+            line.push_str(&format!("{}: ", escape(o)));
+        }
+        if let Some(p) = d["path"].as_str().filter(|p| !p.is_empty()) {
+            line.push_str(&format!("{}: ", escape(p)));
+        }
+        line.push_str(&escape(d["message"].as_str().unwrap_or("")));
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+/// `hearth delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// mc, mcp or node.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// The objects.
+    #[arg(required = true)]
+    names: Vec<String>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth delete`.
+pub fn delete(a: &DeleteArgs) -> anyhow::Result<()> {
+    let c = Client::new(&a.conn)?;
+    for name in &a.names {
+        let out = c.delete(&format!("/api/v1/{}/{}", kind_path(a.kind), enc(name)))?;
+        println!(
+            "{}/{name} {}",
+            kind_name(a.kind),
+            out["action"].as_str().unwrap_or("deleted")
+        );
+    }
+    Ok(())
+}
+
+/// `hearth label`.
+#[derive(Debug, Args)]
+pub struct LabelArgs {
+    /// node.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// The node.
+    name: String,
+    /// `key=value` to set, `key-` to remove.
+    #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+    labels: Vec<String>,
+    /// Change a label that already has another value.
+    #[arg(long)]
+    overwrite: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth label node NAME k=v k2-`.
+pub fn label(a: &LabelArgs) -> anyhow::Result<()> {
+    if a.kind != Kind::Node {
+        return Err(Usage(
+            "only nodes can be labelled (label MachineConfigs and pools in their manifests)".into(),
+        )
+        .into());
+    }
+    let mut set = BTreeMap::new();
+    let mut remove = Vec::new();
+    for l in &a.labels {
+        if let Some((k, v)) = l.split_once('=') {
+            set.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = l.strip_suffix('-') {
+            remove.push(k.to_string());
+        } else {
+            return Err(Usage(format!("{l:?}: expected KEY=VALUE or KEY-")).into());
+        }
+    }
+    let c = Client::new(&a.conn)?;
+    c.post(
+        &format!("/api/v1/nodes/{}/labels", enc(&a.name)),
+        &json!({"set": set, "remove": remove, "overwrite": a.overwrite}),
+    )?;
+    println!("node/{} labeled", a.name);
+    Ok(())
+}
+
+/// `hearth pause` / `hearth resume`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// mcp.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// The pool.
+    name: String,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth pause|resume mcp POOL`.
+pub fn pause(a: &PauseArgs, paused: bool) -> anyhow::Result<()> {
+    if a.kind != Kind::Mcp {
+        return Err(Usage("only pools (mcp) can be paused and resumed".into()).into());
+    }
+    let c = Client::new(&a.conn)?;
+    let verb = if paused { "pause" } else { "resume" };
+    let out = c.post(
+        &format!("/api/v1/pools/{}/{verb}", enc(&a.name)),
+        &json!({}),
+    )?;
+    let what = if paused { "paused" } else { "resumed" };
+    if out["changed"] == true {
+        println!("machineconfigpool/{} {what}", a.name);
+    } else {
+        println!("machineconfigpool/{} already {what}", a.name);
+    }
+    Ok(())
+}
+
+/// `hearth bootstrap-token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The pool the token enrolls nodes into.
+    pool: String,
+    /// Validity in seconds (default: the server's --bootstrap-token-ttl, 24 h; 0: no expiry).
+    #[arg(long, value_name = "SECONDS")]
+    ttl: Option<u64>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth bootstrap-token POOL`: a new bootstrap token (the old one stops working).
+pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
+    let c = Client::new(&a.conn)?;
+    let body = match a.ttl {
+        Some(t) => json!({"ttlSeconds": t}),
+        None => json!({}),
+    };
+    let out = c.post(
+        &format!("/api/v1/pools/{}/bootstrap-token", enc(&a.pool)),
+        &body,
+    )?;
+    println!("{}", out["token"].as_str().unwrap_or(""));
+    match out["expiresAt"].as_str() {
+        Some(e) => eprintln!(
+            "bootstrap token for pool {} (expires {e}); the previous one no longer works",
+            a.pool
+        ),
+        None => eprintln!(
+            "bootstrap token for pool {} (no expiry); the previous one no longer works",
+            a.pool
+        ),
+    }
+    Ok(())
+}
+
+/// `hearth node`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    #[command(subcommand)]
+    command: NodeCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum NodeCommand {
+    /// Revoke a node's credential (a reinstalled machine that lost it) so that it can enroll
+    /// again with its pool's bootstrap token; its labels, status and reboot slot are kept.
+    ResetCredential {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// `hearth node reset-credential NODE`.
+pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
+    let NodeCommand::ResetCredential { name, conn } = &a.command;
+    let c = Client::new(conn)?;
+    let out = c.post(
+        &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
+        &json!({}),
+    )?;
+    if out["credentialRevoked"] == true {
+        println!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
+    } else {
+        println!("node/{name} had no credential: it may enroll with its pool's bootstrap token");
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! `hearth rollout status`: how far a pool's rollout is, once or followed with `--watch`.
+
+use super::conn::{enc, Client, Conn};
+use super::table::{condition, dash, items, s, table};
+use crate::term::escape;
+use crate::InvalidInput;
+use anyhow::anyhow;
+use clap::Args;
+use serde_json::Value;
+use std::io::Write;
+use std::time::Duration;
+
+/// `hearth rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    #[command(subcommand)]
+    command: RolloutCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RolloutCommand {
+    /// How far a pool's rollout is: per node, and the pool's counts. With --watch, follow it
+    /// until every node runs the target (exit 0), it halts on a degraded node or --timeout
+    /// passes (exit 1).
+    Status {
+        /// The pool.
+        pool: String,
+        /// Follow the rollout.
+        #[arg(short, long)]
+        watch: bool,
+        /// With --watch: give up after this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// `hearth rollout status POOL [--watch]`.
+pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
+    let RolloutCommand::Status {
+        pool,
+        watch,
+        timeout,
+        conn,
+    } = &a.command;
+    let c = Client::new(conn)?;
+    let started = std::time::Instant::now();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut last_line = String::new();
+    loop {
+        let p = c.get(&format!("/api/v1/pools/{}", enc(pool)))?;
+        let nodes = items(&c.get(&format!("/api/v1/nodes?pool={}", enc(pool)))?);
+        let st = &p["status"];
+        let target = s(&p["spec"]["configuration"]["name"]);
+        let total = st["machineCount"].as_u64().unwrap_or(0);
+        let updated = st["updatedMachineCount"].as_u64().unwrap_or(0);
+        let degraded = st["degradedMachineCount"].as_u64().unwrap_or(0);
+        let unavailable = st["unavailableMachineCount"].as_u64().unwrap_or(0);
+        let done = condition(&p, "Updated") == "True";
+        let halted = st["rolloutHaltedBy"].as_str().map(str::to_string);
+        let paused = p["spec"]["paused"] == true;
+        if !*watch {
+            println!(
+                "pool {pool}: {updated} of {total} node(s) run {} ({unavailable} updating, {degraded} degraded){}",
+                if target.is_empty() { "no config yet" } else { &target },
+                if paused { ", paused" } else { "" }
+            );
+            if let Some(n) = &halted {
+                let n = escape(n);
+                println!("rollout halted: node {n} is degraded (hearth describe node {n})");
+            }
+            if let Some(w) = st["maintenance"]["waiting"].as_str() {
+                println!("reboots {}", escape(w));
+            }
+            let rows: Vec<Vec<String>> = nodes
+                .iter()
+                .map(|n| {
+                    let ns = &n["status"];
+                    let progress = ns["progress"]
+                        .as_object()
+                        .map(|pr| {
+                            format!(
+                                "step {} of {}",
+                                pr.get("step").and_then(Value::as_u64).unwrap_or(0) + 1,
+                                pr.get("total").and_then(Value::as_u64).unwrap_or(0)
+                            )
+                        })
+                        .unwrap_or_else(|| "-".into());
+                    let on_target = !target.is_empty()
+                        && ns["current"].as_str() == ns["target"].as_str()
+                        && ns["state"] == "Done";
+                    vec![
+                        s(&n["metadata"]["name"]),
+                        if ns["state"].is_null() {
+                            "-".into()
+                        } else {
+                            s(&ns["state"])
+                        },
+                        if on_target {
+                            "yes".into()
+                        } else if ns["desired"] == ns["target"] {
+                            "in progress".into()
+                        } else {
+                            "waiting".into()
+                        },
+                        progress,
+                        dash(&ns["reason"]),
+                    ]
+                })
+                .collect();
+            if !rows.is_empty() {
+                table(&["NODE", "STATE", "UPDATED", "PROGRESS", "REASON"], &rows);
+            }
+            return Ok(());
+        }
+        let width = 30usize;
+        let filled = if total == 0 {
+            width
+        } else {
+            (updated as usize * width) / total as usize
+        };
+        let line = format!(
+            "[{}{}] {updated}/{total} updated, {unavailable} updating, {degraded} degraded{}",
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            if paused { " (paused)" } else { "" }
+        );
+        if line != last_line {
+            if tty {
+                print!("\r{line}\x1b[K");
+                let _ = std::io::stdout().flush();
+            } else {
+                println!("{line}");
+            }
+            last_line = line;
+        }
+        if done {
+            if tty {
+                println!();
+            }
+            println!("pool {pool}: every node runs {target}");
+            return Ok(());
+        }
+        if let Some(n) = halted {
+            if tty {
+                println!();
+            }
+            let reason = nodes
+                .iter()
+                .find(|x| x["metadata"]["name"] == n.as_str())
+                .map(|x| dash(&x["status"]["reason"]))
+                .unwrap_or_default();
+            eprintln!(
+                "error: the rollout of pool {pool} halted: node {} is degraded: {reason}",
+                escape(&n)
+            );
+            return Err(InvalidInput.into());
+        }
+        if let Some(t) = timeout {
+            if started.elapsed() >= Duration::from_secs(*t) {
+                if tty {
+                    println!();
+                }
+                return Err(anyhow!(
+                    "timed out after {t} s: {updated} of {total} node(s) updated"
+                ));
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}

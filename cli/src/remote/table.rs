@@ -1,0 +1,148 @@
+//! Output helpers shared by `get`, `describe` and `rollout`: cells (escaped), ages and times,
+//! conditions, and the aligned table.
+
+use crate::term::escape;
+use serde_json::Value;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds since the epoch of an RFC 3339 UTC time as the server writes it
+/// (`2026-11-22T08:00:00Z`).
+pub fn parse_time(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (h, mi, se) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + h * 3600 + mi * 60 + se).ok()
+}
+
+/// `kubectl`'s way of showing an age.
+pub fn human_age(secs: u64) -> String {
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86_400);
+    if secs < 120 {
+        format!("{secs}s")
+    } else if m < 10 {
+        format!("{m}m{}s", secs % 60)
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        format!("{h}h{}m", m % 60)
+    } else if d < 2 {
+        format!("{h}h")
+    } else if d < 8 {
+        format!("{d}d{}h", h % 24)
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else {
+        format!("{}y{}d", d / 365, d % 365)
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+pub(super) fn age(v: &Value) -> String {
+    v.as_str()
+        .and_then(parse_time)
+        .map(|t| human_age(now().saturating_sub(t)))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+/// A scalar for a table cell or a line of text, with control characters escaped (see
+/// [`crate::term`]): strings here come from the server, and through it from nodes.
+pub(super) fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) if !s.is_empty() => escape(s).into_owned(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+pub(super) fn dash(v: &Value) -> String {
+    let t = s(v);
+    if t.is_empty() {
+        "-".into()
+    } else {
+        t
+    }
+}
+
+/// Prints rows as `kubectl` does: left-aligned columns, three spaces apart.
+pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(&format!("{c:<w$}   ", w = widths[i]));
+            }
+        }
+        println!("{}", escape(out.trim_end()));
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+pub(super) fn condition(p: &Value, t: &str) -> String {
+    p["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .map(|c| s(&c["status"]))
+        .unwrap_or_else(|| "Unknown".into())
+}
+
+pub(super) fn items(v: &Value) -> Vec<Value> {
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_ages() {
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_time("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(
+            parse_time("2026-11-22T01:01:01Z"),
+            Some(1_795_305_600 + 3661)
+        );
+        assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(300), "5m0s");
+        assert_eq!(human_age(3600), "60m");
+        assert_eq!(human_age(5 * 3600 + 60), "5h1m");
+        assert_eq!(human_age(3 * 86_400), "3d0h");
+        assert_eq!(human_age(30 * 86_400), "30d");
+    }
+}

@@ -86,7 +86,7 @@ pub struct PoolStatus {
     pub render_error: Option<String>,
     /// Set while some node's reboot waits for the pool's maintenance window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::window::WindowWait>,
+    pub waiting: Option<hearth_config::window::WindowWait>,
 }
 
 /// A MachineConfigPool.
@@ -194,7 +194,7 @@ pub struct NodeRecord {
     pub slot_holders: Vec<SlotHolder>,
     /// Set while its update (or its reboot) waits for its pool's maintenance window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::window::WindowWait>,
+    pub waiting: Option<hearth_config::window::WindowWait>,
 }
 
 /// Who took a node's reboot slot.

@@ -1,4 +1,27 @@
-//! config
+//! `hearth-config`: the MachineConfig model, pure (no I/O, no global state). Everything a
+//! manifest controls is bounded (size, depth, alias expansion, decoded contents) and no work
+//! grows faster than `n log n` in it (`config/tests/growth.rs`).
+//!
+//! Reading, in order:
+//! - [`node`]: YAML/JSON text into a tree that remembers lines (alias and merge keys, limits).
+//! - [`de`]: that tree into typed structures, with the field path and line of every error.
+//! - [`manifest`]: manifests as `oc apply -f` reads them (documents, `kind: List`, kinds).
+//! - [`validate`]: what the shape cannot say (paths, contents, modes, units, users).
+//! - [`dataurl`]: `data:` URLs (base64, percent-encoded, gzip), decoded within a budget.
+//! - [`diag`]: diagnostics with file, line, object and field.
+//!
+//! The model and what is done with it:
+//! - [`model`]: MachineConfigs, pools, nodes, node-disruption policies.
+//! - [`ignition`]: Ignition 2.2–3.5: the internal model, the 2.x wire, translations both ways.
+//! - [`render`]: pools, which configs a pool takes, the merge into `rendered-<pool>-<hash>`.
+//! - [`plan`]: what a node does to go from one rendered config to another.
+//! - [`kargs`]: kernel-argument entries, the kernel's quoting rules, the diff the agent applies.
+//! - [`disruption`]: what a plan disrupts, with the MCO's node-disruption policies.
+//! - [`mco`]: rules taken from the MCO that no Ignition field implies (force file, `overwrite`).
+//! - [`window`]: maintenance windows.
+//! - [`time`]: RFC 3339 times, shared by the agent and the server.
+//!
+//! See `docs/config-model.md` and `docs/plan.md`.
 pub mod dataurl;
 pub mod de;
 pub mod diag;

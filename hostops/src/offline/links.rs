@@ -6,8 +6,7 @@ use super::lookup::{basename, dirname, join, path_starts_with, Ctx, Kind};
 use super::name::{is_instance, is_template, is_valid_name, printf, replace_instance, template_of};
 use super::{OfflineError, CONFIG_DIR, GENERATOR_DIRS, TRANSIENT_DIR};
 use crate::fs::EntryKind;
-use std::collections::HashSet;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 impl Ctx<'_> {
     // -----------------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ use super::name::{is_instance, template_of};
 use super::{OfflineError, CONFIG_DIR, GENERATOR_DIRS, SYMLINK_MAX, TRANSIENT_DIR};
 use crate::fs::EntryKind;
 use crate::fs::Root;
-use std::collections::HashSet;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 pub(super) fn join(dir: &str, name: &str) -> String {
     if dir == "/" {

@@ -6,20 +6,22 @@
 //! `--no-reboot`); 4 the config is applied but the host differs from it (drift).
 
 use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
+use crate::daemon::Daemon;
 use crate::drift_policy::DriftPolicies;
-use crate::journal::{Journal, NamedConfig, Phase, Summary};
+use crate::journal::{Journal, Summary};
 use crate::source;
-use crate::state::State;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::manifest::read_str;
 use hearth_config::model::DisruptionPolicies;
-use hearth_hostops::drift::{DriftControl, DriftEvent, DriftMonitor, DriftPolicy, ManagedPath};
+use hearth_hostops::drift::DriftPolicy;
 use hearth_hostops::fs::Root;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub use crate::status::{status_json, status_text};
 
 /// Command line of `hearth-agent`.
 #[derive(Debug, Parser)]
@@ -339,9 +341,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 drift,
                 metrics: counters,
             };
-            daemon
-                .run(source, Duration::from_secs(interval.max(1)))
-                .await
+            match source {
+                Source::Watch(path) => {
+                    daemon
+                        .watch(&path, Duration::from_secs(interval.max(1)))
+                        .await
+                }
+                Source::Server(server) => daemon.follow(server).await,
+            }
         }
         Command::Status { root, output } => {
             let root = Root::open(&root)?;
@@ -405,379 +412,4 @@ enum Source {
     Watch(PathBuf),
     /// hearth-server.
     Server(crate::follow::Server),
-}
-
-struct Daemon<'a> {
-    agent: &'a Agent,
-    root_path: PathBuf,
-    policies: DisruptionPolicies,
-    drift: DriftPolicies,
-    metrics: Arc<crate::metrics::Metrics>,
-}
-
-impl Daemon<'_> {
-    /// The options of the daemon's applies.
-    fn options(&self) -> Options {
-        Options {
-            drift: self.drift.clone(),
-            ..Options::default()
-        }
-    }
-
-    /// The managed paths of the current config.
-    fn expected(&self) -> Vec<ManagedPath> {
-        match Journal::load_current(self.agent.root()) {
-            Ok(current) => current
-                .map(|c| self.drift.managed(self.agent.root(), &c.spec.config))
-                .unwrap_or_default(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the current config to watch for drift");
-                Vec::new()
-            }
-        }
-    }
-
-    /// Finishes an apply that was interrupted (a crash, a reboot); the journal it read is not
-    /// kept.
-    async fn resume(&self) -> Result<()> {
-        let mut j = Journal::default();
-        if let Some(outcome) = self.agent.resume(&mut j, &self.options()).await? {
-            tracing::info!(?outcome, "finished an interrupted apply");
-        }
-        Ok(())
-    }
-
-    /// Starts the drift monitor on a thread of its own; its events arrive on the channel.
-    fn start_drift(
-        &self,
-    ) -> Result<(
-        DriftControl,
-        tokio::sync::mpsc::UnboundedReceiver<DriftEvent>,
-    )> {
-        let root = Root::open(&self.root_path)?;
-        let mut monitor = DriftMonitor::new(&root, self.expected())?;
-        let control = monitor.control();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("hearth-drift".into())
-            .spawn(move || {
-                // Drift that happened while the agent was not running.
-                for ev in monitor.check_all() {
-                    if tx.send(ev).is_err() {
-                        return;
-                    }
-                }
-                loop {
-                    match monitor.next_event(Duration::from_secs(1)) {
-                        Ok(Some(ev)) => {
-                            if tx.send(ev).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => {
-                            if tx.is_closed() {
-                                return;
-                            }
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, "the drift monitor stopped");
-                            return;
-                        }
-                    }
-                }
-            })?;
-        Ok((control, rx))
-    }
-
-    fn record_drift(&self, ev: DriftEvent) -> Result<()> {
-        self.metrics.drift(ev.reverted);
-        if ev.reverted {
-            tracing::warn!(message_id = crate::logging::MSG_DRIFT, path = %ev.path, "drift: {}: {}", ev.path, ev.what);
-        } else {
-            tracing::error!(message_id = crate::logging::MSG_DRIFT, path = %ev.path, "drift: {}: {}", ev.path, ev.what);
-        }
-        Journal::record_drift(self.agent.root(), &ev.path, &ev.what)?;
-        Ok(())
-    }
-
-    async fn run(&self, source: Source, interval: Duration) -> Result<ExitCode> {
-        let watch = match source {
-            Source::Watch(path) => path,
-            Source::Server(server) => return self.follow(server).await,
-        };
-        let watch = watch.as_path();
-        let notify = crate::logging::Notifier::new();
-        // Ready before finishing an interrupted apply: after a reboot into a new OS deployment
-        // the agent waits for the boot to finish (its health check), which it never would while
-        // this service is still starting.
-        notify.ready(&Summary::load(self.agent.root())?.status_line());
-        self.resume().await?;
-        let (drift, mut drift_events) = self.start_drift()?;
-        let summary = Summary::load(self.agent.root())?;
-        self.metrics.set_state(summary.state);
-        notify.status(&summary.status_line());
-        crate::memory::trim_heap();
-        let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
-        loop {
-            crate::watchdog::beat();
-            match source::watched_file(watch) {
-                Ok(Some(path)) => {
-                    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-                    let key = mtime.map(|t| (path.clone(), t));
-                    let force = self
-                        .agent
-                        .root()
-                        .stat(crate::apply::FORCE_FILE)
-                        .ok()
-                        .flatten()
-                        .is_some();
-                    if key != last_seen || force {
-                        match std::fs::read_to_string(&path)
-                            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-                            .and_then(|t| {
-                                source::parse(&path.display().to_string(), &t).map_err(Into::into)
-                            }) {
-                            Ok(desired) => {
-                                let control = drift.clone();
-                                tokio::task::spawn_blocking(move || control.pause()).await?;
-                                let result = self.apply_logged(desired).await;
-                                drift.set_expected(self.expected());
-                                drift.resume();
-                                crate::memory::trim_heap();
-                                result?;
-                            }
-                            Err(e) => tracing::error!("{e:#}"),
-                        }
-                        last_seen = key;
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!("{e}"),
-            }
-            let summary = Summary::load(self.agent.root())?;
-            let summary = if summary.state == State::Rebooting
-                && summary
-                    .progress
-                    .as_ref()
-                    .is_some_and(|p| p.phase == Phase::Rebooting)
-            {
-                // A reboot that was blocked (or not yet asked for): try again.
-                let mut j = Journal::default();
-                let _ = self.agent.resume(&mut j, &self.options()).await?;
-                drop(j);
-                Summary::load(self.agent.root())?
-            } else {
-                summary
-            };
-            self.metrics.set_state(summary.state);
-            notify.status(&summary.status_line());
-            // Wait for the next look, recording drift as it comes (idle, not hung: the
-            // watchdog is fed meanwhile).
-            let deadline = tokio::time::Instant::now() + interval;
-            let _idle = crate::watchdog::busy(
-                "waiting for the next look at the desired config",
-                interval + Duration::from_secs(10),
-            );
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => break,
-                    ev = drift_events.recv() => match ev {
-                        Some(ev) => self.record_drift(ev)?,
-                        None => {
-                            tokio::time::sleep_until(deadline).await;
-                            break;
-                        }
-                    },
-                }
-            }
-        }
-    }
-
-    /// The daemon following hearth-server.
-    async fn follow(&self, server: crate::follow::Server) -> Result<ExitCode> {
-        use crate::follow;
-        let notify = crate::logging::Notifier::new();
-        // Ready first: see `run`.
-        notify.ready(&Summary::load(self.agent.root())?.status_line());
-        self.resume().await?;
-        let (drift, mut drift_events) = self.start_drift()?;
-        let (mut remote, mut state) = follow::connect(self.agent.root(), &server).await?;
-        notify.status(&Summary::load(self.agent.root())?.status_line());
-        let mut backoff = Duration::from_secs(1);
-        loop {
-            crate::watchdog::beat();
-            // What this turn needs of the journal; the configs are not kept while waiting.
-            let (doc, known) = {
-                let j = Journal::load(self.agent.root())?;
-                self.metrics.set_state(j.state);
-                notify.status(&status_line(&j));
-                let known = j.desired.as_ref().map(|d| d.name.clone());
-                (follow::report_document(&j, &state.node), known)
-            };
-            if let Err(e) = remote.report(&doc).await {
-                tracing::warn!(error = %e, "cannot report status");
-            }
-            // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
-            // still arrives at once; the slot is asked for again when the poll returns.
-            let wait = match follow::reboot_with_slot(self.agent, &remote, &mut state).await {
-                Ok(Some(retry)) => retry.min(server.wait),
-                Ok(None) => server.wait,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reboot slot");
-                    server.wait
-                }
-            };
-            drop(doc);
-            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
-            // it: the watchdog is fed meanwhile.
-            let idle = crate::watchdog::busy(
-                "waiting for the server's next config",
-                wait + backoff + Duration::from_secs(40),
-            );
-            tokio::select! {
-                r = remote.desired(known.as_deref(), wait) => match r {
-                    Ok(Some(desired)) => {
-                        drop(idle);
-                        backoff = Duration::from_secs(1);
-                        let name = desired.name.clone();
-                        let control = drift.clone();
-                        tokio::task::spawn_blocking(move || control.pause()).await?;
-                        let outcome = follow::apply(self.agent, desired, &self.drift).await;
-                        drift.set_expected(self.expected());
-                        drift.resume();
-                        self.count(&name, &outcome?);
-                    }
-                    Ok(None) => backoff = Duration::from_secs(1),
-                    Err(e) if e.needs_enrollment() => {
-                        drop(idle);
-                        tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
-                        (remote, state) = follow::enroll(self.agent.root(), &server).await?;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, retry_in = ?backoff, "cannot reach the server; working from the journal");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(60));
-                    }
-                },
-                ev = drift_events.recv() => {
-                    if let Some(ev) = ev {
-                        self.record_drift(ev)?;
-                    }
-                }
-            }
-            crate::memory::trim_heap();
-        }
-    }
-
-    fn count(&self, name: &str, outcome: &Outcome) {
-        use crate::metrics::ApplyResult;
-        match outcome {
-            Outcome::Done => {
-                self.metrics.applied(ApplyResult::Done);
-                tracing::info!(message_id = crate::logging::MSG_DONE, config = %name, "Done")
-            }
-            Outcome::Drifted(drift) => {
-                self.metrics.applied(ApplyResult::Done);
-                tracing::warn!(message_id = crate::logging::MSG_DONE, config = %name, drift = %drift.join("; "), "Done, with drift")
-            }
-            Outcome::Rebooting { .. } => {
-                self.metrics.applied(ApplyResult::Rebooting);
-                tracing::info!(message_id = crate::logging::MSG_REBOOTING, config = %name, "Rebooting")
-            }
-            Outcome::Degraded(r) => {
-                self.metrics.applied(ApplyResult::Degraded);
-                tracing::error!(message_id = crate::logging::MSG_DEGRADED, config = %name, reason = %r, "Degraded")
-            }
-            Outcome::Unreconcilable(r) => {
-                self.metrics.applied(ApplyResult::Unreconcilable);
-                tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
-            }
-        }
-    }
-
-    async fn apply_logged(&self, desired: NamedConfig) -> Result<()> {
-        let name = desired.name.clone();
-        let outcome = self
-            .agent
-            .sync(desired, self.policies.clone(), &self.options())
-            .await?;
-        self.count(&name, &outcome);
-        Ok(())
-    }
-}
-
-fn status_line(j: &Journal) -> String {
-    let desired = j.desired.as_ref().map(|d| d.name.as_str()).unwrap_or("-");
-    match &j.reason {
-        Some(r) => format!("{} {desired}: {r}", j.state),
-        None => format!("{} {desired}", j.state),
-    }
-}
-
-/// The status document (versioned).
-pub fn status_json(j: &Journal) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "hearth.io/v1",
-        "kind": "AgentStatus",
-        "state": j.state,
-        "reason": j.reason,
-        "lastTransition": j.last_transition,
-        "current": j.current.as_ref().map(|c| &c.name),
-        "desired": j.desired.as_ref().map(|d| &d.name),
-        "pendingReboot": j.state == State::Rebooting,
-        "progress": j.progress,
-        "drift": j.drift,
-        "history": j.history,
-    })
-}
-
-/// The status for people.
-pub fn status_text(j: &Journal) -> String {
-    let dash = |s: Option<&str>| s.unwrap_or("-").to_string();
-    let mut out = String::new();
-    out.push_str(&format!("State:           {}\n", j.state));
-    out.push_str(&format!("Reason:          {}\n", dash(j.reason.as_deref())));
-    out.push_str(&format!("Last transition: {}\n", j.last_transition));
-    out.push_str(&format!(
-        "Current config:  {}\n",
-        dash(j.current.as_ref().map(|c| c.name.as_str()))
-    ));
-    out.push_str(&format!(
-        "Desired config:  {}\n",
-        dash(j.desired.as_ref().map(|d| d.name.as_str()))
-    ));
-    out.push_str(&format!(
-        "Pending reboot:  {}\n",
-        if j.state == State::Rebooting {
-            "yes"
-        } else {
-            "no"
-        }
-    ));
-    if let Some(os) = j.progress.as_ref().and_then(|p| p.os.as_ref()) {
-        out.push_str(&format!("OS change:       {}\n", os.change));
-        if let Some(d) = &os.expect.deployment {
-            let what = if os.rollback.is_some() {
-                "rolling back to"
-            } else {
-                "staged"
-            };
-            out.push_str(&format!("OS deployment:   {what} {d}\n"));
-        }
-    }
-    if let Some(failed) = &j.failed_os {
-        out.push_str(&format!(
-            "Failed OS:       {failed} (not staged again until a new config or {})\n",
-            crate::apply::FORCE_FILE
-        ));
-    }
-    if j.drift.is_empty() {
-        out.push_str("Drift:           none\n");
-    } else {
-        out.push_str("Drift:\n");
-        for d in &j.drift {
-            out.push_str(&format!("  - {d}\n"));
-        }
-    }
-    out
 }

@@ -2,14 +2,19 @@
 //! desired config, apply it, report every state, and take a reboot slot before rebooting (given
 //! back after the node booted and verified). When the server is unreachable the agent keeps
 //! working from its journal (resuming, reporting drift) and catches up when it returns.
+//! The loop itself (`hearth-agent run --server`) is `Daemon::follow`, at the end of this file.
 
 use crate::apply::{Agent, Options, Outcome};
-use crate::journal::{Journal, Phase};
+use crate::daemon::Daemon;
+use crate::journal::{Journal, Phase, Summary};
 use crate::remote::{Remote, RemoteError};
 use crate::state::State;
+use crate::status::status_line;
+use anyhow::Result;
 use hearth_hostops::fs::Root;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// Where the agent keeps its server credential (0600).
@@ -155,7 +160,7 @@ pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, Ser
 
 /// The status document the agent reports (the journal's, plus the node and boot id).
 pub fn report_document(j: &Journal, node: &str) -> serde_json::Value {
-    let mut doc = crate::cli::status_json(j);
+    let mut doc = crate::status::status_json(j);
     if let Some(obj) = doc.as_object_mut() {
         obj.insert("node".into(), serde_json::Value::String(node.to_string()));
         if let Some(id) = crate::apply::boot_id() {
@@ -229,4 +234,81 @@ pub async fn apply(
             },
         )
         .await?)
+}
+
+impl Daemon<'_> {
+    /// The daemon following hearth-server.
+    pub(crate) async fn follow(&self, server: Server) -> Result<ExitCode> {
+        let notify = crate::logging::Notifier::new();
+        // Ready first: see `Daemon::watch`.
+        notify.ready(&Summary::load(self.agent.root())?.status_line());
+        self.resume().await?;
+        let (drift, mut drift_events) = self.start_drift()?;
+        let (mut remote, mut state) = connect(self.agent.root(), &server).await?;
+        notify.status(&Summary::load(self.agent.root())?.status_line());
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            crate::watchdog::beat();
+            // What this turn needs of the journal; the configs are not kept while waiting.
+            let (doc, known) = {
+                let j = Journal::load(self.agent.root())?;
+                self.metrics.set_state(j.state);
+                notify.status(&status_line(&j));
+                let known = j.desired.as_ref().map(|d| d.name.clone());
+                (report_document(&j, &state.node), known)
+            };
+            if let Err(e) = remote.report(&doc).await {
+                tracing::warn!(error = %e, "cannot report status");
+            }
+            // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
+            // still arrives at once; the slot is asked for again when the poll returns.
+            let wait = match reboot_with_slot(self.agent, &remote, &mut state).await {
+                Ok(Some(retry)) => retry.min(server.wait),
+                Ok(None) => server.wait,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reboot slot");
+                    server.wait
+                }
+            };
+            drop(doc);
+            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
+            // it: the watchdog is fed meanwhile.
+            let idle = crate::watchdog::busy(
+                "waiting for the server's next config",
+                wait + backoff + Duration::from_secs(40),
+            );
+            tokio::select! {
+                r = remote.desired(known.as_deref(), wait) => match r {
+                    Ok(Some(desired)) => {
+                        drop(idle);
+                        backoff = Duration::from_secs(1);
+                        let name = desired.name.clone();
+                        let control = drift.clone();
+                        tokio::task::spawn_blocking(move || control.pause()).await?;
+                        let outcome = apply(self.agent, desired, &self.drift).await;
+                        drift.set_expected(self.expected());
+                        drift.resume();
+                        self.count(&name, &outcome?);
+                    }
+                    Ok(None) => backoff = Duration::from_secs(1),
+                    Err(e) if e.needs_enrollment() => {
+                        drop(idle);
+                        tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
+                        (remote, state) = enroll(self.agent.root(), &server).await?;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "cannot reach the server; working from the journal");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(60));
+                    }
+                },
+                ev = drift_events.recv() => {
+                    if let Some(ev) = ev {
+                        self.record_drift(ev)?;
+                    }
+                }
+            }
+            crate::memory::trim_heap();
+        }
+    }
 }

@@ -5,7 +5,10 @@
 //! - [`journal`]: what the agent is doing, written atomically before each phase.
 //! - [`apply`]: plan, execute through `hearth-hostops`, verify, reboot or roll back.
 //! - [`source`]: where the desired config comes from (file, URL, watched directory).
-//! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`.
+//! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`: flags and dispatch.
+//! - `daemon`: `run` watching a file or directory; drift monitor events.
+//! - [`follow`]: `run --server`: enroll, long-poll, report, reboot slots.
+//! - [`status`]: the status document and text.
 //! - [`drift_policy`]: drift policies per path; drift versus failure after an apply.
 //! - [`limits`]: size and time bounds on everything read from the network.
 //! - [`daemon_lock`]: one keeper of the desired config (`run` versus `apply --once-from`).
@@ -14,6 +17,7 @@
 //! See `docs/agent.md`.
 pub mod apply;
 pub mod cli;
+mod daemon;
 pub mod daemon_lock;
 pub mod drift_policy;
 pub mod follow;
@@ -25,4 +29,5 @@ pub mod metrics;
 pub mod remote;
 pub mod source;
 pub mod state;
+pub mod status;
 pub mod watchdog;

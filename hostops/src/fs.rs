@@ -732,6 +732,19 @@ impl Root {
     }
 }
 
+/// The SELinux policy of a root is read through the root, confined like every other read.
+impl selinux::PolicySource for Root {
+    type Error = FsError;
+
+    fn read_policy_file(&self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
+        self.read(path)
+    }
+
+    fn root_path(&self) -> &Path {
+        self.path()
+    }
+}
+
 fn kind_of(st_mode: u32) -> EntryKind {
     match st_mode & 0o170000 {
         0o100000 => EntryKind::File,

@@ -49,7 +49,6 @@
 //! rule that `regex` cannot compile makes the lookup of a path that reaches it fail with an
 //! error naming the file, line and expression, never a silent wrong label.
 
-use crate::fs::{FsError, Root};
 use regex::bytes::{Regex, RegexBuilder};
 use std::sync::OnceLock;
 
@@ -73,8 +72,8 @@ pub enum SelinuxError {
     Read {
         /// The file (inside the root).
         file: String,
-        /// Why.
-        source: Box<FsError>,
+        /// Why (a [`crate::fs::FsError`] for a [`crate::fs::Root`]).
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// SELinux is enabled but the policy has no `file_contexts`.
     #[error(
@@ -118,6 +117,17 @@ pub enum SelinuxError {
     /// The path to look up is empty.
     #[error("cannot look up the SELinux label of an empty path")]
     EmptyPath,
+}
+
+/// Where the policy files are read from: a root directory. [`crate::fs::Root`] is one; the
+/// trait keeps this module free of the file layer, which uses it to label what it writes.
+pub trait PolicySource {
+    /// Why a file cannot be read.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// The content of `path` (absolute, inside the root); `Ok(None)` when it does not exist.
+    fn read_policy_file(&self, path: &str) -> Result<Option<Vec<u8>>, Self::Error>;
+    /// The root's path (for messages).
+    fn root_path(&self) -> &std::path::Path;
 }
 
 /// Kinds of files a rule can be restricted to (`-b -c -d -p -l -s --`).
@@ -335,13 +345,18 @@ impl FileContexts {
 
     /// Reads the file contexts of policy `policy` (`targeted`) in `root`: `Ok(None)` when the
     /// base `file_contexts` does not exist.
-    pub fn load(root: &Root, policy: &str) -> Result<Option<FileContexts>, SelinuxError> {
+    pub fn load<S: PolicySource>(
+        root: &S,
+        policy: &str,
+    ) -> Result<Option<FileContexts>, SelinuxError> {
         let base = format!("{SELINUX_DIR}/{policy}/contexts/files/file_contexts");
         let read = |file: &str| -> Result<Option<String>, SelinuxError> {
-            let bytes = root.read(file).map_err(|e| SelinuxError::Read {
-                file: file.to_string(),
-                source: Box::new(e),
-            })?;
+            let bytes = root
+                .read_policy_file(file)
+                .map_err(|e| SelinuxError::Read {
+                    file: file.to_string(),
+                    source: Box::new(e),
+                })?;
             Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
         };
         let Some(text) = read(&base)? else {
@@ -453,10 +468,10 @@ fn config_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// kernel has `/sys/fs/selinux/enforce`; for another root, when its `/etc/selinux/config` says
 /// `SELINUX=enforcing` or `permissive`. The policy type is `SELINUXTYPE` of that config
 /// (`targeted` when unset).
-pub fn labelling(root: &Root, live: bool) -> Result<Labelling, SelinuxError> {
+pub fn labelling<S: PolicySource>(root: &S, live: bool) -> Result<Labelling, SelinuxError> {
     let config_file = format!("{SELINUX_DIR}/config");
     let config = root
-        .read(&config_file)
+        .read_policy_file(&config_file)
         .map_err(|e| SelinuxError::Read {
             file: config_file.clone(),
             source: Box::new(e),
@@ -475,7 +490,7 @@ pub fn labelling(root: &Root, live: bool) -> Result<Labelling, SelinuxError> {
             {
                 format!(
                     "{config_file} of root {} says SELINUX={m}",
-                    root.path().display()
+                    root.root_path().display()
                 )
             }
             _ => return Ok(Labelling::Off),

@@ -1,0 +1,411 @@
+//! Applying a desired config to the host: plan, journal, execute, verify, reboot or roll back.
+//!
+//! ## Crash safety
+//! The journal is written (atomically) before each phase: `Applying` (with the paths that
+//! existed before the apply), `RollingBack` (with the failure), `Rebooting` (with the boot id),
+//! and the final state. Every action is an absolute, idempotent "make it so" (write this file,
+//! enable that unit), and every file write is atomic, so after a `kill -9` or a power cut the
+//! agent simply runs the interrupted phase again from its start: identical files are skipped,
+//! and the result is the same as an uninterrupted run. A half-applied host is never reported
+//! as `Done`: `Done` is written only after the host was verified against the config.
+//!
+//! ## Rollback
+//! Undoing a failed apply is itself a plan: from the desired config back to the current one.
+//! Files the desired config added are restored from the originals hearth kept when it first
+//! overwrote them (or removed when there were none), files both configs manage get their
+//! current content back, and unit states, SSH keys and the password hash return to the current
+//! config's. Then the host is verified against the current config again.
+//!
+//! ## Files
+//! - `mod.rs`: the agent's handle on a host, `sync` and `resume` (which phase runs next),
+//!   `verify`.
+//! - `lock.rs`: the agent lock, temporaries of interrupted writes, the preexisting paths.
+//! - `run.rs`: the `Applying` phase, ending `Done`, drifted, `Rebooting` or rolling back.
+//! - `execute.rs`: one step of a plan, and the service steps of its disruption.
+//! - `os.rs`: OS changes: planning, staging, and checking the boot into them.
+//! - `reboot.rs`: requesting the reboot and verifying after it.
+//! - `rollback.rs`: undoing a failed apply.
+
+use crate::drift_policy::{drift_reason, DriftPolicies};
+use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
+use crate::state::{Event, State};
+use hearth_config::ignition::Config;
+use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+use hearth_config::plan::SYSTEMD_UNIT_DIR;
+use hearth_hostops::fs::Root;
+use hearth_hostops::os::{NoneBackend, OsBackend};
+use hearth_hostops::systemd::Systemd;
+use hearth_hostops::users::SshKeyLayout;
+use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+mod execute;
+mod lock;
+mod os;
+mod reboot;
+mod rollback;
+mod run;
+
+pub use execute::service_steps;
+pub use lock::LOCK_FILE;
+pub use os::FINALIZE_UNIT;
+pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
+
+use os::os_fields;
+
+/// A file whose presence asks for a full re-apply on the next sync (the MCO's
+/// `/run/machine-config-daemon-force`).
+pub const FORCE_FILE: &str = "/run/hearth-force";
+/// The default system bus.
+pub const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
+
+/// How the agent reaches systemd.
+#[derive(Debug)]
+pub enum Units {
+    /// A running systemd over D-Bus.
+    Online(Systemd),
+    /// An offline image root: enablement through symlinks, no daemon to reload or restart.
+    Offline,
+}
+
+/// Options of one sync.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Re-apply everything even if the host is already in the desired config.
+    pub force: bool,
+    /// Do not reboot even if the plan needs it (leave the node `Rebooting`, reboot pending).
+    pub no_reboot: bool,
+    /// The drift policies: which paths that differ without the apply having written them are
+    /// exempt (`ignore`) or reported as drift (`report`, `revert`) instead of failing it.
+    pub drift: DriftPolicies,
+}
+
+/// How a sync ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The host is in the desired config (verified).
+    Done,
+    /// The desired config is applied, but managed paths differ from it that the apply did not
+    /// write (drift under the `report` or `revert` policy, or, on a host that already had the
+    /// config, any difference). Each line names the path and the difference. The journal's state
+    /// is `Done` with these listed as drift; the host is not in the desired config.
+    Drifted(Vec<String>),
+    /// The config is applied and the node must reboot; `requested` says whether the reboot was
+    /// asked for, `inhibited` why not.
+    Rebooting {
+        /// Whether logind accepted the reboot.
+        requested: bool,
+        /// Who blocks it, if anyone.
+        inhibited: Option<String>,
+    },
+    /// The apply failed and was undone; the reason names the step, the object and the cause.
+    Degraded(String),
+    /// The desired config cannot be applied to a running node; every field is listed.
+    Unreconcilable(String),
+}
+
+/// Errors that stop the agent itself (not an apply failure, which is [`Outcome::Degraded`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The journal cannot be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Connecting to systemd failed.
+    #[error("cannot connect to systemd: {0}")]
+    Systemd(#[from] hearth_hostops::systemd::SystemdError),
+    /// The root cannot be opened.
+    #[error(transparent)]
+    Fs(#[from] hearth_hostops::fs::FsError),
+    /// The agent lock cannot be taken.
+    #[error("cannot take the agent lock {path}: {message}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The agent's handle on one host.
+#[derive(Debug)]
+pub struct Agent {
+    root: Root,
+    root_path: PathBuf,
+    units: Units,
+    bus: Option<String>,
+    ssh_layout: SshKeyLayout,
+    os: OsBackend,
+    /// Whether this process cleaned the temporaries of its own state yet (see
+    /// [`Agent::lock`]).
+    cleaned_state: std::sync::atomic::AtomicBool,
+}
+
+/// Why an offline image root has no OS backend.
+pub const OFFLINE_OS_REASON: &str = "an offline image root cannot take OS-level changes";
+
+fn unit_path(name: &str) -> String {
+    format!("{SYSTEMD_UNIT_DIR}/{name}")
+}
+
+fn dropin_path(unit: &str, name: &str) -> String {
+    format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}")
+}
+
+/// Every path a config manages (files, unit files, drop-ins, masks).
+pub fn managed_paths(config: &Config) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = config
+        .storage
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    for u in &config.systemd.units {
+        if u.contents.as_deref().is_some_and(|c| !c.is_empty()) || u.mask == Some(true) {
+            out.insert(unit_path(&u.name));
+        }
+        for d in &u.dropins {
+            if d.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+                out.insert(dropin_path(&u.name, &d.name));
+            }
+        }
+    }
+    out
+}
+
+impl Agent {
+    /// A handle on the host whose root is `root`, with systemd on `bus` (`None`: an offline
+    /// image root).
+    pub async fn new(root: &Path, bus: Option<&str>) -> Result<Agent, AgentError> {
+        let root_handle = Root::open(root)?;
+        let units = match bus {
+            Some(address) => Units::Online(Systemd::connect_with_root(address, root).await?),
+            None => Units::Offline,
+        };
+        let ssh_layout = SshKeyLayout::detect(&root_handle).unwrap_or_default();
+        let os = match &units {
+            Units::Offline => OsBackend::None(NoneBackend::new(OFFLINE_OS_REASON)),
+            Units::Online(_) => {
+                match OsBackend::detect_on_bus(root, bus.unwrap_or(SYSTEM_BUS)).await {
+                    Ok(backend) => backend,
+                    Err(e) => OsBackend::None(NoneBackend::new(e.to_string())),
+                }
+            }
+        };
+        tracing::debug!(backend = os.kind(), "OS backend");
+        Ok(Agent {
+            root: root_handle,
+            root_path: root.to_path_buf(),
+            units,
+            bus: bus.map(str::to_string),
+            ssh_layout,
+            os,
+            cleaned_state: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The OS backend (kernel arguments, kernel type, OS images) this host has.
+    pub fn os(&self) -> &OsBackend {
+        &self.os
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// Whether this is an offline image root.
+    pub fn is_offline(&self) -> bool {
+        matches!(self.units, Units::Offline)
+    }
+
+    /// Brings the host to `desired`. Returns how it ended; an `Err` is only for problems that
+    /// stop the agent itself (its journal unreadable, systemd unreachable).
+    pub async fn sync(
+        &self,
+        desired: NamedConfig,
+        policies: DisruptionPolicies,
+        opts: &Options,
+    ) -> Result<Outcome, AgentError> {
+        let _lock = self.lock()?;
+        let mut j = Journal::load(&self.root)?;
+        // The config being applied, waiting for its reboot, or in place, arrives again under
+        // another name with the same content (a node moved into a pool that renders the same
+        // config): it is the same config; record the new name, or whoever asks for it (the
+        // server's long-poll, which compares names) hands it out again and again.
+        if let Some(d) = j.desired.as_mut().filter(|d| d.spec == desired.spec) {
+            if d.name != desired.name {
+                tracing::info!(config = %desired.name, was = %d.name, "the same config under a new name");
+                d.name = desired.name.clone();
+                if let Some(c) = j.current.as_mut().filter(|c| c.spec == desired.spec) {
+                    c.name = desired.name.clone();
+                }
+                j.save(&self.root)?;
+            }
+        }
+        let pending_same = j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec);
+        let waiting_for_reboot = j
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.phase == Phase::Rebooting && !self.rebooted_since(p));
+        let force = opts.force || self.root.stat(FORCE_FILE)?.is_some();
+        if waiting_for_reboot && (!pending_same || force) {
+            // A new config (or the force file) supersedes the one waiting for its reboot: what
+            // is on disk is the applied config, and its reboot stays pending until the new one
+            // is in.
+            tracing::info!("a new config or the force file supersedes the pending reboot");
+            if j.progress.as_ref().is_some_and(|p| p.os.is_some()) && j.os_base.is_none() {
+                // The staged deployment is not booted yet: plan the next OS change from what
+                // is booted.
+                j.os_base = Some(os_fields(&Self::current_spec(&j)));
+            }
+            j.current = j.desired.clone();
+            j.reboot_pending = true;
+            j.progress = None;
+        } else if let Some(outcome) = self.resume_locked(&mut j, opts).await? {
+            // An interrupted apply finished first; then carry on with this config.
+            if pending_same && !matches!(outcome, Outcome::Degraded(_)) {
+                return Ok(outcome);
+            }
+        }
+        if !force
+            && j.state == State::Degraded
+            && j.failed_os.is_some()
+            && j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec)
+        {
+            // Its OS deployment failed after the boot and was rolled back: staging it again
+            // would reboot into the same failure. A new config or the force file retries.
+            return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
+        }
+        let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
+        if same && !force && j.state == State::Done {
+            // Nothing to do but make sure the host still matches: every difference is drift
+            // (the paths under `ignore` excepted).
+            let mismatches = self.verify(&desired.spec.config).await;
+            let (others, mut drift) = opts.drift.split(mismatches, &BTreeSet::new());
+            drift.extend(others.iter().map(|m| m.to_string()));
+            // The same content under another name (a node moved into a pool that renders the
+            // same config): the host is in the new config; record its name, or whoever asks for
+            // it (the server's long-poll) asks again and again.
+            let renamed = j.current.as_ref().map(|c| &c.name) != Some(&desired.name)
+                || j.desired.as_ref().map(|d| &d.name) != Some(&desired.name);
+            if renamed {
+                tracing::info!(
+                    config = %desired.name,
+                    was = j.current.as_ref().map(|c| c.name.as_str()).unwrap_or("-"),
+                    "the host already has this config's content: recorded under its new name"
+                );
+                j.current = Some(desired.clone());
+                j.desired = Some(desired);
+            }
+            if renamed || drift != j.drift {
+                j.reason = drift_reason(&drift);
+                j.drift = drift.clone();
+                j.save(&self.root)?;
+            }
+            return Ok(if drift.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::Drifted(drift)
+            });
+        }
+
+        j.desired = Some(desired);
+        j.policies = policies;
+        j.failed_os = None;
+        j.transition(Event::Start, None)?;
+        let preexisting = self.preexisting(&j)?;
+        j.progress = Some(Progress {
+            phase: Phase::Applying,
+            step: 0,
+            total: 0,
+            failure: None,
+            boot_id: None,
+            reboot_requests: 0,
+            os: None,
+        });
+        j.save(&self.root)?;
+        // The preexisting set is part of the apply: kept in the journal for a resume.
+        self.save_preexisting(&preexisting)?;
+        self.run_apply(&mut j, force, opts).await
+    }
+
+    /// Finishes an apply interrupted by a crash or a reboot. Returns `None` when there was
+    /// nothing to finish.
+    pub async fn resume(
+        &self,
+        j: &mut Journal,
+        opts: &Options,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let _lock = self.lock()?;
+        *j = Journal::load(&self.root)?;
+        self.resume_locked(j, opts).await
+    }
+
+    async fn resume_locked(
+        &self,
+        j: &mut Journal,
+        opts: &Options,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let Some(progress) = j.progress.clone() else {
+            return Ok(None);
+        };
+        tracing::info!(phase = ?progress.phase, "resuming an interrupted apply");
+        let outcome = match progress.phase {
+            Phase::Applying => {
+                j.transition(Event::Resume, None)?;
+                let force = self.root.stat(FORCE_FILE)?.is_some();
+                self.run_apply(j, force, opts).await?
+            }
+            Phase::RollingBack => {
+                let reason = progress.failure.unwrap_or_else(|| "an apply failed".into());
+                self.run_rollback(j, reason, &opts.drift).await?
+            }
+            Phase::Rebooting => {
+                if self.rebooted_since(&progress) {
+                    self.after_reboot(j, opts).await?
+                } else {
+                    self.request_reboot(j, opts).await?
+                }
+            }
+        };
+        Ok(Some(outcome))
+    }
+
+    fn current_spec(j: &Journal) -> MachineConfigSpec {
+        j.current
+            .as_ref()
+            .map(|c| c.spec.clone())
+            .unwrap_or_default()
+    }
+
+    /// Checks the host against `config`.
+    pub async fn verify(&self, config: &Config) -> Vec<Mismatch> {
+        let opts = VerifyOptions {
+            ssh_layout: self.ssh_layout,
+        };
+        match &self.units {
+            Units::Offline => {
+                verify::verify_with(
+                    &self.root,
+                    &OfflineUnitStates::new(&self.root),
+                    config,
+                    &opts,
+                )
+                .mismatches
+            }
+            Units::Online(sd) => {
+                let names = verify::units_to_query(config);
+                let states: HashMap<String, String> =
+                    match verify::unit_file_states(sd.connection(), &names).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read unit states");
+                            HashMap::new()
+                        }
+                    };
+                verify::verify_with(&self.root, &states, config, &opts).mismatches
+            }
+        }
+    }
+}

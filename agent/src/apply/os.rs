@@ -1,0 +1,358 @@
+//! OS-level changes (kernel arguments, kernel type, OS image, extensions): what a plan asks
+//! of the OS backend, adopting what is already booted, staging one new deployment, and after
+//! its boot checking that it is the booted one and healthy (or rolling it back).
+
+use super::{reboot::boot_id, reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, Units};
+use crate::journal::{Journal, NamedConfig, OsProgress};
+use crate::state::Event;
+use hearth_config::model::MachineConfigSpec;
+use hearth_config::plan::Action;
+use hearth_hostops::os::{OsChange, OsConfig, OsExpectation};
+use hearth_hostops::systemd::Systemd;
+
+/// The unit that finalizes a staged ostree deployment at shutdown.
+pub const FINALIZE_UNIT: &str = "ostree-finalize-staged.service";
+
+pub(super) fn is_os_action(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::KernelArguments { .. }
+            | Action::KernelType { .. }
+            | Action::OsImage { .. }
+            | Action::Extensions { .. }
+    )
+}
+
+/// The OS fields of a spec (kernel arguments, kernel type, OS image, extensions), without files
+/// and units: what OS changes are planned from.
+pub(super) fn os_fields(spec: &MachineConfigSpec) -> MachineConfigSpec {
+    MachineConfigSpec {
+        kernel_arguments: spec.kernel_arguments.clone(),
+        kernel_type: spec.kernel_type,
+        os_image_url: spec.os_image_url.clone(),
+        extensions: spec.extensions.clone(),
+        ..MachineConfigSpec::default()
+    }
+}
+
+/// The systemd unit this process runs in (`hearth-agent.service`), from `/proc/self/cgroup`.
+fn own_unit() -> Option<String> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // `0::/system.slice/x.service` (unified) or `1:name=systemd:/system.slice/x.service`
+    // (hybrid): the unit is the last component that names one.
+    cgroup.lines().find_map(|l| {
+        l.splitn(3, ':')
+            .nth(2)?
+            .rsplit('/')
+            .find(|c| c.ends_with(".service") || c.ends_with(".scope"))
+            .map(str::to_string)
+    })
+}
+
+impl Agent {
+    /// The OS change a plan's OS actions make, or why this host cannot make it (checked before
+    /// anything is changed).
+    pub(super) fn os_change(&self, actions: &[Action]) -> Result<Option<OsChange>, String> {
+        if actions.is_empty() {
+            return Ok(None);
+        }
+        if let Some(reason) = self.os.unsupported_reason() {
+            return Err(if self.is_offline() {
+                reason.to_string()
+            } else {
+                format!("this host has no OS backend that can make them ({reason})")
+            });
+        }
+        let change = self
+            .os
+            .change_from_actions(actions)
+            .map_err(|e| e.to_string())?;
+        Ok((!change.is_empty()).then_some(change))
+    }
+
+    /// The first config of a host (hearth takes it over, from the MCO or from an installer that
+    /// set kernel arguments): what the booted deployment already has of the config's OS fields
+    /// is taken as the starting point, so no argument the former manager appended is appended
+    /// twice and an image already booted is not deployed again. Arguments adopted this way are recorded as hearth's (a later
+    /// config may remove them, as the MCO would).
+    pub(super) async fn adopt_booted_os(&self, desired: &MachineConfigSpec) -> MachineConfigSpec {
+        let nothing = os_fields(&MachineConfigSpec::default());
+        let wants_os = !desired.kernel_arguments.is_empty()
+            || !desired.os_image_url.is_empty()
+            || desired.kernel_type != hearth_config::model::KernelType::Default;
+        if !wants_os || self.os.unsupported_reason().is_some() {
+            return nothing;
+        }
+        let booted = match self.os.status().await {
+            Ok(status) => status.booted,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the booted deployment; planning the OS change from nothing");
+                return nothing;
+            }
+        };
+        // The arguments a former manager (the MCO, an installer) appended in the config's order
+        // end the booted list: adopt the longest start of the config's list found there, so the
+        // plan (order-sensitive) appends only the rest.
+        // Entries are kept as written ("a=1 b=2"); the booted command line holds arguments.
+        let wanted = hearth_config::kargs::split_kernel_arguments(&desired.kernel_arguments);
+        let len = hearth_config::kargs::booted_prefix_len(&booted.kernel_args, &wanted);
+        let mut adopted = wanted[..len].to_vec();
+        if !adopted.is_empty() {
+            match self.os.adopt_kernel_arguments(&adopted).await {
+                Ok(_) => {
+                    tracing::info!(kargs = %adopted.join(" "), "kernel arguments already booted adopted")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record the adopted kernel arguments");
+                    adopted.clear();
+                }
+            }
+        }
+        MachineConfigSpec {
+            kernel_arguments: adopted,
+            kernel_type: booted.kernel_type,
+            os_image_url: if booted.image == desired.os_image_url.trim() {
+                desired.os_image_url.clone()
+            } else {
+                String::new()
+            },
+            ..MachineConfigSpec::default()
+        }
+    }
+
+    /// Stages the OS change as one new deployment; what the boot must show.
+    pub(super) async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
+        tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
+        // Pulling an image can take long: the watchdog is fed meanwhile.
+        let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
+        let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
+        if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
+            // The staged deployment becomes bootable only when ostree-finalize-staged.service
+            // runs its stop action at shutdown. Its path unit starts it when the staging file
+            // appears, but a reboot asked for right after staging can cancel that start job:
+            // the host then boots the old deployment. Start it now and wait (as newer
+            // libostree does itself).
+            if let Units::Online(sd) = &self.units {
+                if let Err(e) = sd.start(FINALIZE_UNIT).await {
+                    self.cancel_pending_os().await;
+                    return Err(format!(
+                        "the deployment was staged, but {FINALIZE_UNIT} (which finalizes it at \
+                         shutdown) cannot be started, so it was dropped again: {e}"
+                    ));
+                }
+            }
+        }
+        for skipped in &staged.skipped_deletes {
+            tracing::warn!(
+                karg = %skipped.argument,
+                reason = %skipped.reason,
+                "kernel argument not deleted"
+            );
+        }
+        tracing::info!(
+            deployment = %staged.deployment.id,
+            from = %staged.from,
+            kargs = %staged.deployment.kernel_args.join(" "),
+            "OS deployment staged"
+        );
+        Ok(OsProgress {
+            change: change.to_string(),
+            expect: staged.expectation(),
+            from: staged.from.clone(),
+            rollback: None,
+        })
+    }
+
+    /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
+    /// again. Failures are logged: the caller is already on a failure path.
+    pub(super) async fn cancel_pending_os(&self) {
+        match self.os.status().await {
+            Ok(status) if status.pending.is_some() => match self.os.rollback().await {
+                Ok(outcome) => tracing::info!(?outcome, "pending OS deployment dropped"),
+                Err(e) => tracing::warn!(error = %e, "cannot drop the pending OS deployment"),
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the OS deployments"),
+        }
+    }
+
+    /// Waits for systemd to finish booting and judges the boot (see
+    /// [`hearth_hostops::os::HealthCheck`]): `Ok` when the system is `running`, or `degraded`
+    /// only by ignored units; otherwise why not, naming each failed unit with its log.
+    async fn boot_health(&self, check: &hearth_hostops::os::HealthCheck) -> Result<(), String> {
+        let Units::Online(sd) = &self.units else {
+            return Ok(());
+        };
+        let timeout = std::time::Duration::from_secs(check.timeout_seconds);
+        let _busy = crate::watchdog::busy(
+            "the boot health check",
+            timeout + std::time::Duration::from_secs(60),
+        );
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last;
+        loop {
+            match sd.system_state().await {
+                Ok(state) => match state.as_str() {
+                    "running" => return Ok(()),
+                    "degraded" => return self.failed_units_verdict(sd, check).await,
+                    "maintenance" | "stopping" | "offline" => {
+                        return Err(format!("the system is in state {state} after the boot"))
+                    }
+                    _ => {
+                        if self.boot_waits_only_for_this_agent(sd).await {
+                            // Run from a unit the boot waits for (a oneshot `apply`): the boot
+                            // cannot finish before this check does, so judge it by what failed
+                            // so far.
+                            return self.failed_units_verdict(sd, check).await;
+                        }
+                        last = state;
+                    }
+                },
+                Err(e) => last = format!("unreadable ({e})"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the boot did not finish within {} s (system state: {last})",
+                    check.timeout_seconds
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
+    /// `Ok` unless units other than the ignored ones failed; then each with its state and log.
+    async fn failed_units_verdict(
+        &self,
+        sd: &Systemd,
+        check: &hearth_hostops::os::HealthCheck,
+    ) -> Result<(), String> {
+        let failed: Vec<String> = sd
+            .failed_units()
+            .await
+            .map_err(|e| format!("cannot list the failed units: {e}"))?
+            .into_iter()
+            .filter(|u| !check.ignore_failed_units.contains(u))
+            .collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let mut why = Vec::new();
+        for unit in &failed {
+            why.push(sd.describe_unit(unit).await);
+        }
+        Err(format!(
+            "the boot ended degraded: {} failed: {}",
+            failed.join(", "),
+            why.join("; ")
+        ))
+    }
+
+    /// Whether the only job systemd is still running is the start of the unit this agent runs
+    /// in (`/proc/self/cgroup`): everything else left waits for it.
+    async fn boot_waits_only_for_this_agent(&self, sd: &Systemd) -> bool {
+        let Some(own) = own_unit() else {
+            return false;
+        };
+        match sd.running_jobs().await {
+            Ok(jobs) => !jobs.is_empty() && jobs.iter().all(|u| *u == own),
+            Err(_) => false,
+        }
+    }
+
+    /// After the boot that should have started a new OS deployment: it must be the booted one,
+    /// with its kernel arguments, and the boot must be healthy. `None` when it is (the caller
+    /// goes on verifying files and units); otherwise how the sync ended: `Degraded`, or
+    /// `Rebooting` back into the previous deployment.
+    pub(super) async fn check_os_boot(
+        &self,
+        j: &mut Journal,
+        desired: &NamedConfig,
+        os: &OsProgress,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let differences = match self.os.verify_booted(&os.expect).await {
+            Ok(d) => d,
+            Err(e) => vec![format!("cannot read the booted deployment: {e}")],
+        };
+        if !differences.is_empty() {
+            // Not what was staged (the boot loader fell back, or the deployment was never
+            // finalized): report it, and make sure the next boot does not surprise anyone.
+            self.cancel_pending_os().await;
+            let reason = format!(
+                "after the reboot the host does not run the OS change of {} ({}): {}",
+                desired.name,
+                os.change,
+                differences.join("; ")
+            );
+            tracing::error!(%reason, "OS verification failed");
+            return self.end_failed_os(j, desired, reason).map(Some);
+        }
+        let config = OsConfig::load(&self.root_path).unwrap_or_default();
+        let Err(why) = self.boot_health(&config.health).await else {
+            tracing::info!(deployment = ?os.expect.deployment, "the new OS deployment booted healthy");
+            return Ok(None);
+        };
+        let deployment = os
+            .expect
+            .deployment
+            .as_ref()
+            .map(|d| d.to_string())
+            .unwrap_or_else(|| "the new deployment".into());
+        let why = format!(
+            "the new OS deployment {deployment} of {} booted unhealthy: {why}",
+            desired.name
+        );
+        tracing::error!(reason = %why, "OS health check failed");
+        if !config.health.rollback {
+            let reason = format!(
+                "{why} (automatic rollback is off in {})",
+                hearth_hostops::os::CONFIG_PATH
+            );
+            return self.end_failed_os(j, desired, reason).map(Some);
+        }
+        match self.os.rollback().await {
+            Ok(outcome) => tracing::warn!(?outcome, "rolled back to the previous deployment"),
+            Err(e) => {
+                let reason = format!("{why}; the automatic rollback failed: {e}");
+                return self.end_failed_os(j, desired, reason).map(Some);
+            }
+        }
+        // Journal the rollback before the reboot: after it, the previous deployment must be
+        // booted and the files and units go back to the current config.
+        j.failed_os = Some(desired.name.clone());
+        if let Some(p) = j.progress.as_mut() {
+            p.os = Some(OsProgress {
+                change: os.change.clone(),
+                expect: OsExpectation {
+                    deployment: Some(os.from.clone()),
+                    kernel_args: None,
+                },
+                from: os.from.clone(),
+                rollback: Some(why.clone()),
+            });
+            p.boot_id = boot_id();
+            p.reboot_requests = 0;
+        }
+        j.transition(
+            Event::Resume,
+            Some(format!("{why}; rolling back to deployment {}", os.from)),
+        )?;
+        j.save(&self.root)?;
+        self.root
+            .write_atomic(REBOOT_MARKER, desired.name.as_bytes(), 0o644, None)
+            .map_err(AgentError::Fs)?;
+        Ok(Some(self.request_reboot(j, &Options::default()).await?))
+    }
+
+    /// Ends an OS boot that did not go as staged: `Degraded`, and the config is not staged
+    /// again (no reboot loop) until another one or the force file asks.
+    fn end_failed_os(
+        &self,
+        j: &mut Journal,
+        desired: &NamedConfig,
+        reason: String,
+    ) -> Result<Outcome, AgentError> {
+        j.os_base = None;
+        j.failed_os = Some(desired.name.clone());
+        self.end_failed(j, Event::BootVerificationFailed, reason)
+    }
+}

@@ -1,0 +1,115 @@
+//! Undoing a failed apply: a plan from the desired config back to the current one, executed
+//! and verified, ending `Degraded` with why (see the module doc of `apply`).
+
+use super::{execute::service_steps, managed_paths, os::is_os_action, Agent, AgentError, Outcome};
+use crate::drift_policy::{touched_paths, DriftPolicies};
+use crate::journal::{Journal, OsProgress, Phase, Progress};
+use crate::state::{Event, State};
+use hearth_config::plan::plan;
+
+use std::collections::BTreeSet;
+
+impl Agent {
+    /// After the reboot back into the previous deployment (an automatic rollback): check that
+    /// it is the booted one, put files and units back to the current config, and report
+    /// `Degraded` with why the new deployment was rolled back.
+    pub(super) async fn after_os_rollback(
+        &self,
+        j: &mut Journal,
+        os: &OsProgress,
+        why: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
+        let differences = match self.os.verify_booted(&os.expect).await {
+            Ok(d) => d,
+            Err(e) => vec![format!("cannot read the booted deployment: {e}")],
+        };
+        let reason = if differences.is_empty() {
+            format!("{why}; rolled back to deployment {}", os.from)
+        } else {
+            format!(
+                "{why}; the rollback to deployment {} did not take: {}",
+                os.from,
+                differences.join("; ")
+            )
+        };
+        j.os_base = None;
+        self.run_rollback(j, reason, drift_policies).await
+    }
+
+    pub(super) async fn start_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
+        tracing::warn!(%reason, "apply failed; rolling back");
+        j.progress = Some(Progress {
+            phase: Phase::RollingBack,
+            step: 0,
+            total: 0,
+            failure: Some(reason.clone()),
+            boot_id: None,
+            reboot_requests: 0,
+            os: None,
+        });
+        j.save(&self.root)?;
+        self.run_rollback(j, reason, drift_policies).await
+    }
+
+    pub(super) async fn run_rollback(
+        &self,
+        j: &mut Journal,
+        reason: String,
+        drift_policies: &DriftPolicies,
+    ) -> Result<Outcome, AgentError> {
+        let current = Self::current_spec(j);
+        let desired = j
+            .desired
+            .as_ref()
+            .map(|d| d.spec.clone())
+            .unwrap_or_default();
+        let back = plan(&desired, &current, &j.policies);
+        let managed_before = managed_paths(&desired.config);
+        let mut problems = Vec::new();
+        for action in back.actions.iter().filter(|a| !is_os_action(a)) {
+            if let Err(e) = self
+                .execute(action, &managed_before, &BTreeSet::new())
+                .await
+            {
+                problems.push(format!("undo ({action}): {e}"));
+            }
+        }
+        for step in service_steps(&back) {
+            match self.service_step(&step, &back, &j.policies).await {
+                Ok(Some(warning)) => tracing::warn!("undo: {warning}"),
+                Ok(None) => {}
+                Err(e) => problems.push(format!("undo ({step}): {e}")),
+            }
+        }
+        let mismatches = self.verify(&current.config).await;
+        // Drift the undo did not touch (a hand edit left in place under `report`, or exempt
+        // under `ignore`) is not an incomplete undo.
+        let (mismatches, drift) = drift_policies.split(mismatches, &touched_paths(&back));
+        problems.extend(mismatches.iter().map(|m| format!("after undo: {m}")));
+        let _ = self.root.remove(Self::PREEXISTING);
+        let full = if problems.is_empty() {
+            format!("{reason}; every change was undone")
+        } else {
+            format!("{reason}; undo was incomplete: {}", problems.join("; "))
+        };
+        j.progress = None;
+        match j.state {
+            State::Working => {
+                j.transition(Event::Failed, Some(full.clone()))?;
+            }
+            State::Rebooting => {
+                j.transition(Event::BootVerificationFailed, Some(full.clone()))?;
+            }
+            _ => j.reason = Some(full.clone()),
+        }
+        j.drift = drift;
+        j.save(&self.root)?;
+        Ok(Outcome::Degraded(full))
+    }
+}

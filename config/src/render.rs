@@ -12,7 +12,7 @@
 //!   replaced as a whole (never a new `source` with a stale `compression` or hash);
 //! - kernel arguments concatenate in order (duplicates kept), `fips` is OR-ed, `kernelType` is the
 //!   last non-default one, `osImageURL` the last non-empty one, extensions are a union;
-//! - per-node overlays (configs labelled [`NODE_LABEL`]) are never part of a pool; they merge
+//! - per-node overlays (configs labelled [`NODE_LABEL`](crate::model::NODE_LABEL)) are never part of a pool; they merge
 //!   after the pool's configs for their node only.
 
 use crate::ignition::{Config, SpecVersion};

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use hearth_hostops::os::{
-    OsBackend, OsChange, OsConfig, OsError, OsExpectation, OsStatus, RollbackOutcome,
+    Finalization, OsBackend, OsChange, OsConfig, OsError, OsExpectation, OsStatus, RollbackOutcome,
     StagedDeployment,
 };
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions};
@@ -197,7 +197,16 @@ impl Driver {
             change: change.clone(),
         };
         match self.call(host, op)? {
-            GuestReply::Staged(s) => Ok(*s),
+            GuestReply::Staged(s) => {
+                if self.mode == Mode::Inside && s.finalization == Finalization::AtShutdown {
+                    // As the agent does after staging: start the unit that finalizes the
+                    // staged deployment at shutdown and wait for it, so that a reboot right
+                    // after staging cannot outrun ostree-finalize-staged.path.
+                    host.exec_ok(&["systemctl", "start", "ostree-finalize-staged.service"])
+                        .unwrap();
+                }
+                Ok(*s)
+            }
             other => panic!("unexpected reply {other:?}"),
         }
     }

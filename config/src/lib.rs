@@ -7,6 +7,7 @@
 //! - [`de`]: that tree into typed structures, with the field path and line of every error.
 //! - [`manifest`]: manifests as `oc apply -f` reads them (documents, `kind: List`, kinds).
 //! - [`validate`]: what the shape cannot say (paths, contents, modes, units, users).
+//! - [`unit_name`]: systemd's unit-name grammar (also used by hostops' offline enablement).
 //! - [`dataurl`]: `data:` URLs (base64, percent-encoded, gzip), decoded within a budget.
 //! - [`diag`]: diagnostics with file, line, object and field.
 //!
@@ -35,5 +36,6 @@ pub mod node;
 pub mod plan;
 pub mod render;
 pub mod time;
+pub mod unit_name;
 pub mod validate;
 pub mod window;

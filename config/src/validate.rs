@@ -8,6 +8,7 @@
 use crate::dataurl;
 use crate::ignition::{Config, Resource, SpecVersion};
 use crate::model::MachineConfigSpec;
+use crate::unit_name;
 use sha2::{Digest, Sha256, Sha512};
 use std::collections::HashMap;
 
@@ -37,21 +38,6 @@ fn warning(path: String, message: impl Into<String>) -> Finding {
         is_error: false,
     }
 }
-
-/// Unit name suffixes systemd accepts for unit files.
-pub const UNIT_SUFFIXES: [&str; 11] = [
-    ".service",
-    ".socket",
-    ".target",
-    ".timer",
-    ".mount",
-    ".automount",
-    ".path",
-    ".slice",
-    ".scope",
-    ".swap",
-    ".device",
-];
 
 /// Checks an absolute path: returns what is wrong with it, if anything.
 pub fn check_path(path: &str) -> Option<String> {
@@ -159,33 +145,45 @@ pub fn check_unit_name(name: &str) -> Option<String> {
             "unit name {name:?} must not contain '/': it is a file name in /etc/systemd/system, not a path"
         ));
     }
-    if name.len() > NAME_MAX {
+    if name.len() > unit_name::MAX_LEN {
         return Some(format!(
-            "unit name is {} bytes long; systemd allows at most {NAME_MAX}",
-            name.len()
+            "unit name is {} bytes long; systemd allows at most {}",
+            name.len(),
+            unit_name::MAX_LEN
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\' | '@')))
-    {
+    if let Some(c) = name.chars().find(|&c| !unit_name::valid_char(c, true)) {
         return Some(format!(
             "unit name {name:?} contains {c:?}, which systemd does not allow in unit names (letters, digits and \":-_.\\@\" only; systemd-escape turns other text into a valid name)"
         ));
     }
-    let Some(suffix) = UNIT_SUFFIXES.iter().find(|s| name.ends_with(*s)) else {
+    let suffix = name
+        .rsplit_once('.')
+        .map(|(_, t)| t)
+        .filter(|t| unit_name::UNIT_TYPES.contains(t));
+    let Some(suffix) = suffix else {
+        let types: Vec<String> = unit_name::UNIT_TYPES
+            .iter()
+            .map(|t| format!(".{t}"))
+            .collect();
         return Some(format!(
             "unit name {name:?} has no valid unit type suffix (one of {})",
-            UNIT_SUFFIXES.join(", ")
+            types.join(", ")
         ));
     };
-    let stem = &name[..name.len() - suffix.len()];
+    let stem = &name[..name.len() - suffix.len() - 1];
     if stem.is_empty() || stem.starts_with('@') {
         return Some(format!(
             "unit name {name:?} has no name before {}",
-            if stem.is_empty() { *suffix } else { "'@'" }
+            if stem.is_empty() {
+                format!(".{suffix}")
+            } else {
+                "'@'".to_string()
+            }
         ));
     }
+    // Every rule above is a part of the one grammar; whatever passed them parses.
+    debug_assert!(unit_name::parse(name).is_some(), "{name}");
     None
 }
 

@@ -84,20 +84,6 @@ const GENERATOR_DIRS: [&str; 3] = [
     "/run/systemd/generator.late",
 ];
 const TRANSIENT_DIR: &str = "/run/systemd/transient";
-const UNIT_TYPES: [&str; 11] = [
-    "service",
-    "socket",
-    "target",
-    "device",
-    "mount",
-    "automount",
-    "swap",
-    "timer",
-    "path",
-    "slice",
-    "scope",
-];
-
 /// What went wrong with an offline enablement operation.
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {

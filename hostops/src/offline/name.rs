@@ -1,45 +1,12 @@
 //! Unit names: the `prefix@instance.suffix` grammar, templates and instances, unescaping, and
 //! the specifiers (`%n %N %p %P %i %I %j %J %f %%`) of `[Install]` values.
 
-use super::{OfflineError, UNIT_TYPES};
-
-/// The parts of a unit name: `prefix@instance.suffix`; `instance` is `Some("")` for templates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct UnitName<'a> {
-    prefix: &'a str,
-    pub(super) instance: Option<&'a str>,
-    pub(super) suffix: &'a str,
-}
-
-pub(super) fn valid_char(c: char, allow_at: bool) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\') || (allow_at && c == '@')
-}
+use super::OfflineError;
+// The grammar itself is hearth-config's, shared with manifest validation.
+pub(super) use hearth_config::unit_name::{valid_char, UnitName};
 
 pub(super) fn parse_name(name: &str) -> Option<UnitName<'_>> {
-    if name.is_empty() || name.len() >= 256 {
-        return None;
-    }
-    let (stem, suffix) = name.rsplit_once('.')?;
-    if !UNIT_TYPES.contains(&suffix) {
-        return None;
-    }
-    let (prefix, instance) = match stem.split_once('@') {
-        Some((p, i)) => (p, Some(i)),
-        None => (stem, None),
-    };
-    if prefix.is_empty() || !prefix.chars().all(|c| valid_char(c, false)) {
-        return None;
-    }
-    if let Some(i) = instance {
-        if !i.chars().all(|c| valid_char(c, true)) {
-            return None;
-        }
-    }
-    Some(UnitName {
-        prefix,
-        instance,
-        suffix,
-    })
+    hearth_config::unit_name::parse(name)
 }
 
 pub(super) fn is_valid_name(name: &str) -> bool {

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::status::{status_json, status_text};
+pub use crate::status::{status_document, status_json, status_text};
 
 /// Command line of `hearth-agent`.
 #[derive(Debug, Parser)]

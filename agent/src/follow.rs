@@ -7,7 +7,7 @@
 use crate::apply::{Agent, Options, Outcome};
 use crate::daemon::Daemon;
 use crate::journal::{Journal, Phase, Summary};
-use crate::remote::{Remote, RemoteError};
+use crate::remote::{DesiredConfigExt, Remote, RemoteError};
 use crate::state::State;
 use crate::status::status_line;
 use anyhow::Result;
@@ -158,18 +158,6 @@ pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, Ser
     }
 }
 
-/// The status document the agent reports (the journal's, plus the node and boot id).
-pub fn report_document(j: &Journal, node: &str) -> serde_json::Value {
-    let mut doc = crate::status::status_json(j);
-    if let Some(obj) = doc.as_object_mut() {
-        obj.insert("node".into(), serde_json::Value::String(node.to_string()));
-        if let Some(id) = crate::apply::boot_id() {
-            obj.insert("bootId".into(), serde_json::Value::String(id));
-        }
-    }
-    doc
-}
-
 /// One turn of the reboot-slot dance: a node waiting to reboot takes a slot, then reboots; a
 /// node that holds a slot and is no longer waiting gives it back. Returns how long to wait before
 /// asking again when the slot was not granted.
@@ -255,7 +243,7 @@ impl Daemon<'_> {
                 self.metrics.set_state(j.state);
                 notify.status(&status_line(&j));
                 let known = j.desired.as_ref().map(|d| d.name.clone());
-                (report_document(&j, &state.node), known)
+                (crate::status::status_document(&j), known)
             };
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");

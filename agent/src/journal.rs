@@ -119,21 +119,9 @@ pub enum Undo {
     },
 }
 
-/// A transition, for `status` and `describe`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HistoryEntry {
-    /// When (RFC 3339, UTC).
-    pub time: String,
-    /// New state.
-    pub state: State,
-    /// Why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The desired config then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired: Option<String>,
-}
+/// A transition, for `status` and `describe`: the wire type `hearth_api::HistoryItem`, as
+/// reported to hearth-server.
+pub use hearth_api::HistoryItem as HistoryEntry;
 
 /// The journal document. Its serde form leaves out the configs; [`Journal::save`] and
 /// [`Journal::load`] store them next to it (see the module documentation).

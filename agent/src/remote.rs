@@ -3,8 +3,8 @@
 //! the fleet CA (never the system roots).
 //!
 //! This module is self-contained; persisting the credential and driving the calls belong to the
-//! agent's `run` loop. The wire types mirror `hearth_server::api` and are checked against it by
-//! the server's `tests/wire.rs`.
+//! agent's `run` loop. The wire types are `hearth_api`'s, the ones the server reads and writes;
+//! they are re-exported here.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hearth_agent::remote::RemoteError> {
@@ -18,64 +18,30 @@
 //! loop {
 //!     if let Some(d) = remote.desired(known.as_deref(), Duration::from_secs(60)).await? {
 //!         known = Some(d.name.clone());
-//!         // apply d.spec with d.policies, then remote.report(&status_json).await?
+//!         // apply d.spec with d.policies, then remote.report(&status_document).await?
 //!     }
 //! }
 //! # }
 //! ```
 
-use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
-use serde::{Deserialize, Serialize};
+use hearth_config::model::DisruptionPolicies;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::journal::NamedConfig;
 
-/// `POST /api/v1/enroll` request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EnrollRequest {
-    /// The node's name.
-    pub node: String,
-    /// Labels for a node the server does not know yet (empty: the pool's own labels).
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// The pool's bootstrap token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bootstrap_token: Option<String>,
-}
+pub use hearth_api::{
+    AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, SlotAction, SlotAnswer, SlotRequest,
+};
 
-/// `POST /api/v1/enroll` response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EnrollResponse {
-    /// The node's name.
-    pub node: String,
-    /// Its pool.
-    pub pool: String,
-    /// Its labels as the server keeps them.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// The node's credential (keep it secret, mode 0600).
-    pub credential: String,
-}
-
-/// The desired config (`GET /api/v1/agent/desired`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DesiredConfig {
-    /// The rendered config's name.
-    pub name: String,
-    /// Its spec.
-    pub spec: MachineConfigSpec,
-    /// The node-disruption policies in force.
-    #[serde(default)]
-    pub policies: DisruptionPolicies,
-}
-
-impl DesiredConfig {
+/// What the agent makes of a [`DesiredConfig`].
+pub trait DesiredConfigExt {
     /// The config and the policies, as `Agent::sync` takes them.
-    pub fn into_parts(self) -> (NamedConfig, DisruptionPolicies) {
+    fn into_parts(self) -> (NamedConfig, DisruptionPolicies);
+}
+
+impl DesiredConfigExt for DesiredConfig {
+    fn into_parts(self) -> (NamedConfig, DisruptionPolicies) {
         (
             NamedConfig {
                 name: self.name,
@@ -84,38 +50,6 @@ impl DesiredConfig {
             self.policies,
         )
     }
-}
-
-/// `POST /api/v1/agent/reboot-slot` request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SlotRequest {
-    /// `acquire` or `release`.
-    pub action: SlotAction,
-}
-
-/// What to do with the reboot slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum SlotAction {
-    /// Before a reboot.
-    Acquire,
-    /// After the boot was verified.
-    Release,
-}
-
-/// The answer to a reboot-slot request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SlotAnswer {
-    /// The node holds a slot now.
-    pub granted: bool,
-    /// When not granted: ask again after this many seconds.
-    #[serde(default)]
-    pub retry_after_seconds: u64,
-    /// When not granted: why (all slots taken, or outside the pool's maintenance window).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// Errors talking to the server.
@@ -390,10 +324,9 @@ impl Remote {
     }
 
     /// Reports the agent's status document (`hearth-agent status -o json`).
-    pub async fn report(&self, status_json: &serde_json::Value) -> Result<(), RemoteError> {
+    pub async fn report(&self, status: &AgentStatus) -> Result<(), RemoteError> {
         let url = format!("{}/api/v1/agent/status", self.base_url);
-        let body =
-            serde_json::to_vec(status_json).map_err(|e| RemoteError::Invalid(e.to_string()))?;
+        let body = serde_json::to_vec(status).map_err(|e| RemoteError::Invalid(e.to_string()))?;
         let resp = self
             .client
             .post(&url)

@@ -21,34 +21,10 @@
 //! half-applied host is never reported as `Done`.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// The state a node reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum State {
-    /// The host matches its current config and nothing is pending.
-    Done,
-    /// Applying a config (or rolling back a failed apply).
-    Working,
-    /// The last apply failed and was undone; the reason says which step, object and cause.
-    Degraded,
-    /// The desired config holds changes a running node cannot take; every field is listed.
-    Unreconcilable,
-    /// Applied; waiting for (or in) the reboot the plan needs.
-    Rebooting,
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            State::Done => "Done",
-            State::Working => "Working",
-            State::Degraded => "Degraded",
-            State::Unreconcilable => "Unreconcilable",
-            State::Rebooting => "Rebooting",
-        })
-    }
-}
+/// The state a node reports: the wire type `hearth_api::NodeState` (the server reads the same
+/// type from the agent's status reports, the CLI from the node views).
+pub use hearth_api::NodeState as State;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 
 use crate::journal::Journal;
 use crate::state::State;
+use hearth_api::AgentStatus;
 
 pub(crate) fn status_line(j: &Journal) -> String {
     let desired = j.desired.as_ref().map(|d| d.name.as_str()).unwrap_or("-");
@@ -12,21 +13,30 @@ pub(crate) fn status_line(j: &Journal) -> String {
     }
 }
 
-/// The status document (versioned).
+/// The status document (`hearth_api::AgentStatus`, versioned): what `status -o json` prints
+/// and what the agent reports to hearth-server.
+pub fn status_document(j: &Journal) -> AgentStatus {
+    AgentStatus {
+        api_version: Some(hearth_api::HEARTH_API_VERSION.into()),
+        kind: Some("AgentStatus".into()),
+        state: j.state,
+        reason: j.reason.clone(),
+        last_transition: Some(j.last_transition.clone()),
+        current: j.current.as_ref().map(|c| c.name.clone()),
+        desired: j.desired.as_ref().map(|d| d.name.clone()),
+        pending_reboot: j.state == State::Rebooting,
+        progress: j
+            .progress
+            .as_ref()
+            .and_then(|p| serde_json::to_value(p).ok()),
+        drift: j.drift.clone(),
+        history: j.history.clone(),
+    }
+}
+
+/// [`status_document`] as JSON.
 pub fn status_json(j: &Journal) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "hearth.io/v1",
-        "kind": "AgentStatus",
-        "state": j.state,
-        "reason": j.reason,
-        "lastTransition": j.last_transition,
-        "current": j.current.as_ref().map(|c| &c.name),
-        "desired": j.desired.as_ref().map(|d| &d.name),
-        "pendingReboot": j.state == State::Rebooting,
-        "progress": j.progress,
-        "drift": j.drift,
-        "history": j.history,
-    })
+    serde_json::to_value(status_document(j)).unwrap_or_default()
 }
 
 /// The status for people.

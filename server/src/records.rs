@@ -197,16 +197,7 @@ pub struct NodeRecord {
     pub waiting: Option<hearth_config::window::WindowWait>,
 }
 
-/// Who took a node's reboot slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum SlotHolder {
-    /// hearth-agent (`/api/v1/agent/reboot-slot`); it gives the slot back with `release` or by
-    /// reporting `Done` in its desired config.
-    Agent,
-    /// A FleetLock client on the node (`/v1/pre-reboot`); only `/v1/steady-state` gives it back.
-    FleetLock,
-}
+pub use hearth_api::SlotHolder;
 
 impl NodeRecord {
     /// Gives back `holder`'s part of the reboot slot; true when the slot is now free.

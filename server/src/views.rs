@@ -1,13 +1,19 @@
 //! What the admin API shows: objects in the MCO's shapes (`apiVersion`, `kind`, `metadata`,
-//! `spec`, `status`), with the status counts `oc get mcp` shows.
+//! `spec`, `status`), with the status counts `oc get mcp` shows. Nodes, pools and events are
+//! the typed views of `hearth_api::views` (the CLI reads the same types); MachineConfigs and
+//! rendered configs are manifests, as the MCO shows them.
 
 use crate::api::NodeState;
 use crate::fleet::{Fleet, Rec};
 use crate::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
 use crate::time::rfc3339;
+use hearth_api::views::{
+    Condition, ConfigRef, EventView, Maintenance, NodeMeta, NodeStatus, NodeView,
+    PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SourceRef, WindowState,
+};
 use hearth_config::ignition::SpecVersion;
 use hearth_config::model::MCO_API_VERSION;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The MCO's annotation naming the controller that generated a rendered config.
 pub const GENERATED_BY_ANNOTATION: &str =
@@ -90,45 +96,46 @@ pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> boo
     c
 }
 
-fn condition(kind: &str, status: bool, reason: &str, message: String) -> Value {
-    json!({
-        "type": kind,
-        "status": if status { "True" } else { "False" },
-        "reason": reason,
-        "message": message,
-    })
+fn condition(kind: &str, status: bool, reason: &str, message: String) -> Condition {
+    Condition {
+        kind: kind.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+    }
 }
 
 /// A pool's maintenance windows and whether they are open at `now` (the window clock).
-fn maintenance(p: &PoolRecord, now: u64) -> Value {
-    let Some(windows) = crate::window::Windows::of(&p.metadata.annotations) else {
-        return Value::Null;
-    };
+fn maintenance(p: &PoolRecord, now: u64) -> Option<Maintenance> {
+    let windows = crate::window::Windows::of(&p.metadata.annotations)?;
     let (state, message) = match windows {
-        Err(e) => ("Invalid", e.to_string()),
+        Err(e) => (WindowState::Invalid, e.to_string()),
         Ok(w) => match w.state(now) {
             crate::window::WindowState::Open { window, closes_at } => (
-                "Open",
+                WindowState::Open,
                 format!(
                     "in the maintenance window {window}, closes in {}",
                     crate::window::human(closes_at.saturating_sub(now))
                 ),
             ),
-            crate::window::WindowState::Closed(wait) => ("Closed", wait.message(now)),
+            crate::window::WindowState::Closed(wait) => (WindowState::Closed, wait.message(now)),
         },
     };
-    let waiting = p.status.waiting.as_ref().map(|w| w.message(now));
-    json!({
-        "windows": p.metadata.annotations.get(crate::window::ANNOTATION),
-        "state": state,
-        "message": message,
-        "waiting": waiting,
+    Some(Maintenance {
+        windows: p
+            .metadata
+            .annotations
+            .get(crate::window::ANNOTATION)
+            .cloned(),
+        state,
+        message,
+        waiting: p.status.waiting.as_ref().map(|w| w.message(now)),
     })
 }
 
 /// A pool with its status; `halted_by` names the degraded node that halts its rollout; `now`
 /// is the maintenance windows' clock.
-pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now: u64) -> Value {
+pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now: u64) -> PoolView {
     let p = &rec.value;
     let s = &p.status;
     let updated = s.target.is_some() && c.updated == c.machine && s.configuration == s.target;
@@ -146,99 +153,141 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
     };
     let render_degraded = s.render_error.is_some();
     let node_degraded = c.degraded > 0;
-    let mut v = json!({
-        "apiVersion": MCO_API_VERSION,
-        "kind": "MachineConfigPool",
-        "metadata": {
-            "name": p.metadata.name,
-            "labels": p.metadata.labels,
-            "annotations": p.metadata.annotations,
-            "resourceVersion": rec.mod_revision.to_string(),
+    let mut annotations = p.metadata.annotations.clone();
+    if p.builtin {
+        annotations.insert("hearth.io/builtin".into(), "true".into());
+    }
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    PoolView {
+        api_version: MCO_API_VERSION.into(),
+        kind: "MachineConfigPool".into(),
+        metadata: PoolMeta {
+            name: p.metadata.name.clone(),
+            labels: p.metadata.labels.clone(),
+            annotations,
+            resource_version: Some(rec.mod_revision.to_string()),
+            creation_timestamp: Some(rfc3339(p.created_at)),
         },
-        "spec": {
-            "machineConfigSelector": p.spec.machine_config_selector,
-            "nodeSelector": p.spec.node_selector,
-            "paused": p.spec.paused,
-            "maxUnavailable": p.spec.max_unavailable,
-            "configuration": { "name": s.target },
+        spec: PoolSpec {
+            machine_config_selector: p.spec.machine_config_selector.clone(),
+            node_selector: p.spec.node_selector.clone(),
+            paused: p.spec.paused,
+            max_unavailable: p.spec.max_unavailable,
+            configuration: ConfigRef {
+                name: s.target.clone(),
+            },
         },
-        "status": {
-            "configuration": { "name": s.configuration, "source": s.source.iter().map(|n| json!({"name": n})).collect::<Vec<_>>() },
-            "machineCount": c.machine,
-            "readyMachineCount": c.ready,
-            "updatedMachineCount": c.updated,
-            "degradedMachineCount": c.degraded,
-            "unavailableMachineCount": c.unavailable,
-            "rolloutHaltedBy": halted_by,
-            "maintenance": maintenance(p, now),
-            "conditions": [
-                condition("Updated", updated, if updated { "AllNodesUpdated" } else { "NotAllNodesUpdated" },
-                    format!("{} of {} nodes run {}", c.updated, c.machine, s.target.as_deref().unwrap_or("no config yet"))),
+        status: PoolStatus {
+            configuration: PoolConfiguration {
+                name: s.configuration.clone(),
+                source: s
+                    .source
+                    .iter()
+                    .map(|n| SourceRef { name: n.clone() })
+                    .collect(),
+            },
+            machine_count: count(c.machine),
+            ready_machine_count: count(c.ready),
+            updated_machine_count: count(c.updated),
+            degraded_machine_count: count(c.degraded),
+            unavailable_machine_count: count(c.unavailable),
+            rollout_halted_by: halted_by.map(str::to_string),
+            maintenance: maintenance(p, now),
+            conditions: vec![
+                condition(
+                    "Updated",
+                    updated,
+                    if updated {
+                        "AllNodesUpdated"
+                    } else {
+                        "NotAllNodesUpdated"
+                    },
+                    format!(
+                        "{} of {} nodes run {}",
+                        c.updated,
+                        c.machine,
+                        s.target.as_deref().unwrap_or("no config yet")
+                    ),
+                ),
                 condition("Updating", updating, updating_reason, updating_message),
-                condition("Degraded", render_degraded || node_degraded, "", String::new()),
-                condition("NodeDegraded", node_degraded, if node_degraded { "NodesDegraded" } else { "" },
-                    if node_degraded { format!("{} node(s) degraded; hearth describe node NAME shows why", c.degraded) } else { String::new() }),
-                condition("RenderDegraded", render_degraded, if render_degraded { "RenderFailed" } else { "" },
-                    s.render_error.clone().unwrap_or_default()),
+                condition(
+                    "Degraded",
+                    render_degraded || node_degraded,
+                    "",
+                    String::new(),
+                ),
+                condition(
+                    "NodeDegraded",
+                    node_degraded,
+                    if node_degraded { "NodesDegraded" } else { "" },
+                    if node_degraded {
+                        format!(
+                            "{} node(s) degraded; hearth describe node NAME shows why",
+                            c.degraded
+                        )
+                    } else {
+                        String::new()
+                    },
+                ),
+                condition(
+                    "RenderDegraded",
+                    render_degraded,
+                    if render_degraded { "RenderFailed" } else { "" },
+                    s.render_error.clone().unwrap_or_default(),
+                ),
             ],
         },
-    });
-    if p.builtin {
-        v["metadata"]["annotations"]["hearth.io/builtin"] = Value::String("true".into());
     }
-    set_timestamp(&mut v, "creationTimestamp", p.created_at);
-    v
 }
 
 /// A node; `now` is the maintenance windows' clock.
-pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64) -> Value {
+pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64) -> NodeView {
     let n = &rec.value;
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
     let r = n.report.as_ref();
-    let ts = |t: Option<u64>| t.map(rfc3339);
-    json!({
-        "apiVersion": "hearth.io/v1",
-        "kind": "Node",
-        "metadata": {
-            "name": n.name,
-            "labels": n.labels,
-            "creationTimestamp": rfc3339(n.created_at),
-            "resourceVersion": rec.mod_revision.to_string(),
+    NodeView {
+        api_version: hearth_api::HEARTH_API_VERSION.into(),
+        kind: "Node".into(),
+        metadata: NodeMeta {
+            name: n.name.clone(),
+            labels: n.labels.clone(),
+            creation_timestamp: Some(rfc3339(n.created_at)),
+            resource_version: Some(rec.mod_revision.to_string()),
         },
-        "status": {
-            "pool": n.pool,
-            "state": r.map(|r| r.state),
-            "reason": waiting.clone().or_else(|| r.and_then(|r| r.reason.clone())),
-            "waiting": waiting,
-            "current": r.and_then(|r| r.current.clone()),
-            "desired": n.desired,
-            "agentDesired": r.and_then(|r| r.desired.clone()),
-            "target": n.target,
-            "ready": ready,
-            "enrolled": n.credential_sha256.is_some(),
-            "enrolledAt": ts(n.enrolled_at),
-            "desiredAt": ts(n.desired_at),
-            "lastReport": ts(n.report_at),
-            "lastSeen": ts(last_seen),
-            "lastTransition": r.and_then(|r| r.last_transition.clone()),
-            "pendingReboot": r.is_some_and(|r| r.pending_reboot),
-            "rebootSlot": ts(n.reboot_slot),
-            "rebootSlotHolders": n.slot_holders,
-            "progress": r.and_then(|r| r.progress.clone()),
-            "drift": r.map(|r| r.drift.clone()).unwrap_or_default(),
-            "history": r.map(|r| r.history.clone()).unwrap_or_default(),
-            "error": n.error,
+        status: NodeStatus {
+            pool: n.pool.clone(),
+            state: r.map(|r| r.state),
+            reason: waiting.clone().or_else(|| r.and_then(|r| r.reason.clone())),
+            waiting,
+            current: r.and_then(|r| r.current.clone()),
+            desired: n.desired.clone(),
+            agent_desired: r.and_then(|r| r.desired.clone()),
+            target: n.target.clone(),
+            ready,
+            enrolled: n.credential_sha256.is_some(),
+            enrolled_at: n.enrolled_at.map(rfc3339),
+            desired_at: n.desired_at.map(rfc3339),
+            last_report: n.report_at.map(rfc3339),
+            last_seen: last_seen.map(rfc3339),
+            last_transition: r.and_then(|r| r.last_transition.clone()),
+            pending_reboot: r.is_some_and(|r| r.pending_reboot),
+            reboot_slot: n.reboot_slot.map(rfc3339),
+            reboot_slot_holders: n.slot_holders.clone(),
+            progress: r.and_then(|r| r.progress.clone()),
+            drift: r.map(|r| r.drift.clone()).unwrap_or_default(),
+            history: r.map(|r| r.history.clone()).unwrap_or_default(),
+            error: n.error.clone(),
         },
-    })
+    }
 }
 
 /// An event.
-pub fn event(e: &EventRecord) -> Value {
-    json!({
-        "time": rfc3339(e.time),
-        "type": e.kind,
-        "object": e.object,
-        "reason": e.reason,
-        "message": e.message,
-    })
+pub fn event(e: &EventRecord) -> EventView {
+    EventView {
+        time: rfc3339(e.time),
+        kind: e.kind.clone(),
+        object: e.object.clone(),
+        reason: e.reason.clone(),
+        message: e.message.clone(),
+    }
 }

@@ -1,135 +1,15 @@
-//! The agent's wire types (`hearth_agent::remote`) and the server's (`hearth_server::api`) are
-//! defined twice (the agent does not depend on the server): each is serialised on one side and
-//! read on the other, so they cannot drift apart. Then the agent's own client talks to a real
-//! server.
+//! The agent's own client (`hearth_agent::remote`) against a real server. Both sides use the
+//! wire types of `hearth-api`, so they cannot drift apart at compile time; this checks that
+//! they also agree at run time, over real HTTPS: enrollment, the long poll, status reports,
+//! reboot slots, enrolling again.
 
 mod common;
 
 use common::*;
-use hearth_agent::journal::{HistoryEntry, Journal, NamedConfig};
-use hearth_agent::remote;
-use hearth_agent::state::State;
-use hearth_config::model::{DisruptionPolicies, MachineConfigSpec, PolicyAction, UnitPolicy};
-use hearth_server::api;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use hearth_agent::journal::Journal;
+use hearth_agent::remote::{self, DesiredConfigExt};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-fn across<A: Serialize, B: DeserializeOwned + Serialize>(a: &A) -> B {
-    let json = serde_json::to_value(a).unwrap();
-    let b: B = serde_json::from_value(json.clone()).unwrap_or_else(|e| panic!("{e}: {json}"));
-    assert_eq!(serde_json::to_value(&b).unwrap(), json, "lossless");
-    b
-}
-
-fn spec() -> MachineConfigSpec {
-    MachineConfigSpec {
-        kernel_arguments: vec!["nosmt".into()],
-        os_image_url: "quay.io/x@sha256:00".into(),
-        ..Default::default()
-    }
-}
-
-fn policies() -> DisruptionPolicies {
-    DisruptionPolicies {
-        units: vec![UnitPolicy {
-            name: "chronyd.service".into(),
-            actions: vec![PolicyAction::Restart {
-                service: "chronyd.service".into(),
-            }],
-        }],
-        ..Default::default()
-    }
-}
-
-#[test]
-fn wire_types_round_trip_both_ways() {
-    let labels = BTreeMap::from([("a".to_string(), "b".to_string())]);
-    let r: api::EnrollRequest = across(&remote::EnrollRequest {
-        node: "w0".into(),
-        labels: labels.clone(),
-        bootstrap_token: Some("t".into()),
-    });
-    assert_eq!(r.bootstrap_token.as_deref(), Some("t"));
-    let _: remote::EnrollRequest = across(&r);
-    let e: remote::EnrollResponse = across(&api::EnrollResponse {
-        node: "w0".into(),
-        pool: "worker".into(),
-        labels,
-        credential: "c".into(),
-    });
-    let _: api::EnrollResponse = across(&e);
-    let d: remote::DesiredConfig = across(&api::DesiredConfig {
-        name: "rendered-worker-1".into(),
-        spec: spec(),
-        policies: policies(),
-    });
-    assert_eq!(d.spec, spec());
-    assert_eq!(d.policies, policies());
-    let _: api::DesiredConfig = across(&d);
-    for (a, b) in [
-        (api::SlotAction::Acquire, remote::SlotAction::Acquire),
-        (api::SlotAction::Release, remote::SlotAction::Release),
-    ] {
-        let x: remote::SlotRequest = across(&api::SlotRequest { action: a });
-        assert_eq!(x.action, b);
-        let _: api::SlotRequest = across(&x);
-    }
-    // The agent reads an answer with a reason (it logs the wait; the reason is for people).
-    let s: remote::SlotAnswer = across(&api::SlotAnswer {
-        granted: false,
-        retry_after_seconds: 30,
-        reason: Some("waiting for the maintenance window Sat 02:00-06:00 UTC, opens in 3h".into()),
-    });
-    assert_eq!(s.retry_after_seconds, 30);
-    let _: api::SlotAnswer = across(&s);
-}
-
-#[test]
-fn the_agents_status_document_is_what_the_server_reads() {
-    let mut j = Journal {
-        current: Some(NamedConfig {
-            name: "rendered-worker-a".into(),
-            spec: spec(),
-        }),
-        desired: Some(NamedConfig {
-            name: "rendered-worker-b".into(),
-            spec: spec(),
-        }),
-        state: State::Degraded,
-        reason: Some("step 3 (write file /etc/x): disk full".into()),
-        drift: vec!["/etc/y: contents changed".into()],
-        ..Default::default()
-    };
-    j.history.push(HistoryEntry {
-        time: "2026-01-01T00:00:00Z".into(),
-        state: State::Degraded,
-        reason: j.reason.clone(),
-        desired: Some("rendered-worker-b".into()),
-    });
-    let doc = hearth_agent::cli::status_json(&j);
-    let s: api::AgentStatus =
-        serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{e}: {doc}"));
-    assert_eq!(s.state, api::NodeState::Degraded);
-    assert_eq!(s.current.as_deref(), Some("rendered-worker-a"));
-    assert_eq!(s.desired.as_deref(), Some("rendered-worker-b"));
-    assert_eq!(s.reason, j.reason);
-    assert_eq!(s.drift, j.drift);
-    assert_eq!(s.history.len(), 1);
-    assert_eq!(s.history[0].state, api::NodeState::Degraded);
-    // Every agent state maps to a server state of the same name.
-    for st in [
-        State::Done,
-        State::Working,
-        State::Degraded,
-        State::Unreconcilable,
-        State::Rebooting,
-    ] {
-        let a: api::NodeState = serde_json::from_value(serde_json::to_value(st).unwrap()).unwrap();
-        assert_eq!(a.as_str(), st.to_string());
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_client_against_a_real_server() {
@@ -186,7 +66,7 @@ async fn the_agents_client_against_a_real_server() {
         ..Default::default()
     };
     again
-        .report(&hearth_agent::cli::status_json(&j))
+        .report(&hearth_agent::cli::status_document(&j))
         .await
         .unwrap();
     let n = admin.get("/api/v1/nodes/w0").await.json;

@@ -280,6 +280,11 @@ impl Client {
         self.send(self.http.get(format!("{}{path}", self.base)))
     }
 
+    /// `GET path`, read as the wire type `T` (`hearth_api`).
+    pub(super) fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        typed(self.get(path)?, path)
+    }
+
     pub(super) fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.send(
             self.http
@@ -292,6 +297,17 @@ impl Client {
     pub(super) fn delete(&self, path: &str) -> anyhow::Result<Value> {
         self.send(self.http.delete(format!("{}{path}", self.base)))
     }
+}
+
+/// A server's answer to `path` read as the wire type `T`; an answer that is not one is an
+/// error naming the request (a server of another API version, or not hearth-server).
+pub(super) fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> anyhow::Result<T> {
+    serde_json::from_value(v).with_context(|| {
+        format!(
+            "unexpected answer from hearth-server to GET {}",
+            escape(path)
+        )
+    })
 }
 
 /// `hearth login`: checks the server, the CA and the token, then writes the login file (0600).

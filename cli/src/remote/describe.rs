@@ -1,11 +1,19 @@
 //! `hearth describe`: one object in detail, with its conditions, nodes and recent events.
 
 use super::conn::{enc, Client, Conn};
-use super::table::{age, dash, items, s};
+use super::table::{age_of, opt, text, yes};
 use super::Kind;
 use crate::term::{escape, escape_keep_newlines};
 use clap::Args;
-use serde_json::Value;
+use hearth_api::views::{EventView, List, NodeView, PoolView};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// The object `describe` shows.
+enum Object {
+    Node(Box<NodeView>),
+    Pool(Box<PoolView>),
+}
 
 /// `hearth describe`.
 #[derive(Debug, Args)]
@@ -24,11 +32,11 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
     let c = Client::new(&a.conn)?;
     let (obj, object) = match a.kind {
         Kind::Node => (
-            c.get(&format!("/api/v1/nodes/{}", enc(&a.name)))?,
+            Object::Node(c.get_as(&format!("/api/v1/nodes/{}", enc(&a.name)))?),
             format!("Node/{}", a.name),
         ),
         Kind::Mcp => (
-            c.get(&format!("/api/v1/pools/{}", enc(&a.name)))?,
+            Object::Pool(c.get_as(&format!("/api/v1/pools/{}", enc(&a.name)))?),
             format!("MachineConfigPool/{}", a.name),
         ),
         Kind::Mc => {
@@ -37,36 +45,34 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let events = c.get(&format!("/api/v1/events?object={}&limit=20", enc(&object)))?;
+    let events: List<EventView> =
+        c.get_as(&format!("/api/v1/events?object={}&limit=20", enc(&object)))?;
     let mut out = String::new();
     let field = |out: &mut String, k: &str, v: String| {
         out.push_str(&format!("{:<16}{v}\n", format!("{k}:")))
     };
-    let labels = |v: &Value| -> String {
-        v.as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{}={}", escape(k), escape(v.as_str().unwrap_or(""))))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "<none>".into())
+    let labels = |m: &BTreeMap<String, String>| -> String {
+        if m.is_empty() {
+            return "<none>".into();
+        }
+        m.iter()
+            .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     field(&mut out, "Name", a.name.clone());
-    match a.kind {
-        Kind::Node => {
-            let st = &obj["status"];
-            field(&mut out, "Pool", dash(&st["pool"]));
-            field(&mut out, "Labels", labels(&obj["metadata"]["labels"]));
-            let state = if st["state"].is_null() {
-                "Unknown (no report yet)".to_string()
-            } else {
-                s(&st["state"])
+    match obj {
+        Object::Node(n) => {
+            let st = &n.status;
+            field(&mut out, "Pool", opt(st.pool.as_deref()));
+            field(&mut out, "Labels", labels(&n.metadata.labels));
+            let state = match st.state {
+                Some(state) => state.to_string(),
+                None => "Unknown (no report yet)".to_string(),
             };
             field(&mut out, "State", state);
-            field(&mut out, "Reason", dash(&st["reason"]));
-            if let Some(p) = st["progress"].as_object() {
+            field(&mut out, "Reason", opt(st.reason.as_deref()));
+            if let Some(p) = st.progress.as_ref().and_then(Value::as_object) {
                 let phase = escape(p.get("phase").and_then(Value::as_str).unwrap_or("?"));
                 let step = p.get("step").and_then(Value::as_u64).unwrap_or(0);
                 let total = p.get("total").and_then(Value::as_u64).unwrap_or(0);
@@ -76,36 +82,35 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 }
                 field(&mut out, "Progress", text);
             }
-            field(&mut out, "Current config", dash(&st["current"]));
-            field(&mut out, "Desired config", dash(&st["desired"]));
-            if st["agentDesired"] != st["desired"] && !st["agentDesired"].is_null() {
-                field(&mut out, "Agent working on", dash(&st["agentDesired"]));
+            field(&mut out, "Current config", opt(st.current.as_deref()));
+            field(&mut out, "Desired config", opt(st.desired.as_deref()));
+            if st.agent_desired.is_some() && st.agent_desired != st.desired {
+                field(
+                    &mut out,
+                    "Agent working on",
+                    opt(st.agent_desired.as_deref()),
+                );
             }
-            field(&mut out, "Target config", dash(&st["target"]));
-            field(&mut out, "Ready", s(&st["ready"]));
+            field(&mut out, "Target config", opt(st.target.as_deref()));
+            field(&mut out, "Ready", yes(st.ready));
             field(
                 &mut out,
                 "Pending reboot",
-                if st["pendingReboot"] == true {
-                    "yes".into()
-                } else {
-                    "no".into()
-                },
+                if st.pending_reboot { "yes" } else { "no" }.into(),
             );
             field(
                 &mut out,
                 "Reboot slot",
-                if st["rebootSlot"].is_null() {
-                    "none".into()
-                } else {
-                    format!("held since {}", s(&st["rebootSlot"]))
+                match &st.reboot_slot {
+                    None => "none".into(),
+                    Some(t) => format!("held since {}", text(t)),
                 },
             );
             field(
                 &mut out,
                 "Enrolled",
-                if st["enrolled"] == true {
-                    dash(&st["enrolledAt"])
+                if st.enrolled {
+                    opt(st.enrolled_at.as_deref())
                 } else {
                     "no".into()
                 },
@@ -113,26 +118,23 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             field(
                 &mut out,
                 "Last report",
-                if st["lastReport"].is_null() {
-                    "never".into()
-                } else {
-                    format!("{} ({} ago)", s(&st["lastReport"]), age(&st["lastReport"]))
+                match &st.last_report {
+                    None => "never".into(),
+                    Some(t) => format!("{} ({} ago)", text(t), age_of(Some(t))),
                 },
             );
-            if let Some(e) = st["error"].as_str() {
-                field(&mut out, "Server problem", escape(e).into_owned());
+            if let Some(e) = &st.error {
+                field(&mut out, "Server problem", text(e));
             }
-            let drift = st["drift"].as_array().cloned().unwrap_or_default();
-            if drift.is_empty() {
+            if st.drift.is_empty() {
                 field(&mut out, "Drift", "none".into());
             } else {
                 out.push_str("Drift:\n");
-                for d in drift {
-                    out.push_str(&format!("  - {}\n", s(&d)));
+                for d in &st.drift {
+                    out.push_str(&format!("  - {}\n", text(d)));
                 }
             }
-            let history = st["history"].as_array().cloned().unwrap_or_default();
-            if !history.is_empty() {
+            if !st.history.is_empty() {
                 out.push_str("History:\n");
                 let mut rows = vec![vec![
                     "TIME".to_string(),
@@ -140,40 +142,40 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     "DESIRED".into(),
                     "REASON".into(),
                 ]];
-                for h in history {
+                for h in &st.history {
                     rows.push(vec![
-                        s(&h["time"]),
-                        s(&h["state"]),
-                        dash(&h["desired"]),
-                        dash(&h["reason"]),
+                        text(&h.time),
+                        h.state.to_string(),
+                        opt(h.desired.as_deref()),
+                        opt(h.reason.as_deref()),
                     ]);
                 }
                 out.push_str(&indent_table(&rows));
             }
         }
-        _ => {
-            let st = &obj["status"];
-            field(&mut out, "Paused", s(&obj["spec"]["paused"]));
+        Object::Pool(p) => {
+            let st = &p.status;
+            field(&mut out, "Paused", yes(p.spec.paused));
             field(
                 &mut out,
                 "MaxUnavailable",
-                s(&obj["spec"]["maxUnavailable"]),
+                super::table::s(&json!(p.spec.max_unavailable)),
             );
             field(
                 &mut out,
                 "Target config",
-                dash(&obj["spec"]["configuration"]["name"]),
+                opt(p.spec.configuration.name.as_deref()),
             );
             field(
                 &mut out,
                 "Current config",
-                dash(&st["configuration"]["name"]),
+                opt(st.configuration.name.as_deref()),
             );
-            let sources: Vec<String> = st["configuration"]["source"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|x| s(&x["name"]))
+            let sources: Vec<String> = st
+                .configuration
+                .source
+                .iter()
+                .map(|x| text(&x.name))
                 .collect();
             field(
                 &mut out,
@@ -184,15 +186,18 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     sources.join(", ")
                 },
             );
-            if !st["maintenance"].is_null() {
-                let m = &st["maintenance"];
+            if let Some(m) = &st.maintenance {
                 field(
                     &mut out,
                     "Maintenance",
-                    format!("{} ({})", s(&m["windows"]), s(&m["message"])),
+                    format!(
+                        "{} ({})",
+                        text(m.windows.as_deref().unwrap_or("")),
+                        text(&m.message)
+                    ),
                 );
-                if let Some(w) = m["waiting"].as_str() {
-                    field(&mut out, "Waiting", escape(w).into_owned());
+                if let Some(w) = &m.waiting {
+                    field(&mut out, "Waiting", text(w));
                 }
             }
             field(
@@ -200,11 +205,11 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 "Machines",
                 format!(
                     "{} total, {} ready, {} updated, {} degraded, {} unavailable",
-                    s(&st["machineCount"]),
-                    s(&st["readyMachineCount"]),
-                    s(&st["updatedMachineCount"]),
-                    s(&st["degradedMachineCount"]),
-                    s(&st["unavailableMachineCount"])
+                    st.machine_count,
+                    st.ready_machine_count,
+                    st.updated_machine_count,
+                    st.degraded_machine_count,
+                    st.unavailable_machine_count
                 ),
             );
             out.push_str("Conditions:\n");
@@ -214,18 +219,18 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 "REASON".into(),
                 "MESSAGE".into(),
             ]];
-            for cnd in st["conditions"].as_array().into_iter().flatten() {
+            for cnd in &st.conditions {
                 rows.push(vec![
-                    s(&cnd["type"]),
-                    s(&cnd["status"]),
-                    dash(&cnd["reason"]),
-                    dash(&cnd["message"]),
+                    text(&cnd.kind),
+                    text(&cnd.status),
+                    opt(Some(&cnd.reason)),
+                    opt(Some(&cnd.message)),
                 ]);
             }
             out.push_str(&indent_table(&rows));
         }
     }
-    let events = items(&events);
+    let events = events.items;
     if events.is_empty() {
         out.push_str("Events:         <none>\n");
     } else {
@@ -238,10 +243,10 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
         ]];
         for e in events {
             rows.push(vec![
-                s(&e["time"]),
-                s(&e["type"]),
-                s(&e["reason"]),
-                s(&e["message"]),
+                text(&e.time),
+                text(&e.kind),
+                text(&e.reason),
+                text(&e.message),
             ]);
         }
         out.push_str(&indent_table(&rows));

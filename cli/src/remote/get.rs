@@ -1,10 +1,15 @@
 //! `hearth get`: list or show MachineConfigs, pools and nodes as a table, JSON, YAML or names.
+//!
+//! Tables of pools and nodes read the server's answers as `hearth_api`'s views; `-o json` and
+//! `-o yaml` print the server's documents as they came (so a field a newer v1 server adds is
+//! not lost), made safe for the terminal.
 
-use super::conn::{enc, Client, Conn};
-use super::table::{age, condition, dash, items, s, table};
+use super::conn::{enc, typed, Client, Conn};
+use super::table::{age, age_of, items, opt, s, table, text, yes};
 use super::{kind_name, kind_path, Kind, Output};
 use crate::term::{escape, json_safe};
 use clap::Args;
+use hearth_api::views::{Maintenance, NodeView, PoolView, WindowState};
 use serde_json::{json, Value};
 
 /// `hearth get`.
@@ -80,27 +85,34 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                     if wide {
                         header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE"]);
                     }
-                    let rows: Vec<Vec<String>> = objects
+                    let pools: Vec<PoolView> = typed(Value::Array(objects), "/api/v1/pools")?;
+                    let condition = |p: &PoolView, t: &str| {
+                        p.status
+                            .condition(t)
+                            .map(text)
+                            .unwrap_or_else(|| "Unknown".into())
+                    };
+                    let rows: Vec<Vec<String>> = pools
                         .iter()
                         .map(|p| {
-                            let st = &p["status"];
+                            let st = &p.status;
                             let mut r = vec![
-                                s(&p["metadata"]["name"]),
-                                dash(&st["configuration"]["name"]),
+                                text(&p.metadata.name),
+                                opt(st.configuration.name.as_deref()),
                                 condition(p, "Updated"),
                                 condition(p, "Updating"),
                                 condition(p, "Degraded"),
-                                s(&st["machineCount"]),
-                                s(&st["readyMachineCount"]),
-                                s(&st["updatedMachineCount"]),
-                                s(&st["degradedMachineCount"]),
-                                age(&p["metadata"]["creationTimestamp"]),
+                                st.machine_count.to_string(),
+                                st.ready_machine_count.to_string(),
+                                st.updated_machine_count.to_string(),
+                                st.degraded_machine_count.to_string(),
+                                age_of(p.metadata.creation_timestamp.as_deref()),
                             ];
                             if wide {
-                                r.push(s(&p["spec"]["paused"]));
-                                r.push(s(&p["spec"]["maxUnavailable"]));
-                                r.push(s(&p["spec"]["configuration"]["name"]));
-                                r.push(maintenance_cell(&st["maintenance"]));
+                                r.push(yes(p.spec.paused));
+                                r.push(s(&json!(p.spec.max_unavailable)));
+                                r.push(text(p.spec.configuration.name.as_deref().unwrap_or("")));
+                                r.push(maintenance_cell(st.maintenance.as_ref()));
                             }
                             r
                         })
@@ -138,40 +150,33 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                     if wide {
                         header.extend(["LASTREPORT", "REASON"]);
                     }
-                    let rows: Vec<Vec<String>> = objects
+                    let nodes: Vec<NodeView> = typed(Value::Array(objects), "/api/v1/nodes")?;
+                    let rows: Vec<Vec<String>> = nodes
                         .iter()
                         .map(|n| {
-                            let st = &n["status"];
-                            let state = if st["state"].is_null() {
-                                if st["enrolled"] == true {
-                                    "Unknown"
-                                } else {
-                                    "NotEnrolled"
-                                }
-                                .to_string()
-                            } else {
-                                s(&st["state"])
+                            let st = &n.status;
+                            let state = match st.state {
+                                Some(state) => state.as_str(),
+                                None if st.enrolled => "Unknown",
+                                None => "NotEnrolled",
                             };
                             let mut r = vec![
-                                s(&n["metadata"]["name"]),
-                                dash(&st["pool"]),
-                                state,
-                                s(&st["ready"]),
-                                dash(&st["current"]),
-                                dash(&st["desired"]),
-                                age(&n["metadata"]["creationTimestamp"]),
+                                text(&n.metadata.name),
+                                opt(st.pool.as_deref()),
+                                state.to_string(),
+                                yes(st.ready),
+                                opt(st.current.as_deref()),
+                                opt(st.desired.as_deref()),
+                                age_of(n.metadata.creation_timestamp.as_deref()),
                             ];
                             if wide {
-                                r.push(if st["lastReport"].is_null() {
-                                    "-".into()
-                                } else {
-                                    age(&st["lastReport"])
+                                r.push(match &st.last_report {
+                                    None => "-".into(),
+                                    Some(t) => age_of(Some(t)),
                                 });
-                                let reason = st["reason"]
-                                    .as_str()
-                                    .or(st["error"].as_str())
-                                    .unwrap_or("-");
-                                r.push(escape(reason).into_owned());
+                                let reason =
+                                    st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
+                                r.push(text(reason));
                             }
                             r
                         })
@@ -186,14 +191,14 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
 
 /// The `MAINTENANCE` cell of `get mcp -o wide`: `-` (no windows), `open`, or what the pool
 /// waits for.
-fn maintenance_cell(m: &Value) -> String {
-    if m.is_null() {
+fn maintenance_cell(m: Option<&Maintenance>) -> String {
+    let Some(m) = m else {
         return "-".into();
-    }
-    match (m["state"].as_str(), m["waiting"].as_str()) {
+    };
+    match (m.state, m.waiting.as_deref()) {
         (_, Some(w)) => escape(w).into_owned(),
-        (Some("Open"), _) => "open".into(),
-        (Some("Closed"), _) => format!("closed ({})", s(&m["message"])),
-        _ => s(&m["message"]),
+        (WindowState::Open, _) => "open".into(),
+        (WindowState::Closed, _) => format!("closed ({})", text(&m.message)),
+        (WindowState::Invalid, _) => text(&m.message),
     }
 }

@@ -1,11 +1,13 @@
 //! `hearth rollout status`: how far a pool's rollout is, once or followed with `--watch`.
 
 use super::conn::{enc, Client, Conn};
-use super::table::{condition, dash, items, s, table};
+use super::table::{opt, table, text};
 use crate::term::escape;
 use crate::InvalidInput;
 use anyhow::anyhow;
 use clap::Args;
+use hearth_api::views::{List, NodeView, PoolView};
+use hearth_api::NodeState;
 use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
@@ -49,17 +51,18 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut last_line = String::new();
     loop {
-        let p = c.get(&format!("/api/v1/pools/{}", enc(pool)))?;
-        let nodes = items(&c.get(&format!("/api/v1/nodes?pool={}", enc(pool)))?);
-        let st = &p["status"];
-        let target = s(&p["spec"]["configuration"]["name"]);
-        let total = st["machineCount"].as_u64().unwrap_or(0);
-        let updated = st["updatedMachineCount"].as_u64().unwrap_or(0);
-        let degraded = st["degradedMachineCount"].as_u64().unwrap_or(0);
-        let unavailable = st["unavailableMachineCount"].as_u64().unwrap_or(0);
-        let done = condition(&p, "Updated") == "True";
-        let halted = st["rolloutHaltedBy"].as_str().map(str::to_string);
-        let paused = p["spec"]["paused"] == true;
+        let p: PoolView = c.get_as(&format!("/api/v1/pools/{}", enc(pool)))?;
+        let nodes: List<NodeView> = c.get_as(&format!("/api/v1/nodes?pool={}", enc(pool)))?;
+        let nodes = nodes.items;
+        let st = &p.status;
+        let target = text(p.spec.configuration.name.as_deref().unwrap_or(""));
+        let total = st.machine_count;
+        let updated = st.updated_machine_count;
+        let degraded = st.degraded_machine_count;
+        let unavailable = st.unavailable_machine_count;
+        let done = st.condition("Updated") == Some("True");
+        let halted = st.rollout_halted_by.clone();
+        let paused = p.spec.paused;
         if !*watch {
             println!(
                 "pool {pool}: {updated} of {total} node(s) run {} ({unavailable} updating, {degraded} degraded){}",
@@ -70,15 +73,17 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 let n = escape(n);
                 println!("rollout halted: node {n} is degraded (hearth describe node {n})");
             }
-            if let Some(w) = st["maintenance"]["waiting"].as_str() {
+            if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
                 println!("reboots {}", escape(w));
             }
             let rows: Vec<Vec<String>> = nodes
                 .iter()
                 .map(|n| {
-                    let ns = &n["status"];
-                    let progress = ns["progress"]
-                        .as_object()
+                    let ns = &n.status;
+                    let progress = ns
+                        .progress
+                        .as_ref()
+                        .and_then(Value::as_object)
                         .map(|pr| {
                             format!(
                                 "step {} of {}",
@@ -88,24 +93,23 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                         })
                         .unwrap_or_else(|| "-".into());
                     let on_target = !target.is_empty()
-                        && ns["current"].as_str() == ns["target"].as_str()
-                        && ns["state"] == "Done";
+                        && ns.current == ns.target
+                        && ns.state == Some(NodeState::Done);
                     vec![
-                        s(&n["metadata"]["name"]),
-                        if ns["state"].is_null() {
-                            "-".into()
-                        } else {
-                            s(&ns["state"])
+                        text(&n.metadata.name),
+                        match ns.state {
+                            Some(state) => state.to_string(),
+                            None => "-".into(),
                         },
                         if on_target {
                             "yes".into()
-                        } else if ns["desired"] == ns["target"] {
+                        } else if ns.desired == ns.target {
                             "in progress".into()
                         } else {
                             "waiting".into()
                         },
                         progress,
-                        dash(&ns["reason"]),
+                        opt(ns.reason.as_deref()),
                     ]
                 })
                 .collect();
@@ -148,8 +152,8 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             }
             let reason = nodes
                 .iter()
-                .find(|x| x["metadata"]["name"] == n.as_str())
-                .map(|x| dash(&x["status"]["reason"]))
+                .find(|x| x.metadata.name == n)
+                .map(|x| opt(x.status.reason.as_deref()))
                 .unwrap_or_default();
             eprintln!(
                 "error: the rollout of pool {pool} halted: node {} is degraded: {reason}",

@@ -79,13 +79,29 @@ pub(super) fn s(v: &Value) -> String {
     }
 }
 
-pub(super) fn dash(v: &Value) -> String {
-    let t = s(v);
-    if t.is_empty() {
-        "-".into()
-    } else {
-        t
+/// [`age`] of a time the server may leave out.
+pub(super) fn age_of(t: Option<&str>) -> String {
+    t.and_then(parse_time)
+        .map(|t| human_age(now().saturating_sub(t)))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+/// A string from the server for a cell or a line, escaped (see [`crate::term`]).
+pub(super) fn text(t: &str) -> String {
+    escape(t).into_owned()
+}
+
+/// A string the server may leave out or empty: escaped, or `-`.
+pub(super) fn opt(t: Option<&str>) -> String {
+    match t {
+        Some(t) if !t.is_empty() => text(t),
+        _ => "-".into(),
     }
+}
+
+/// A boolean as `kubectl` shows one.
+pub(super) fn yes(b: bool) -> String {
+    if b { "True" } else { "False" }.into()
 }
 
 /// Prints rows as `kubectl` does: left-aligned columns, three spaces apart.
@@ -111,14 +127,6 @@ pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
     for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
-}
-
-pub(super) fn condition(p: &Value, t: &str) -> String {
-    p["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
-        .map(|c| s(&c["status"]))
-        .unwrap_or_else(|| "Unknown".into())
 }
 
 pub(super) fn items(v: &Value) -> Vec<Value> {

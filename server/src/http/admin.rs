@@ -12,13 +12,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::Json;
+use hearth_api::views::{EventView, List, NodeView, PoolView};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-fn list(items: Vec<Value>) -> Json<Value> {
-    Json(json!({"apiVersion": "v1", "kind": "List", "items": items}))
+fn list<T>(items: Vec<T>) -> Json<List<T>> {
+    Json(List::new(items))
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,7 +78,7 @@ pub(super) async fn apply<S: Store>(
 pub(super) async fn list_mcs<S: Store>(
     State(app): AppState<S>,
     _: Admin,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.mcs.values().map(|r| views::machine_config(r)).collect(),
@@ -118,7 +119,7 @@ pub(super) async fn delete_mc<S: Store>(
     ))
 }
 
-fn pool_json<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Option<Value> {
+fn pool_view<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Option<PoolView> {
     let rec = f.pools.get(name)?;
     let counts = views::pool_counts(f, name, &|n| app.is_fresh(n));
     let halted = crate::controller::halted_by(f, name);
@@ -129,12 +130,12 @@ fn pool_json<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Opt
 pub(super) async fn list_pools<S: Store>(
     State(app): AppState<S>,
     _: Admin,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<PoolView>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.pools
             .keys()
-            .filter_map(|n| pool_json(&app, &f, n))
+            .filter_map(|n| pool_view(&app, &f, n))
             .collect(),
     ))
 }
@@ -143,9 +144,9 @@ pub(super) async fn get_pool<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PoolView>, ApiError> {
     let f = app.snapshot();
-    pool_json(&app, &f, &name)
+    pool_view(&app, &f, &name)
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("MachineConfigPool {name:?} not found")))
 }
@@ -222,7 +223,10 @@ pub(super) struct NodeListQuery {
     pool: Option<String>,
 }
 
-fn node_json<S: Store>(app: &App<S>, rec: &crate::fleet::Rec<crate::records::NodeRecord>) -> Value {
+fn node_view<S: Store>(
+    app: &App<S>,
+    rec: &crate::fleet::Rec<crate::records::NodeRecord>,
+) -> NodeView {
     views::node(
         rec,
         app.last_seen(&rec.value),
@@ -235,13 +239,13 @@ pub(super) async fn list_nodes<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Query(q): Query<NodeListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<NodeView>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.nodes
             .values()
             .filter(|n| q.pool.is_none() || n.value.pool == q.pool)
-            .map(|n| node_json(&app, n))
+            .map(|n| node_view(&app, n))
             .collect(),
     ))
 }
@@ -250,11 +254,11 @@ pub(super) async fn get_node<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<NodeView>, ApiError> {
     let f = app.snapshot();
     f.nodes
         .get(&name)
-        .map(|n| Json(node_json(&app, n)))
+        .map(|n| Json(node_view(&app, n)))
         .ok_or_else(|| ApiError::not_found(format!("node {name:?} not found")))
 }
 
@@ -309,7 +313,7 @@ pub(super) async fn label_node<S: Store>(
 pub(super) async fn list_rendered<S: Store>(
     State(app): AppState<S>,
     _: Admin,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
         f.rendered.values().map(|r| views::rendered(r)).collect(),
@@ -340,9 +344,9 @@ pub(super) async fn events<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Query(q): Query<EventQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<EventView>>, ApiError> {
     let f = app.snapshot();
-    let mut items: Vec<Value> = f
+    let mut items: Vec<EventView> = f
         .events
         .values()
         .rev()

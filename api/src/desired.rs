@@ -11,27 +11,70 @@ use serde::{Deserialize, Serialize};
 pub struct DesiredConfig {
     /// The rendered config's name (`rendered-<pool>-<hash>`).
     pub name: String,
-    /// Its spec, in hearth's internal model (Ignition 3.5 plus the MachineConfig fields).
+    /// Its spec, in hearth's internal model (`hearth_config::model::MachineConfigSpec`): the
+    /// Ignition config in spec 3.5, and the MachineConfig's own fields.
     #[schemars(schema_with = "spec_schema")]
     pub spec: MachineConfigSpec,
-    /// The node-disruption policies in force.
+    /// The node-disruption policies in force (`hearth_config::model::DisruptionPolicies`, read
+    /// from the MCO's `MachineConfiguration` objects).
     #[serde(default)]
     #[schemars(schema_with = "policies_schema")]
     pub policies: DisruptionPolicies,
 }
 
-/// `hearth_config::model::MachineConfigSpec` is read and checked by hearth-config (which has
-/// no JSON Schema derive); the schema names it and leaves its shape to that reader.
+// hearth-config's model has no JSON Schema derive (it is read and checked by hearth-config's
+// own manifest reader); these name its fields and leave the Ignition config to Ignition's spec.
+
 fn spec_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
-        "description": "A rendered MachineConfig spec in hearth's model (hearth_config::model::MachineConfigSpec): config (Ignition 3.5), kernelArguments, kernelType, extensions, fips, osImageURL, ...",
+        "properties": {
+            "config": { "type": "object", "description": "An Ignition 3.5.0 config." },
+            "kernelArguments": { "type": "array", "items": { "type": "string" } },
+            "kernelType": { "enum": ["default", "realtime", "64k-pages"] },
+            "fips": { "type": "boolean" },
+            "osImageURL": { "type": "string" },
+            "extensions": { "type": "array", "items": { "type": "string" } }
+        },
+        "required": ["config", "kernelArguments", "kernelType", "fips", "osImageURL", "extensions"]
     })
 }
 
 fn policies_schema(_: &mut SchemaGenerator) -> Schema {
+    let actions = json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "type": {
+                    "enum": ["None", "DaemonReload", "Reload", "Restart", "Drain", "Special", "Reboot"]
+                },
+                "serviceName": { "type": "string" }
+            },
+            "required": ["type"]
+        }
+    });
     json_schema!({
         "type": "object",
-        "description": "Node-disruption policies (hearth_config::model::DisruptionPolicies): files, units, sshKey with their actions.",
+        "properties": {
+            "files": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": { "path": { "type": "string" }, "actions": actions },
+                    "required": ["path", "actions"]
+                }
+            },
+            "units": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string" }, "actions": actions },
+                    "required": ["name", "actions"]
+                }
+            },
+            "ssh_key": { "anyOf": [actions, { "type": "null" }] }
+        },
+        "required": ["files", "units"]
     })
 }

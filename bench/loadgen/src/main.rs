@@ -1,6 +1,6 @@
 //! `hearth-loadgen`: load for hearth-server from one process.
 //!
-//! - `agents`: N simulated agents speaking the agent protocol of `hearth_agent::remote` (enroll
+//! - `agents`: N simulated agents speaking the agent protocol with `hearth_api`'s types (enroll
 //!   with the pool's bootstrap token, long-poll `GET /api/v1/agent/desired?known=..&wait=..`,
 //!   report `Working` then `Done` on every new desired config), each over its own TLS
 //!   connection as a real agent has. Measures request latencies, errors by kind, the server's
@@ -14,6 +14,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use hearth_api::{AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -486,15 +487,20 @@ impl Shared {
     }
 }
 
-fn status_doc(state: &str, current: Option<&str>, desired: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "hearth.io/v1",
-        "kind": "AgentStatus",
-        "state": state,
-        "current": current,
-        "desired": desired,
-        "pendingReboot": false,
-    }))
+fn status_doc(state: NodeState, current: Option<&str>, desired: &str) -> Vec<u8> {
+    serde_json::to_vec(&AgentStatus {
+        api_version: Some(hearth_api::HEARTH_API_VERSION.into()),
+        kind: Some("AgentStatus".into()),
+        state,
+        reason: None,
+        last_transition: None,
+        current: current.map(str::to_string),
+        desired: Some(desired.to_string()),
+        pending_reboot: false,
+        progress: None,
+        drift: Vec::new(),
+        history: Vec::new(),
+    })
     .unwrap_or_default()
 }
 
@@ -507,8 +513,12 @@ async fn enroll_one(
     let t = Instant::now();
     let mut conn = target.connect().await?;
     shared.stats.record("connect+TLS", t.elapsed());
-    let body =
-        serde_json::to_vec(&json!({"node": name, "bootstrapToken": token})).unwrap_or_default();
+    let body = serde_json::to_vec(&EnrollRequest {
+        node: name.to_string(),
+        labels: Default::default(),
+        bootstrap_token: Some(token.to_string()),
+    })
+    .unwrap_or_default();
     let t = Instant::now();
     let a = conn
         .request(
@@ -523,13 +533,9 @@ async fn enroll_one(
         return Err(Fail::Status(a.status.as_u16()));
     }
     shared.stats.record("enroll", t.elapsed());
-    let v: Value =
+    let answer: EnrollResponse =
         serde_json::from_slice(&a.body).map_err(|e| Fail::Http(short(&e.to_string())))?;
-    let cred = v["credential"]
-        .as_str()
-        .ok_or_else(|| Fail::Http("no credential in the enrollment answer".into()))?
-        .to_string();
-    Ok((conn, cred))
+    Ok((conn, answer.credential))
 }
 
 async fn report(conn: &mut Conn, shared: &Shared, cred: &str, doc: Vec<u8>) -> Result<(), Fail> {
@@ -633,10 +639,10 @@ async fn agent(
             continue;
         };
         // A real agent decodes the config before applying it.
-        if serde_json::from_slice::<Value>(&a.body).is_err() {
+        if serde_json::from_slice::<DesiredConfig>(&a.body).is_err() {
             shared.stats.error(
                 "long-poll",
-                &Fail::Http("the desired config is not JSON".into()),
+                &Fail::Http("the answer is not a desired config".into()),
             );
         }
         let first = current.is_none();
@@ -661,14 +667,14 @@ async fn agent(
                 &mut conn,
                 &shared,
                 &cred,
-                status_doc("Working", current.as_deref(), &name),
+                status_doc(NodeState::Working, current.as_deref(), &name),
             )
             .await?;
             report(
                 &mut conn,
                 &shared,
                 &cred,
-                status_doc("Done", Some(&name), &name),
+                status_doc(NodeState::Done, Some(&name), &name),
             )
             .await
         }

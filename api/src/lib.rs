@@ -22,8 +22,8 @@
 //!
 //! Each type has a realistic example in `api/fixtures/<type>.json` and its JSON Schema in
 //! `docs/schema/<type>.schema.json`; `api/tests/fixtures.rs` reads every fixture into its type
-//! and writes it back unchanged, and fails when a checked-in schema differs from the one the type
-//! generates (`HEARTH_BLESS=1 cargo test -p hearth-api` rewrites them).
+//! and writes it back unchanged, checks it against its schema, and fails when a checked-in
+//! schema differs from the one the type generates (`HEARTH_BLESS=1 cargo test -p hearth-api` rewrites them).
 
 pub mod desired;
 pub mod enroll;

@@ -9,6 +9,7 @@ use hearth_api::*;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -126,4 +127,204 @@ fn minimal_v1_documents_still_read() {
     let e: EnrollResponse =
         serde_json::from_str(r#"{"node": "w0", "pool": "worker", "credential": "c"}"#).unwrap();
     assert!(e.labels.is_empty());
+}
+
+/// Checks `v` against `schema` (the subset of JSON Schema 2020-12 the schemas in `docs/schema/`
+/// use); returns what does not match, by JSON path. A keyword it does not know is a test
+/// failure, so no part of a schema goes unchecked.
+fn check(schema: &Value, v: &Value, defs: &Value, at: &str, out: &mut Vec<String>) {
+    let s = match schema {
+        Value::Bool(true) => return,
+        Value::Bool(false) => return out.push(format!("{at}: nothing is allowed here")),
+        Value::Object(s) => s,
+        other => panic!("{at}: not a schema: {other}"),
+    };
+    for (k, want) in s {
+        match k.as_str() {
+            "$schema" | "title" | "description" | "default" | "format" | "$defs" => {}
+            "$ref" => {
+                let name = want
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .unwrap_or_else(|| panic!("{at}: unknown $ref {want}"));
+                check(&defs[name], v, defs, at, out);
+            }
+            "type" => {
+                let types: Vec<&str> = match want {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("{at}: bad type {want}"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "object" => v.is_object(),
+                    "array" => v.is_array(),
+                    "string" => v.is_string(),
+                    "boolean" => v.is_boolean(),
+                    "null" => v.is_null(),
+                    "integer" => v.is_i64() || v.is_u64(),
+                    "number" => v.is_number(),
+                    t => panic!("{at}: unknown type {t}"),
+                });
+                if !ok {
+                    out.push(format!("{at}: {v} is not {types:?}"));
+                }
+            }
+            "properties" => {
+                if let (Some(props), Some(obj)) = (want.as_object(), v.as_object()) {
+                    for (name, sub) in props {
+                        if let Some(x) = obj.get(name) {
+                            check(sub, x, defs, &format!("{at}.{name}"), out);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                if let Some(obj) = v.as_object() {
+                    let known = s.get("properties").and_then(Value::as_object);
+                    for (name, x) in obj {
+                        if !known.is_some_and(|p| p.contains_key(name)) {
+                            check(want, x, defs, &format!("{at}.{name}"), out);
+                        }
+                    }
+                }
+            }
+            "required" => {
+                if let Some(obj) = v.as_object() {
+                    for name in want
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                    {
+                        if !obj.contains_key(name) {
+                            out.push(format!("{at}: {name} is required"));
+                        }
+                    }
+                }
+            }
+            "items" => {
+                for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                    check(want, x, defs, &format!("{at}[{i}]"), out);
+                }
+            }
+            "enum" => {
+                if !want.as_array().is_some_and(|e| e.contains(v)) {
+                    out.push(format!("{at}: {v} is not one of {want}"));
+                }
+            }
+            "const" => {
+                if v != want {
+                    out.push(format!("{at}: {v} is not {want}"));
+                }
+            }
+            "minimum" => {
+                if v.as_f64().zip(want.as_f64()).is_some_and(|(x, m)| x < m) {
+                    out.push(format!("{at}: {v} is below {want}"));
+                }
+            }
+            "pattern" => {
+                assert_eq!(want, "^[0-9]+%$", "{at}: the check knows only this pattern");
+                if let Some(t) = v.as_str() {
+                    let digits = t.strip_suffix('%').unwrap_or("");
+                    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                        out.push(format!("{at}: {t:?} is not a percentage"));
+                    }
+                }
+            }
+            "anyOf" | "oneOf" => {
+                let alternatives = want.as_array().expect("a list of schemas");
+                let matching = alternatives
+                    .iter()
+                    .filter(|alt| {
+                        let mut o = Vec::new();
+                        check(alt, v, defs, at, &mut o);
+                        o.is_empty()
+                    })
+                    .count();
+                let ok = if k == "oneOf" {
+                    matching == 1
+                } else {
+                    matching > 0
+                };
+                if !ok {
+                    out.push(format!(
+                        "{at}: {v} matches {matching} of the {k} alternatives"
+                    ));
+                }
+            }
+            other => panic!("{at}: the check does not know the keyword {other:?}"),
+        }
+    }
+}
+
+fn problems(name: &str, v: &Value) -> Vec<String> {
+    let path = root()
+        .parent()
+        .expect("api/ is in the workspace")
+        .join(format!("docs/schema/{name}.schema.json"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    check(&schema, v, &schema["$defs"], name, &mut out);
+    out
+}
+
+fn fixture(name: &str) -> Value {
+    let path = root().join("fixtures").join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+const ALL: [&str; 9] = [
+    "EnrollRequest",
+    "EnrollResponse",
+    "DesiredConfig",
+    "AgentStatus",
+    "SlotRequest",
+    "SlotAnswer",
+    "NodeView",
+    "PoolView",
+    "EventList",
+];
+
+#[test]
+fn every_fixture_is_valid_against_its_schema() {
+    for name in ALL {
+        let p = problems(name, &fixture(name));
+        assert!(p.is_empty(), "{name}:\n{}", p.join("\n"));
+    }
+}
+
+/// The schema check above can fail: documents the types refuse are refused by the schemas.
+#[test]
+fn the_schemas_refuse_what_the_types_refuse() {
+    let mut bad = Vec::new();
+    let mut v = fixture("AgentStatus");
+    v["state"] = "Sleeping".into();
+    bad.push(("AgentStatus", v));
+    let mut v = fixture("AgentStatus");
+    v.as_object_mut().unwrap().remove("state");
+    bad.push(("AgentStatus", v));
+    let mut v = fixture("NodeView");
+    v["status"]["drift"] = json!("one line");
+    bad.push(("NodeView", v));
+    let mut v = fixture("PoolView");
+    v["spec"]["maxUnavailable"] = json!("half");
+    bad.push(("PoolView", v));
+    let mut v = fixture("SlotRequest");
+    v["action"] = json!("steal");
+    bad.push(("SlotRequest", v));
+    let mut v = fixture("DesiredConfig");
+    v["policies"]["units"][0]["actions"][0]["type"] = json!("Explode");
+    bad.push(("DesiredConfig", v));
+    for (name, v) in bad {
+        assert!(!problems(name, &v).is_empty(), "{name} schema allows {v}");
+        let read = match name {
+            "AgentStatus" => serde_json::from_value::<AgentStatus>(v.clone()).is_ok(),
+            "NodeView" => serde_json::from_value::<NodeView>(v.clone()).is_ok(),
+            "PoolView" => serde_json::from_value::<PoolView>(v.clone()).is_ok(),
+            "SlotRequest" => serde_json::from_value::<SlotRequest>(v.clone()).is_ok(),
+            "DesiredConfig" => serde_json::from_value::<DesiredConfig>(v.clone()).is_ok(),
+            _ => unreachable!(),
+        };
+        assert!(!read, "the type {name} reads {v}");
+    }
 }

@@ -11,6 +11,8 @@
 //! - [`slot`]: `POST /api/v1/agent/reboot-slot` ([`SlotRequest`], [`SlotAnswer`]).
 //! - [`views`]: what the admin API shows: [`NodeView`], [`PoolView`], [`EventView`] and the
 //!   [`List`] around them.
+//! - [`admin`]: the admin API's other requests and answers (apply, pause, bootstrap tokens,
+//!   labels, deletes, credential resets) and the [`admin::Status`] document of every error.
 //!
 //! # Versioning
 //!
@@ -25,6 +27,7 @@
 //! and writes it back unchanged, checks it against its schema, and fails when a checked-in
 //! schema differs from the one the type generates (`HEARTH_BLESS=1 cargo test -p hearth-api` rewrites them).
 
+pub mod admin;
 pub mod desired;
 pub mod enroll;
 pub mod slot;

@@ -5,6 +5,7 @@
 //! `HEARTH_BLESS=1 cargo test -p hearth-api --test fixtures` rewrites the schemas (never the
 //! fixtures: a fixture is what a peer of the current version sends).
 
+use hearth_api::admin::*;
 use hearth_api::*;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -84,6 +85,26 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     );
     let l: List<EventView> = lossless("EventList");
     assert_eq!(l.items.len(), 2);
+    let r: ApplyRequest = lossless("ApplyRequest");
+    assert_eq!(r.files.len(), 1);
+    let o: ApplyOutcome = lossless("ApplyOutcome");
+    assert_eq!(o.warnings[0].severity, Severity::Warning);
+    let st: Status = lossless("Status");
+    assert_eq!(st.diagnostics[0].line, Some(9));
+    let t: TokenRequest = lossless("TokenRequest");
+    assert_eq!(t.ttl_seconds, Some(3600));
+    let t: TokenAnswer = lossless("TokenAnswer");
+    assert!(t.expires_at.is_some());
+    let l: LabelRequest = lossless("LabelRequest");
+    assert_eq!(l.remove.len(), 1);
+    let l: LabelAnswer = lossless("LabelAnswer");
+    assert_eq!(l.labels.len(), 2);
+    let p: PauseAnswer = lossless("PauseAnswer");
+    assert!(p.changed);
+    let d: DeleteAnswer = lossless("DeleteAnswer");
+    assert_eq!(d.kind, "MachineConfigPool");
+    let c: CredentialReset = lossless("CredentialReset");
+    assert!(c.credential_revoked);
 }
 
 #[test]
@@ -98,6 +119,16 @@ fn every_schema_in_docs_is_the_one_its_type_generates() {
         schema::<NodeView>("NodeView"),
         schema::<PoolView>("PoolView"),
         schema::<List<EventView>>("EventList"),
+        schema::<ApplyRequest>("ApplyRequest"),
+        schema::<ApplyOutcome>("ApplyOutcome"),
+        schema::<Status>("Status"),
+        schema::<TokenRequest>("TokenRequest"),
+        schema::<TokenAnswer>("TokenAnswer"),
+        schema::<LabelRequest>("LabelRequest"),
+        schema::<LabelAnswer>("LabelAnswer"),
+        schema::<PauseAnswer>("PauseAnswer"),
+        schema::<DeleteAnswer>("DeleteAnswer"),
+        schema::<CredentialReset>("CredentialReset"),
     ]
     .into_iter()
     .filter_map(Result::err)
@@ -222,6 +253,11 @@ fn check(schema: &Value, v: &Value, defs: &Value, at: &str, out: &mut Vec<String
                     out.push(format!("{at}: {v} is below {want}"));
                 }
             }
+            "maximum" => {
+                if v.as_f64().zip(want.as_f64()).is_some_and(|(x, m)| x > m) {
+                    out.push(format!("{at}: {v} is above {want}"));
+                }
+            }
             "pattern" => {
                 assert_eq!(want, "^[0-9]+%$", "{at}: the check knows only this pattern");
                 if let Some(t) = v.as_str() {
@@ -273,7 +309,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-const ALL: [&str; 9] = [
+const ALL: [&str; 19] = [
     "EnrollRequest",
     "EnrollResponse",
     "DesiredConfig",
@@ -283,6 +319,16 @@ const ALL: [&str; 9] = [
     "NodeView",
     "PoolView",
     "EventList",
+    "ApplyRequest",
+    "ApplyOutcome",
+    "Status",
+    "TokenRequest",
+    "TokenAnswer",
+    "LabelRequest",
+    "LabelAnswer",
+    "PauseAnswer",
+    "DeleteAnswer",
+    "CredentialReset",
 ];
 
 #[test]
@@ -315,6 +361,9 @@ fn the_schemas_refuse_what_the_types_refuse() {
     let mut v = fixture("DesiredConfig");
     v["policies"]["units"][0]["actions"][0]["type"] = json!("Explode");
     bad.push(("DesiredConfig", v));
+    let mut v = fixture("Status");
+    v["diagnostics"][0]["severity"] = json!("fatal");
+    bad.push(("Status", v));
     for (name, v) in bad {
         assert!(!problems(name, &v).is_empty(), "{name} schema allows {v}");
         let read = match name {
@@ -323,6 +372,7 @@ fn the_schemas_refuse_what_the_types_refuse() {
             "PoolView" => serde_json::from_value::<PoolView>(v.clone()).is_ok(),
             "SlotRequest" => serde_json::from_value::<SlotRequest>(v.clone()).is_ok(),
             "DesiredConfig" => serde_json::from_value::<DesiredConfig>(v.clone()).is_ok(),
+            "Status" => serde_json::from_value::<Status>(v.clone()).is_ok(),
             _ => unreachable!(),
         };
         assert!(!read, "the type {name} reads {v}");

@@ -97,15 +97,13 @@ impl From<crate::store::StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = serde_json::json!({
-            "kind": "Status",
-            "code": self.status.as_u16(),
-            "reason": self.reason,
-            "message": self.message,
-        });
-        if !self.diagnostics.is_empty() {
-            body["diagnostics"] = serde_json::to_value(&self.diagnostics).unwrap_or_default();
-        }
+        let body = hearth_api::admin::Status {
+            kind: "Status".into(),
+            code: self.status.as_u16(),
+            reason: self.reason.into(),
+            message: self.message,
+            diagnostics: self.diagnostics.iter().map(Into::into).collect(),
+        };
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(

@@ -1,13 +1,15 @@
 //! The commands that change the fleet: `apply`, `delete`, `label`, `pause`, `resume`,
 //! `bootstrap-token`, `node reset-credential`.
 
-use super::conn::{enc, Client, Conn, ServerError};
-use super::table::s;
+use super::conn::{enc, typed, Client, Conn, ServerError};
 use super::{kind_name, kind_path, Kind};
 use crate::term::escape;
 use crate::{manifest_files, read_text, InvalidInput, Usage};
 use clap::Args;
-use serde_json::{json, Value};
+use hearth_api::admin::{
+    ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, LabelAnswer,
+    LabelRequest, PauseAnswer, Severity, Status, TokenAnswer, TokenRequest,
+};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,7 +39,10 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
     }
     let mut files = Vec::new();
     for p in &paths {
-        files.push(json!({"name": p.display().to_string(), "text": read_text(p)?}));
+        files.push(ApplyFile {
+            name: p.display().to_string(),
+            text: read_text(p)?,
+        });
     }
     let c = Client::new(&a.conn)?;
     let url = format!(
@@ -49,41 +54,37 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
         c.http
             .post(url)
             .header("content-type", "application/vnd.hearth.apply+json")
-            .body(serde_json::to_vec(&json!({ "files": files }))?),
+            .body(serde_json::to_vec(&ApplyRequest { files })?),
     );
-    let out = match result {
-        Ok(v) => v,
+    let out: ApplyOutcome = match result {
+        Ok(v) => typed(v, "/api/v1/manifests")?,
         Err(e) => {
             if let Some(se) = e.downcast_ref::<ServerError>() {
-                if let Some(diags) = se.body.get("diagnostics").and_then(Value::as_array) {
-                    print_diagnostics(diags);
-                    eprintln!(
-                        "error: {}",
-                        escape(se.body["message"].as_str().unwrap_or("invalid manifests"))
-                    );
+                let status = serde_json::from_value::<Status>(se.body.clone()).ok();
+                if let Some(st) = status.filter(|st| !st.diagnostics.is_empty()) {
+                    print_diagnostics(&st.diagnostics);
+                    eprintln!("error: {}", escape(&st.message));
                     return Err(InvalidInput.into());
                 }
             }
             return Err(e);
         }
     };
-    if let Some(w) = out["warnings"].as_array() {
-        print_diagnostics(w);
-    }
+    print_diagnostics(&out.warnings);
     let suffix = if a.dry_run { " (dry run)" } else { "" };
-    for r in out["results"].as_array().into_iter().flatten() {
+    for r in &out.results {
         println!(
             "{}/{} {}{suffix}",
-            s(&r["kind"]).to_ascii_lowercase(),
-            s(&r["name"]),
-            s(&r["action"])
+            escape(&r.kind).to_ascii_lowercase(),
+            escape(&r.name),
+            escape(&r.action)
         );
     }
-    for p in out["pools"].as_array().into_iter().flatten() {
-        if let Some(e) = p["renderError"].as_str() {
+    for p in &out.pools {
+        if let Some(e) = &p.render_error {
             eprintln!(
                 "warning: machineconfigpool/{}: {}",
-                s(&p["name"]),
+                escape(&p.name),
                 escape(e)
             );
         }
@@ -91,25 +92,25 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_diagnostics(diags: &[Value]) {
+fn print_diagnostics(diags: &[Diagnostic]) {
     let mut err = std::io::stderr().lock();
     for d in diags {
         let mut line = String::new();
-        line.push_str(&escape(d["file"].as_str().unwrap_or("-")));
-        if let Some(l) = d["line"].as_u64() {
+        line.push_str(&escape(&d.file));
+        if let Some(l) = d.line {
             line.push_str(&format!(":{l}"));
         }
-        line.push_str(&format!(
-            ": {}: ",
-            escape(d["severity"].as_str().unwrap_or("error"))
-        ));
-        if let Some(o) = d["object"].as_str() {
+        line.push_str(match d.severity {
+            Severity::Error => ": error: ",
+            Severity::Warning => ": warning: ",
+        });
+        if let Some(o) = &d.object {
             line.push_str(&format!("{}: ", escape(o)));
         }
-        if let Some(p) = d["path"].as_str().filter(|p| !p.is_empty()) {
-            line.push_str(&format!("{}: ", escape(p)));
+        if !d.path.is_empty() {
+            line.push_str(&format!("{}: ", escape(&d.path)));
         }
-        line.push_str(&escape(d["message"].as_str().unwrap_or("")));
+        line.push_str(&escape(&d.message));
         let _ = writeln!(err, "{line}");
     }
 }
@@ -131,12 +132,9 @@ pub struct DeleteArgs {
 pub fn delete(a: &DeleteArgs) -> anyhow::Result<()> {
     let c = Client::new(&a.conn)?;
     for name in &a.names {
-        let out = c.delete(&format!("/api/v1/{}/{}", kind_path(a.kind), enc(name)))?;
-        println!(
-            "{}/{name} {}",
-            kind_name(a.kind),
-            out["action"].as_str().unwrap_or("deleted")
-        );
+        let out: DeleteAnswer =
+            c.delete_as(&format!("/api/v1/{}/{}", kind_path(a.kind), enc(name)))?;
+        println!("{}/{name} {}", kind_name(a.kind), escape(&out.action));
     }
     Ok(())
 }
@@ -179,9 +177,13 @@ pub fn label(a: &LabelArgs) -> anyhow::Result<()> {
         }
     }
     let c = Client::new(&a.conn)?;
-    c.post(
+    let _: LabelAnswer = c.post_as(
         &format!("/api/v1/nodes/{}/labels", enc(&a.name)),
-        &json!({"set": set, "remove": remove, "overwrite": a.overwrite}),
+        &LabelRequest {
+            set,
+            remove,
+            overwrite: a.overwrite,
+        },
     )?;
     println!("node/{} labeled", a.name);
     Ok(())
@@ -206,12 +208,12 @@ pub fn pause(a: &PauseArgs, paused: bool) -> anyhow::Result<()> {
     }
     let c = Client::new(&a.conn)?;
     let verb = if paused { "pause" } else { "resume" };
-    let out = c.post(
+    let out: PauseAnswer = c.post_as(
         &format!("/api/v1/pools/{}/{verb}", enc(&a.name)),
-        &json!({}),
+        &serde_json::json!({}),
     )?;
     let what = if paused { "paused" } else { "resumed" };
-    if out["changed"] == true {
+    if out.changed {
         println!("machineconfigpool/{} {what}", a.name);
     } else {
         println!("machineconfigpool/{} already {what}", a.name);
@@ -234,16 +236,12 @@ pub struct TokenArgs {
 /// `hearth bootstrap-token POOL`: a new bootstrap token (the old one stops working).
 pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
     let c = Client::new(&a.conn)?;
-    let body = match a.ttl {
-        Some(t) => json!({"ttlSeconds": t}),
-        None => json!({}),
-    };
-    let out = c.post(
+    let out: TokenAnswer = c.post_as(
         &format!("/api/v1/pools/{}/bootstrap-token", enc(&a.pool)),
-        &body,
+        &TokenRequest { ttl_seconds: a.ttl },
     )?;
-    println!("{}", out["token"].as_str().unwrap_or(""));
-    match out["expiresAt"].as_str() {
+    println!("{}", escape(&out.token));
+    match out.expires_at.as_deref() {
         Some(e) => eprintln!(
             "bootstrap token for pool {} (expires {e}); the previous one no longer works",
             a.pool
@@ -279,11 +277,11 @@ enum NodeCommand {
 pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
     let NodeCommand::ResetCredential { name, conn } = &a.command;
     let c = Client::new(conn)?;
-    let out = c.post(
+    let out: CredentialReset = c.post_as(
         &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
-        &json!({}),
+        &serde_json::json!({}),
     )?;
-    if out["credentialRevoked"] == true {
+    if out.credential_revoked {
         println!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
     } else {
         println!("node/{name} had no credential: it may enroll with its pool's bootstrap token");

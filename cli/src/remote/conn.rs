@@ -285,7 +285,24 @@ impl Client {
         typed(self.get(path)?, path)
     }
 
-    pub(super) fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+    /// `POST path` with `body`, the answer read as the wire type `T` (`hearth_api`).
+    pub(super) fn post_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> anyhow::Result<T> {
+        typed(self.post(path, body)?, path)
+    }
+
+    /// `DELETE path`, the answer read as the wire type `T` (`hearth_api`).
+    pub(super) fn delete_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> anyhow::Result<T> {
+        typed(self.delete(path)?, path)
+    }
+
+    pub(super) fn post(&self, path: &str, body: &impl Serialize) -> anyhow::Result<Value> {
         self.send(
             self.http
                 .post(format!("{}{path}", self.base))
@@ -302,12 +319,8 @@ impl Client {
 /// A server's answer to `path` read as the wire type `T`; an answer that is not one is an
 /// error naming the request (a server of another API version, or not hearth-server).
 pub(super) fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> anyhow::Result<T> {
-    serde_json::from_value(v).with_context(|| {
-        format!(
-            "unexpected answer from hearth-server to GET {}",
-            escape(path)
-        )
-    })
+    serde_json::from_value(v)
+        .with_context(|| format!("unexpected answer from hearth-server to {}", escape(path)))
 }
 
 /// `hearth login`: checks the server, the CA and the token, then writes the login file (0600).

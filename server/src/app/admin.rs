@@ -56,7 +56,7 @@ impl<S: Store> App<S> {
         };
         Ok(ApplyOutcome {
             results,
-            warnings,
+            warnings: warnings.iter().map(Into::into).collect(),
             pools,
             dry_run,
         })

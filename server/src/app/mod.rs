@@ -15,8 +15,6 @@ use crate::records::{bootstrap_token_name, PoolRecord, TokenRecord, TokenScope, 
 use crate::render_memo::RebootPlans;
 use crate::store::{Store, StoreError};
 use crate::time::now;
-use hearth_config::diag::Diagnostic;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -98,52 +96,7 @@ pub enum Caller {
     },
 }
 
-/// One file of an apply.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct ApplyFile {
-    /// File name (for diagnostics).
-    pub name: String,
-    /// Its text (YAML or JSON).
-    pub text: String,
-}
-
-/// What an apply did to one object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApplyResult {
-    /// `MachineConfig`, `MachineConfigPool`, `Node`, `MachineConfiguration`.
-    pub kind: String,
-    /// Name.
-    pub name: String,
-    /// `created`, `configured` or `unchanged`.
-    pub action: String,
-}
-
-/// The answer to an apply.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApplyOutcome {
-    /// Per object, in the order read.
-    pub results: Vec<ApplyResult>,
-    /// Warnings (unknown fields, ignored settings).
-    pub warnings: Vec<Diagnostic>,
-    /// Each pool's target after the apply.
-    pub pools: Vec<PoolTarget>,
-    /// True when nothing was stored (dry run).
-    pub dry_run: bool,
-}
-
-/// A pool's target after an apply.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolTarget {
-    /// Pool.
-    pub name: String,
-    /// Target rendered config.
-    pub target: Option<String>,
-    /// Why rendering failed.
-    pub render_error: Option<String>,
-}
+pub use hearth_api::admin::{ApplyFile, ApplyOutcome, ApplyResult, PoolTarget};
 
 /// How often a change is rendered again when the fleet changed while it was being rendered.
 const RENDER_ATTEMPTS: usize = 5;

@@ -12,10 +12,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::Json;
+use hearth_api::admin::{
+    ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, LabelAnswer, LabelRequest,
+    PauseAnswer, TokenAnswer, TokenRequest,
+};
 use hearth_api::views::{EventView, List, NodeView, PoolView};
 use serde::Deserialize;
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use serde_json::Value;
 use std::time::Duration;
 
 fn list<T>(items: Vec<T>) -> Json<List<T>> {
@@ -31,11 +34,6 @@ pub(super) struct ApplyQuery {
     dry_run: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct ApplyEnvelope {
-    files: Vec<ApplyFile>,
-}
-
 pub(super) async fn apply<S: Store>(
     State(app): AppState<S>,
     Auth(c): Auth,
@@ -43,7 +41,7 @@ pub(super) async fn apply<S: Store>(
     headers: HeaderMap,
     cert: Option<axum::Extension<ClientIdentity>>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApplyOutcome>, ApiError> {
     admin(&c)?;
     // Admin by certificate (no token sent): its CN goes into the events.
     let by = cert
@@ -55,7 +53,7 @@ pub(super) async fn apply<S: Store>(
         .unwrap_or("")
         .to_ascii_lowercase();
     let files = if ctype.starts_with(APPLY_MEDIA_TYPE) {
-        let env: ApplyEnvelope = serde_json::from_slice(&body)
+        let env: ApplyRequest = serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("bad {APPLY_MEDIA_TYPE} body: {e}")))?;
         env.files
     } else {
@@ -72,7 +70,7 @@ pub(super) async fn apply<S: Store>(
             tracing::info!(kind = %r.kind, name = %r.name, action = %r.action, dry_run = q.dry_run, "applied");
         }
     }
-    Ok(Json(serde_json::to_value(outcome).unwrap_or_default()))
+    Ok(Json(outcome))
 }
 
 pub(super) async fn list_mcs<S: Store>(
@@ -106,7 +104,7 @@ pub(super) async fn delete_mc<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeleteAnswer>, ApiError> {
     if app.snapshot().rendered.contains_key(&name) {
         return Err(ApiError::conflict(format!(
             "{name} is a rendered config: the server keeps it while anything refers to it and collects it afterwards"
@@ -114,9 +112,11 @@ pub(super) async fn delete_mc<S: Store>(
     }
     app.delete_machine_config(&name).await?;
     tracing::info!(name, "MachineConfig deleted");
-    Ok(Json(
-        json!({"kind": "MachineConfig", "name": name, "action": "deleted"}),
-    ))
+    Ok(Json(DeleteAnswer {
+        kind: "MachineConfig".into(),
+        name,
+        action: "deleted".into(),
+    }))
 }
 
 fn pool_view<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Option<PoolView> {
@@ -155,40 +155,41 @@ pub(super) async fn delete_pool<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeleteAnswer>, ApiError> {
     let what = app.delete_pool(&name).await?;
-    Ok(Json(
-        json!({"kind": "MachineConfigPool", "name": name, "action": what}),
-    ))
+    Ok(Json(DeleteAnswer {
+        kind: "MachineConfigPool".into(),
+        name,
+        action: what.to_string(),
+    }))
 }
 
 pub(super) async fn pause<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PauseAnswer>, ApiError> {
     let changed = app.set_paused(&name, true).await?;
-    Ok(Json(
-        json!({"kind": "MachineConfigPool", "name": name, "paused": true, "changed": changed}),
-    ))
+    Ok(Json(PauseAnswer {
+        kind: "MachineConfigPool".into(),
+        name,
+        paused: true,
+        changed,
+    }))
 }
 
 pub(super) async fn resume<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PauseAnswer>, ApiError> {
     let changed = app.set_paused(&name, false).await?;
-    Ok(Json(
-        json!({"kind": "MachineConfigPool", "name": name, "paused": false, "changed": changed}),
-    ))
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TokenRequest {
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
+    Ok(Json(PauseAnswer {
+        kind: "MachineConfigPool".into(),
+        name,
+        paused: false,
+        changed,
+    }))
 }
 
 pub(super) async fn bootstrap_token<S: Store>(
@@ -196,7 +197,7 @@ pub(super) async fn bootstrap_token<S: Store>(
     _: Admin,
     Path(name): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TokenAnswer>, ApiError> {
     let req: TokenRequest = if body.is_empty() {
         TokenRequest::default()
     } else {
@@ -210,11 +211,11 @@ pub(super) async fn bootstrap_token<S: Store>(
     };
     let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
     tracing::info!(pool = %name, "new bootstrap token");
-    Ok(Json(json!({
-        "pool": name,
-        "token": token,
-        "expiresAt": expires.map(crate::time::rfc3339),
-    })))
+    Ok(Json(TokenAnswer {
+        pool: name,
+        token,
+        expires_at: expires.map(crate::time::rfc3339),
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -266,34 +267,28 @@ pub(super) async fn delete_node<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeleteAnswer>, ApiError> {
     app.delete_node(&name).await?;
     tracing::info!(node = %name, "node deleted");
-    Ok(Json(
-        json!({"kind": "Node", "name": name, "action": "deleted"}),
-    ))
+    Ok(Json(DeleteAnswer {
+        kind: "Node".into(),
+        name,
+        action: "deleted".into(),
+    }))
 }
 
 pub(super) async fn reset_credential<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CredentialReset>, ApiError> {
     let revoked = app.reset_credential(&name).await?;
     tracing::info!(node = %name, revoked, "node credential reset");
-    Ok(Json(
-        json!({"kind": "Node", "name": name, "credentialRevoked": revoked}),
-    ))
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct LabelRequest {
-    #[serde(default)]
-    set: BTreeMap<String, String>,
-    #[serde(default)]
-    remove: Vec<String>,
-    #[serde(default)]
-    overwrite: bool,
+    Ok(Json(CredentialReset {
+        kind: "Node".into(),
+        name,
+        credential_revoked: revoked,
+    }))
 }
 
 pub(super) async fn label_node<S: Store>(
@@ -301,13 +296,15 @@ pub(super) async fn label_node<S: Store>(
     _: Admin,
     Path(name): Path<String>,
     Json(req): Json<LabelRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LabelAnswer>, ApiError> {
     let labels = app
         .label_node(&name, &req.set, &req.remove, req.overwrite)
         .await?;
-    Ok(Json(
-        json!({"kind": "Node", "name": name, "labels": labels}),
-    ))
+    Ok(Json(LabelAnswer {
+        kind: "Node".into(),
+        name,
+        labels,
+    }))
 }
 
 pub(super) async fn list_rendered<S: Store>(

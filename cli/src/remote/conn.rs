@@ -340,7 +340,8 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         client_key: client_key.clone(),
     };
     let c = Client::new(&conn)?;
-    let pools = c.get("/api/v1/pools")?;
+    // The login is saved only once the server answered as a hearth-server (a pool list).
+    let pools: hearth_api::List<hearth_api::PoolView> = c.get_as("/api/v1/pools")?;
     let path = config_path().ok_or_else(|| anyhow!("no home directory: set HEARTH_CONFIG"))?;
     let file = LoginFile {
         server: c.base.clone(),
@@ -350,7 +351,7 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
         client_key,
     };
     write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
-    let n = pools["items"].as_array().map(Vec::len).unwrap_or(0);
+    let n = pools.items.len();
     println!(
         "Logged in to {} ({n} pool(s)); settings saved in {}",
         c.base,

@@ -7,6 +7,7 @@
 //! - [`de`]: that tree into typed structures, with the field path and line of every error.
 //! - [`manifest`]: manifests as `oc apply -f` reads them (documents, `kind: List`, kinds).
 //! - [`validate`]: what the shape cannot say (paths, contents, modes, units, users).
+//! - [`finding`]: one problem with one field (error or warning), as every rule set reports it.
 //! - [`unit_name`]: systemd's unit-name grammar (also used by hostops' offline enablement).
 //! - [`dataurl`]: `data:` URLs (base64, percent-encoded, gzip), decoded within a budget.
 //! - [`diag`]: diagnostics with file, line, object and field.
@@ -27,6 +28,7 @@ pub mod dataurl;
 pub mod de;
 pub mod diag;
 pub mod disruption;
+pub mod finding;
 pub mod ignition;
 pub mod kargs;
 pub mod manifest;

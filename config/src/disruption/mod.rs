@@ -26,6 +26,8 @@
 //! - `outcome`: what is decided: changes, rules, decisions, service steps, the outcome.
 //! - `rules`: the effective rule set ([`effective_policies`]), path matching, the lookup index.
 //! - `defaults`: the MCO's default rules, as data.
+//!
+//! [`DisruptionPolicies`]: crate::model::DisruptionPolicies
 
 mod defaults;
 mod evaluate;

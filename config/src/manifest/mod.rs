@@ -7,14 +7,18 @@
 //! never hides the problems of the next one.
 //!
 //! Rooms (imports run one way, down this list; `mod.rs` only re-exports):
-//! - `read`: the entry points ([`read_str`], [`read_machine_config`]), their size limits, what
-//!   was read ([`Manifests`]) and the reader that carries one file's state.
 //! - `object`: one document: its kind, `kind: List`, unsubstituted Template parameters.
-//! - `meta`: `metadata` (names, labels, annotations) and Nodes, which are nothing else.
 //! - `machine_config`: MachineConfigs: the spec fields and the Ignition config by its version.
 //! - `pool`: MachineConfigPools: selectors, `maxUnavailable`, maintenance windows.
 //! - `policy`: the MCO's `MachineConfiguration`: node-disruption policies.
+//! - `meta`: `metadata` (names, labels, annotations) and Nodes, which are nothing else.
+//! - `read`: the entry points ([`read_str`], [`read_machine_config`]), their size limits, what
+//!   was read ([`Manifests`]) and the reader that carries one file's state. `object` and the
+//!   kind files add methods to that reader (`impl Reader` spans them); they import it, it does
+//!   not import them.
 //! - `paths`: field paths (`spec.config.storage.files[2].path`) to nodes and lines.
+//!
+//! [`Diagnostic`]: crate::diag::Diagnostic
 
 mod machine_config;
 mod meta;

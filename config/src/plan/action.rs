@@ -31,6 +31,8 @@ pub const SYSTEMD_UNIT_DIR: &str = "/etc/systemd/system";
 ///
 /// The disruption ([`Plan::disruption`]) comes last: a drain it asks for happens before the first
 /// action, service steps and the reboot after the last.
+///
+/// [`Plan::disruption`]: crate::plan::Plan::disruption
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all_fields = "camelCase")]
 pub enum Action {
@@ -122,6 +124,8 @@ pub enum Action {
     /// Change kernel arguments: delete each entry of `delete` (one entry removes the first
     /// remaining occurrence of exactly that argument), then append `append` in order. See
     /// [`diff_kernel_arguments`].
+    ///
+    /// [`diff_kernel_arguments`]: crate::kargs::diff_kernel_arguments
     KernelArguments {
         /// Arguments to delete, one entry per occurrence.
         delete: Vec<String>,

@@ -1,4 +1,4 @@
-//! What [`plan`](super::plan) returns: the [`Plan`] (actions, disruption, unreconcilable
+//! What [`plan`](crate::plan::plan) returns: the [`Plan`] (actions, disruption, unreconcilable
 //! fields), the [`Unreconcilable`] fields and the error that lists them, and the plan written
 //! for people.
 

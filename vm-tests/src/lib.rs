@@ -60,8 +60,10 @@
 pub mod bus;
 mod cgroup;
 mod exec;
+mod exit_slot;
 mod host;
 mod mounts;
+mod netns;
 pub mod ostree;
 pub mod qemu;
 mod rootfs;
@@ -69,9 +71,10 @@ mod util;
 
 pub use exec::ExecOutput;
 pub use host::{
-    BootInfo, HostNetwork, HostOptions, SharedNetwork, SystemdHost, COPY_ROOT_ENV, KEEP_ENV,
+    BootInfo, HostNetwork, HostOptions, SystemdHost, COPY_ROOT_ENV, KEEP_ENV,
     NSPAWN_REBOOT_EXIT_CODE, TMPDIR_ENV,
 };
+pub use netns::SharedNetwork;
 pub use rootfs::{
     cache_dir, cached_rootfs, rootfs_key, BUILD_ROOTFS_SCRIPT, CACHE_ENV, DEFAULT_CACHE_DIR,
 };

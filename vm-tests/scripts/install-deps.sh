@@ -11,14 +11,14 @@
 #   util-linux              nsenter (runs commands inside a host), mountpoint
 #   iproute2                ip netns: the network namespace hosts share (SharedNetwork)
 #   ostree                  the ostree CLI: builds the OS images (images/build-images.sh) and
-#                           the test sysroots of the ostree tier (src/ostree.rs)
+#                           the test sysroots of the ostree tier (src/ostree/)
 #   e2fsprogs               chattr: deployment directories are immutable; cleanup clears it
 #   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
 #   selinux-utils           libselinux's selabel_lookup: hostops/tests/selinux_labels.rs checks
 #                           hearth's file_contexts lookup against it (no policy is installed)
-#   qemu-system-x86         the VM tier (src/qemu.rs): QEMU with software emulation (TCG); the
+#   qemu-system-x86         the VM tier (src/qemu/): QEMU with software emulation (TCG); the
 #                           harness reads and copies the raw disk itself (e2fsprogs' debugfs),
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
 #                           backports gets the matching Debian 12 qemu-utils with it (the two

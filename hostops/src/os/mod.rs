@@ -60,7 +60,6 @@ use hearth_config::plan::Action;
 
 pub(crate) use self::change::extensions_refused;
 pub use self::change::OsChange;
-pub(crate) use self::compare::cmdline_differences;
 pub use self::compare::{
     compare_booted, compare_kernel_args, MAX_KARG_DIFFERENCES, MAX_KARG_LIST_SHOWN,
 };
@@ -70,7 +69,6 @@ pub use self::image_ref::{is_valid_ref, ImageRef};
 pub use self::ledger::KargLedger;
 pub use self::none::NoneBackend;
 pub use self::ostree::OstreeBackend;
-pub(crate) use self::paths::{display, inside};
 pub use self::rpmostree::RpmOstreeBackend;
 pub use self::status::{
     DeploymentId, DeploymentInfo, Finalization, OsExpectation, OsStatus, RollbackOutcome,

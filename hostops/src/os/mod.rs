@@ -58,7 +58,7 @@ use std::path::Path;
 
 use hearth_config::plan::Action;
 
-pub(crate) use self::change::extensions_refused;
+use self::change::extensions_refused;
 pub use self::change::OsChange;
 pub use self::compare::{
     compare_booted, compare_kernel_args, MAX_KARG_DIFFERENCES, MAX_KARG_LIST_SHOWN,

@@ -1,5 +1,5 @@
 //! A STAND-IN for rpm-ostree's daemon (`rpm-ostreed`), for the tests of hearth's rpm-ostree
-//! backend (`hostops/tests/os_rpmostree_standin.rs`). rpm-ostree cannot run on the Debian test
+//! backend (`hostops/tests/os_rpmostree_standin/`). rpm-ostree cannot run on the Debian test
 //! machines; this service implements the part of its documented D-Bus interface
 //! (`src/daemon/org.projectatomic.rpmostree1.xml` in coreos/rpm-ostree) that hearth uses, with
 //! the same names, signatures, object paths and transaction protocol, and keeps deployments in

@@ -57,7 +57,7 @@
 //! `Finished` is an error too.
 //!
 //! Tested against a stand-in D-Bus service only (rpm-ostree does not run on Debian): see
-//! `hostops/tests/os_rpmostree_standin.rs` and docs/os-layer.md for what that does and does not
+//! `hostops/tests/os_rpmostree_standin/` and docs/os-layer.md for what that does and does not
 //! prove.
 
 mod dbus;

@@ -41,6 +41,14 @@
 //! `hearth/debian/v2` deploys `hearth/debian/v2-rt`. An OS image (`osImageURL`) is an ostree
 //! ref or a commit checksum, pulled from the configured remote ([`OsConfig::remote`]) into the
 //! sysroot's repository.
+//!
+//! ## Files
+//!
+//! This file holds [`OsBackend`] (detection and dispatch). Shared by the backends, each public
+//! item re-exported here: `error.rs` ([`OsError`]), `config.rs` ([`OsConfig`], `os.json`),
+//! `image_ref.rs` ([`ImageRef`]), `change.rs` ([`OsChange`]), `status.rs` (deployments, status,
+//! staging results), `compare.rs` (booted versus expected), `paths.rs`, [`ledger`]. The
+//! backends: [`ostree`], [`rpmostree`] (directories, one file per phase), [`none`].
 
 mod change;
 mod compare;

@@ -60,18 +60,18 @@ pub fn start() {
             let mut starving = false;
             loop {
                 std::thread::sleep(shared.interval / 2);
-                match shared.progress() {
-                    Ok(()) => {
+                match shared.stalled() {
+                    None => {
                         starving = false;
                         notifier.watchdog();
                     }
-                    Err(why) if !starving => {
+                    Some(why) if !starving => {
                         starving = true;
                         tracing::error!(
                             "{why}; no longer feeding the watchdog (systemd restarts the agent)"
                         );
                     }
-                    Err(_) => {}
+                    Some(_) => {}
                 }
             }
         });
@@ -82,17 +82,17 @@ pub fn start() {
 }
 
 impl Shared {
-    /// `Ok` while the agent makes progress; otherwise why not.
-    fn progress(&self) -> Result<(), String> {
+    /// `None` while the agent makes progress; otherwise why it stalled.
+    fn stalled(&self) -> Option<String> {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         if let Some((_, what, _)) = s.ops.iter().find(|(_, _, deadline)| now > *deadline) {
-            return Err(format!("{what} overran its time bound"));
+            return Some(format!("{what} overran its time bound"));
         }
         if !s.ops.is_empty() || now.duration_since(s.last_beat) < self.interval {
-            return Ok(());
+            return None;
         }
-        Err(format!(
+        Some(format!(
             "the agent's main loop made no progress for {} s",
             now.duration_since(s.last_beat).as_secs()
         ))
@@ -157,20 +157,20 @@ mod tests {
     fn fed_while_beating_or_busy_within_bounds_starved_otherwise() {
         let later = Instant::now() + Duration::from_secs(3600);
         let past = Instant::now() - Duration::from_secs(1);
-        assert!(shared(Duration::from_secs(1), vec![]).progress().is_ok());
-        let stale = shared(Duration::from_secs(60), vec![]).progress();
-        assert!(stale.unwrap_err().contains("no progress for 60 s"));
+        assert!(shared(Duration::from_secs(1), vec![]).stalled().is_none());
+        let stale = shared(Duration::from_secs(60), vec![]).stalled();
+        assert!(stale.unwrap().contains("no progress for 60 s"));
         // A long step keeps it fed although the main loop does not beat...
         assert!(shared(Duration::from_secs(60), vec![(0, "staging", later)])
-            .progress()
-            .is_ok());
+            .stalled()
+            .is_none());
         // ...until it overruns its bound, even while the loop beats.
         let overrun = shared(
             Duration::ZERO,
             vec![(0, "staging", later), (1, "a unit job", past)],
         )
-        .progress()
-        .unwrap_err();
+        .stalled()
+        .unwrap();
         assert!(overrun.contains("a unit job overran"), "{overrun}");
     }
 }

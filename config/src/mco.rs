@@ -16,10 +16,10 @@
 //! - Node-disruption policy paths may be `/` or end in `/` (the API only asks for an absolute
 //!   path).
 
+use crate::finding::Finding;
 use crate::ignition::{Config, File, User};
 use crate::model::{KernelType, MachineConfig, MachineConfigSpec};
 use crate::node::{Node, NodeValue};
-use crate::validate::Finding;
 use std::collections::HashSet;
 
 /// The agent's force file (hearth-agent `apply::FORCE_FILE`; the MCO's

@@ -12,16 +12,7 @@ use crate::unit_name;
 use sha2::{Digest, Sha256, Sha512};
 use std::collections::HashMap;
 
-/// A problem with a field, relative to the object (`spec.config.storage.files[0].path`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// Field path.
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-    /// False for warnings.
-    pub is_error: bool,
-}
+pub use crate::finding::Finding;
 
 fn error(path: String, message: impl Into<String>) -> Finding {
     Finding {

@@ -7,8 +7,9 @@
 //! about 13, quadratic work 100 (before the fixes, the kernel argument diff took 33 s for 16,000
 //! arguments).
 //!
-//! Each size is timed as the best of two runs, and a small size's time is counted as at least
-//! `FLOOR` so that timer noise on tiny inputs cannot make a ratio. Everything runs in one test so
+//! Each size is timed as the best of two runs, a small size's time is counted as at least
+//! `FLOOR` so that timer noise on tiny inputs cannot make a ratio, and a step over the bound is
+//! measured again (both sizes, up to three times) before it fails. Everything runs in one test so
 //! that no other test of this binary competes for the CPU while it is timed.
 
 use hearth_config::disruption::{evaluate, Change};
@@ -28,31 +29,52 @@ const FLOOR: Duration = Duration::from_millis(2);
 
 /// Times `run` on inputs built by `build` at each size and checks every tenfold step as soon as
 /// it is measured (a quadratic regression fails at the middle size instead of running for
-/// minutes at the largest).
+/// minutes at the largest). A step over the bound is measured again, both sizes, up to
+/// `ATTEMPTS` times: a load spike on a shared machine passes on a second look, superlinear work
+/// fails every time.
 fn check_growth<T>(what: &str, sizes: &[usize], build: impl Fn(usize) -> T, run: impl Fn(&T)) {
-    let mut times: Vec<(usize, Duration)> = Vec::new();
-    for &n in sizes {
-        let input = build(n);
-        let best = (0..2)
+    let best = |input: &T| {
+        (0..2)
             .map(|_| {
                 let start = Instant::now();
-                run(&input);
+                run(input);
                 start.elapsed()
             })
             .min()
-            .unwrap();
-        if let Some(&(n1, t1)) = times.last() {
-            let ratio = best.as_secs_f64() / t1.max(FLOOR).as_secs_f64();
-            let size_ratio = n as f64 / n1 as f64;
-            assert!(
-                ratio <= MAX_RATIO * size_ratio / 10.0,
-                "{what}: {n1} -> {n} entries took {t1:?} -> {best:?} ({ratio:.1}x for {size_ratio}x the input): superlinear"
-            );
+            .unwrap()
+    };
+    let mut times: Vec<(usize, Duration)> = Vec::new();
+    let mut previous: Option<(usize, T)> = None;
+    for &n in sizes {
+        let input = build(n);
+        let mut t = best(&input);
+        if let Some((n1, small)) = &previous {
+            let mut t1 = times.last().unwrap().1;
+            let size_ratio = n as f64 / *n1 as f64;
+            let over = |t1: Duration, t: Duration| {
+                let ratio = t.as_secs_f64() / t1.max(FLOOR).as_secs_f64();
+                (ratio > MAX_RATIO * size_ratio / 10.0).then_some(ratio)
+            };
+            let mut attempt = 1;
+            while let Some(ratio) = over(t1, t) {
+                assert!(
+                    attempt < ATTEMPTS,
+                    "{what}: {n1} -> {n} entries took {t1:?} -> {t:?} ({ratio:.1}x for {size_ratio}x the input, {ATTEMPTS} measurements): superlinear"
+                );
+                eprintln!("{what}: {n1} -> {n} took {ratio:.1}x; measuring again");
+                attempt += 1;
+                t1 = best(small);
+                t = best(&input);
+            }
         }
-        times.push((n, best));
+        times.push((n, t));
+        previous = Some((n, input));
     }
     eprintln!("{what}: {times:?}");
 }
+
+/// How many times a step over the bound is measured before the test fails.
+const ATTEMPTS: u32 = 3;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 const CONFIG_SIZES: [usize; 3] = [200, 2_000, 20_000];

@@ -11,14 +11,15 @@
 #   util-linux              nsenter (runs commands inside a host), mountpoint
 #   iproute2                ip netns: the network namespace hosts share (SharedNetwork)
 #   ostree                  the ostree CLI: builds the OS images (images/build-images.sh) and
-#                           the test sysroots of the ostree tier (src/ostree.rs)
+#                           the test sysroots of the ostree tier (src/ostree/)
 #   e2fsprogs               chattr: deployment directories are immutable; cleanup clears it
 #   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
+#   ca-certificates         cargo fetches crates over TLS
 #   selinux-utils           libselinux's selabel_lookup: hostops/tests/selinux_labels.rs checks
 #                           hearth's file_contexts lookup against it (no policy is installed)
-#   qemu-system-x86         the VM tier (src/qemu.rs): QEMU with software emulation (TCG); the
+#   qemu-system-x86         the VM tier (src/qemu/): QEMU with software emulation (TCG); the
 #                           harness reads and copies the raw disk itself (e2fsprogs' debugfs),
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
 #                           backports gets the matching Debian 12 qemu-utils with it (the two
@@ -31,13 +32,17 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-    systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2 \
-    >/dev/null
-apt-get install -y -qq --no-install-recommends \
-    ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils \
-    >/dev/null
+PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
+    ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
 if ! command -v qemu-system-x86_64 >/dev/null; then
     qemu_version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')

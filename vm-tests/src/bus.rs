@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 use zbus::Connection;
 use zbus::{OwnedObjectPath, OwnedVariant};
 
-use crate::host::ExitSlot;
+use crate::exit_slot::ExitSlot;
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const SYSTEMD_PATH: &str = "/org/freedesktop/systemd1";

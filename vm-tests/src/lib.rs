@@ -56,12 +56,38 @@
 //! The API is blocking (booting takes about half a second) and works in plain `#[test]`s as
 //! well as inside `#[tokio::test]`s (the bus polling runs on a thread of its own). Only
 //! [`SystemdHost::bus`] and the [`bus`] helpers are async (zbus 6 has no blocking API).
+//!
+//! ## Modules
+//!
+//! One concept per file, each named in its module doc; imports between files run one way.
+//!
+//! - `host/`: [`SystemdHost`]. `mod.rs` holds its state and what can be read from it (paths,
+//!   bus, boot); `options.rs` ([`HostOptions`], [`HostNetwork`], the environment variables),
+//!   `procs.rs` (the systemd-nspawn process, the container's PID 1) and `reap.rs` (what nspawn
+//!   leaves behind, hosts of dead test processes) know nothing of the host; the phases,
+//!   `impl SystemdHost` each, are `setup.rs` (directory, writable root, machine-id, cgroups),
+//!   `launch.rs` (booting), `exec.rs`, `reboot.rs` and `cleanup.rs` (stopping, also on drop).
+//! - `netns.rs`: [`SharedNetwork`], a network namespace hosts and test processes share.
+//! - [`bus`]: async helpers for a host's system bus; waiting for `SystemState` `running`.
+//! - `exit_slot.rs`: the exit status of systemd-nspawn, set by its waiter thread and read by
+//!   `host/` and `bus.rs`.
+//! - `exec.rs`: running a command with captured output and a timeout ([`ExecOutput`]).
+//! - `cgroup.rs`, `mounts.rs`: a host's cgroups; the overlay, mount points, removing trees.
+//! - `rootfs.rs`, `util.rs`: the cached Debian tree; host checks, log tails, random names,
+//!   cached builds under a lock.
+//! - [`ostree`]: the ostree tier: `images.rs`, `entries.rs` (boot entries), `sysroot.rs`
+//!   ([`ostree::TestSysroot`]), `booted.rs` ([`ostree::OstreeHost`]).
+//! - [`qemu`]: the VM tier: `image.rs`, `entries.rs` (boot entries read with `debugfs`),
+//!   `vm.rs` ([`qemu::Vm`]), `boot.rs` (one boot: QEMU, serial log, reboots), `guest.rs`
+//!   (scripts run in the guest), `workspace.rs` (binaries for the guest).
 
 pub mod bus;
 mod cgroup;
 mod exec;
+mod exit_slot;
 mod host;
 mod mounts;
+mod netns;
 pub mod ostree;
 pub mod qemu;
 mod rootfs;
@@ -69,9 +95,10 @@ mod util;
 
 pub use exec::ExecOutput;
 pub use host::{
-    BootInfo, HostNetwork, HostOptions, SharedNetwork, SystemdHost, COPY_ROOT_ENV, KEEP_ENV,
+    BootInfo, HostNetwork, HostOptions, SystemdHost, COPY_ROOT_ENV, KEEP_ENV,
     NSPAWN_REBOOT_EXIT_CODE, TMPDIR_ENV,
 };
+pub use netns::SharedNetwork;
 pub use rootfs::{
     cache_dir, cached_rootfs, rootfs_key, BUILD_ROOTFS_SCRIPT, CACHE_ENV, DEFAULT_CACHE_DIR,
 };

@@ -2,6 +2,7 @@
 //! enablement online (D-Bus) or offline (symlinks), masks, SSH keys, password hashes, and the
 //! service steps (reload, restart) a plan's disruption asks for.
 
+use super::step::{OnObject, StepError};
 use super::{dropin_path, unit_path, Agent, Units};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
 use hearth_config::model::DisruptionPolicies;
@@ -18,13 +19,13 @@ fn missing_is_fine(
     unit: &str,
     op: &str,
     result: Result<(), hearth_hostops::systemd::SystemdError>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     match result {
         Err(e) if e.is_no_such_unit() => {
             tracing::info!(unit, "{op}: no such unit; nothing to do");
             Ok(())
         }
-        other => other.map_err(|e| e.to_string()),
+        other => other.on(unit),
     }
 }
 
@@ -76,34 +77,45 @@ impl Agent {
         owner: (u32, u32),
         managed_before: &BTreeSet<String>,
         preexisting: &BTreeSet<String>,
-    ) -> Result<(), String> {
-        if files::is_current(&self.root, path, content, mode, owner).map_err(|e| e.to_string())? {
+    ) -> Result<(), StepError> {
+        if files::is_current(&self.root, path, content, mode, owner).on(path)? {
             return Ok(());
         }
-        self.take_over(path, managed_before, preexisting)
-            .map_err(|e| e.to_string())?;
+        self.take_over(path, managed_before, preexisting).on(path)?;
         self.root
             .write_atomic(path, content, mode, Some(owner))
-            .map_err(|e| e.to_string())
+            .on(path)
     }
 
-    fn release(&self, path: &str) -> Result<(), String> {
+    fn release(&self, path: &str) -> Result<(), StepError> {
         files::restore_original(&self.root, path)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .on(path)
     }
 
+    /// Executes one action of a plan; a failure names the action, its object and the cause.
     pub(super) async fn execute(
         &self,
         action: &Action,
         managed_before: &BTreeSet<String>,
         preexisting: &BTreeSet<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StepError> {
+        self.execute_action(action, managed_before, preexisting)
+            .await
+            .map_err(|e| e.in_action(action))
+    }
+
+    async fn execute_action(
+        &self,
+        action: &Action,
+        managed_before: &BTreeSet<String>,
+        preexisting: &BTreeSet<String>,
+    ) -> Result<(), StepError> {
         match action {
             Action::WriteFile { file } => {
-                let content = files::file_content(file).map_err(|e| e.to_string())?;
-                let owner = passwd::resolve_owner(&self.root, &file.user, &file.group)
-                    .map_err(|e| e.to_string())?;
+                let content = files::file_content(file).on(&file.path)?;
+                let owner =
+                    passwd::resolve_owner(&self.root, &file.user, &file.group).on(&file.path)?;
                 self.write(
                     &file.path,
                     &content,
@@ -143,15 +155,12 @@ impl Agent {
                 Ok(())
             }
             Action::DaemonReload => match &self.units {
-                Units::Online(sd) => sd.daemon_reload().await.map_err(|e| e.to_string()),
+                Units::Online(sd) => sd.daemon_reload().await.on("systemd"),
                 Units::Offline => Ok(()),
             },
             Action::EnableUnit { name } => match &self.units {
-                Units::Online(sd) => sd
-                    .enable(std::slice::from_ref(name))
-                    .await
-                    .map_err(|e| e.to_string()),
-                Units::Offline => offline::enable(&self.root, name).map_err(|e| e.to_string()),
+                Units::Online(sd) => sd.enable(std::slice::from_ref(name)).await.on(name),
+                Units::Offline => offline::enable(&self.root, name).on(name),
             },
             // Disabling a unit that does not exist leaves it not enabled, and a unit that does
             // not exist has no preset to go back to (as the MCO): nothing to do.
@@ -161,7 +170,7 @@ impl Agent {
                     "disable",
                     sd.disable(std::slice::from_ref(name)).await,
                 ),
-                Units::Offline => offline::disable(&self.root, name).map_err(|e| e.to_string()),
+                Units::Offline => offline::disable(&self.root, name).on(name),
             },
             Action::PresetUnit { name } => match &self.units {
                 Units::Online(sd) => {
@@ -169,38 +178,24 @@ impl Agent {
                 }
                 Units::Offline => match offline::preset(&self.root, name) {
                     Err(hearth_hostops::offline::OfflineError::NoSuchUnit { .. }) => Ok(()),
-                    other => other.map_err(|e| e.to_string()),
+                    other => other.on(name),
                 },
             },
             Action::MaskUnit { name } => {
                 let path = unit_path(name);
-                if self
-                    .root
-                    .read_link(&path)
-                    .map_err(|e| e.to_string())?
-                    .as_deref()
-                    != Some("/dev/null")
-                {
+                if self.root.read_link(&path).on(&path)?.as_deref() != Some("/dev/null") {
                     self.take_over(&path, managed_before, preexisting)
-                        .map_err(|e| e.to_string())?;
-                    self.root
-                        .symlink_atomic(&path, "/dev/null")
-                        .map_err(|e| e.to_string())?;
+                        .on(&path)?;
+                    self.root.symlink_atomic(&path, "/dev/null").on(&path)?;
                 }
                 match &self.units {
-                    Units::Online(sd) => sd.daemon_reload().await.map_err(|e| e.to_string()),
+                    Units::Online(sd) => sd.daemon_reload().await.on("systemd"),
                     Units::Offline => Ok(()),
                 }
             }
             Action::UnmaskUnit { name } => {
                 let path = unit_path(name);
-                if self
-                    .root
-                    .read_link(&path)
-                    .map_err(|e| e.to_string())?
-                    .as_deref()
-                    == Some("/dev/null")
-                {
+                if self.root.read_link(&path).on(&path)?.as_deref() == Some("/dev/null") {
                     self.release(&path)?;
                 }
                 Ok(())
@@ -208,19 +203,21 @@ impl Agent {
             Action::WriteSshKeys { user, keys } => {
                 users::write_ssh_keys(&self.root, user, keys, self.ssh_layout)
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .on(user)
             }
             Action::SetPasswordHash { user, hash } => {
                 users::set_password_hash(&self.root, user, hash.as_deref())
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .on(user)
             }
             Action::KernelArguments { .. }
             | Action::KernelType { .. }
             | Action::OsImage { .. }
-            | Action::Extensions { .. } => {
-                Err("OS-level changes need an OS backend (ostree or rpm-ostree)".to_string())
-            }
+            | Action::Extensions { .. } => Err(StepError::new(
+                "",
+                "the OS",
+                "OS-level changes need an OS backend (ostree or rpm-ostree)",
+            )),
         }
     }
 
@@ -234,7 +231,10 @@ impl Agent {
         step: &ServiceStep,
         p: &Plan,
         policies: &DisruptionPolicies,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, StepError> {
+        let failed = |unit: &str, cause: &dyn std::fmt::Display| {
+            StepError::new(step.to_string(), unit, cause)
+        };
         let Units::Online(sd) = &self.units else {
             return Ok(None);
         };
@@ -251,12 +251,12 @@ impl Agent {
                 .daemon_reload()
                 .await
                 .map(|()| None)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| failed("systemd", &e)),
             ServiceStep::Reload { unit } | ServiceStep::Restart { unit } => {
                 if sd
                     .unit_file_state(unit)
                     .await
-                    .map_err(|e| e.to_string())?
+                    .map_err(|e| failed(unit, &e))?
                     .is_none()
                 {
                     let removed = p
@@ -269,10 +269,13 @@ impl Agent {
                         return Ok(None);
                     }
                     if policy_units(policies).contains(unit.as_str()) {
-                        return Err(format!(
-                            "unit {unit} does not exist on this host, and the node-disruption \
-                             policy names it (serviceName): the change would not take effect; \
-                             fix the policy or install the unit"
+                        return Err(failed(
+                            unit,
+                            &format_args!(
+                                "unit {unit} does not exist on this host, and the \
+                                 node-disruption policy names it (serviceName): the change \
+                                 would not take effect; fix the policy or install the unit"
+                            ),
                         ));
                     }
                     let warning = format!(
@@ -287,7 +290,7 @@ impl Agent {
                     _ => sd.restart(unit).await,
                 }
                 .map(|()| None)
-                .map_err(|e| e.to_string())
+                .map_err(|e| failed(unit, &e))
             }
         }
     }

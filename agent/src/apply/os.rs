@@ -2,6 +2,7 @@
 //! of the OS backend, adopting what is already booted, staging one new deployment, and after
 //! its boot checking that it is the booted one and healthy (or rolling it back).
 
+use super::step::{OnObject, StepError};
 use super::{reboot::boot_id, reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, Units};
 use crate::journal::{Journal, NamedConfig, OsProgress};
 use crate::state::Event;
@@ -9,6 +10,9 @@ use hearth_config::model::MachineConfigSpec;
 use hearth_config::plan::Action;
 use hearth_hostops::os::{OsChange, OsConfig, OsExpectation};
 use hearth_hostops::systemd::Systemd;
+
+/// The step that judges the boot into a new deployment.
+const BOOT_CHECK: &str = "check the boot into the new deployment";
 
 /// The unit that finalizes a staged ostree deployment at shutdown.
 pub const FINALIZE_UNIT: &str = "ostree-finalize-staged.service";
@@ -52,21 +56,27 @@ fn own_unit() -> Option<String> {
 impl Agent {
     /// The OS change a plan's OS actions make, or why this host cannot make it (checked before
     /// anything is changed).
-    pub(super) fn os_change(&self, actions: &[Action]) -> Result<Option<OsChange>, String> {
+    pub(super) fn os_change(&self, actions: &[Action]) -> Result<Option<OsChange>, StepError> {
+        const STEP: &str = "plan the OS change";
         if actions.is_empty() {
             return Ok(None);
         }
         if let Some(reason) = self.os.unsupported_reason() {
-            return Err(if self.is_offline() {
+            let cause = if self.is_offline() {
                 reason.to_string()
             } else {
                 format!("this host has no OS backend that can make them ({reason})")
-            });
+            };
+            return Err(StepError::new(STEP, "the OS", cause));
         }
         let change = self
             .os
             .change_from_actions(actions)
-            .map_err(|e| e.to_string())?;
+            .on(self.os.kind())
+            .map_err(|e| StepError {
+                step: STEP.into(),
+                ..e
+            })?;
         Ok((!change.is_empty()).then_some(change))
     }
 
@@ -121,11 +131,18 @@ impl Agent {
     }
 
     /// Stages the OS change as one new deployment; what the boot must show.
-    pub(super) async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, String> {
+    pub(super) async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, StepError> {
         tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
+        let failed = |object: &str, cause: &dyn std::fmt::Display| {
+            StepError::new(format!("stage the OS change: {change}"), object, cause)
+        };
         // Pulling an image can take long: the watchdog is fed meanwhile.
         let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
-        let staged = self.os.stage(change).await.map_err(|e| e.to_string())?;
+        let staged = self
+            .os
+            .stage(change)
+            .await
+            .map_err(|e| failed(self.os.kind(), &e))?;
         if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
             // The staged deployment becomes bootable only when ostree-finalize-staged.service
             // runs its stop action at shutdown. Its path unit starts it when the staging file
@@ -135,9 +152,12 @@ impl Agent {
             if let Units::Online(sd) = &self.units {
                 if let Err(e) = sd.start(FINALIZE_UNIT).await {
                     self.cancel_pending_os().await;
-                    return Err(format!(
-                        "the deployment was staged, but {FINALIZE_UNIT} (which finalizes it at \
-                         shutdown) cannot be started, so it was dropped again: {e}"
+                    return Err(failed(
+                        FINALIZE_UNIT,
+                        &format_args!(
+                            "the deployment was staged, but {FINALIZE_UNIT} (which finalizes \
+                             it at shutdown) cannot be started, so it was dropped again: {e}"
+                        ),
                     ));
                 }
             }
@@ -179,7 +199,7 @@ impl Agent {
     /// Waits for systemd to finish booting and judges the boot (see
     /// [`hearth_hostops::os::HealthCheck`]): `Ok` when the system is `running`, or `degraded`
     /// only by ignored units; otherwise why not, naming each failed unit with its log.
-    async fn boot_health(&self, check: &hearth_hostops::os::HealthCheck) -> Result<(), String> {
+    async fn boot_health(&self, check: &hearth_hostops::os::HealthCheck) -> Result<(), StepError> {
         let Units::Online(sd) = &self.units else {
             return Ok(());
         };
@@ -196,7 +216,11 @@ impl Agent {
                     "running" => return Ok(()),
                     "degraded" => return self.failed_units_verdict(sd, check).await,
                     "maintenance" | "stopping" | "offline" => {
-                        return Err(format!("the system is in state {state} after the boot"))
+                        return Err(StepError::new(
+                            BOOT_CHECK,
+                            "the system state",
+                            format_args!("the system is in state {state} after the boot"),
+                        ))
                     }
                     _ => {
                         if self.boot_waits_only_for_this_agent(sd).await {
@@ -211,9 +235,13 @@ impl Agent {
                 Err(e) => last = format!("unreadable ({e})"),
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "the boot did not finish within {} s (system state: {last})",
-                    check.timeout_seconds
+                return Err(StepError::new(
+                    BOOT_CHECK,
+                    "the system state",
+                    format_args!(
+                        "the boot did not finish within {} s (system state: {last})",
+                        check.timeout_seconds
+                    ),
                 ));
             }
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -225,11 +253,17 @@ impl Agent {
         &self,
         sd: &Systemd,
         check: &hearth_hostops::os::HealthCheck,
-    ) -> Result<(), String> {
+    ) -> Result<(), StepError> {
         let failed: Vec<String> = sd
             .failed_units()
             .await
-            .map_err(|e| format!("cannot list the failed units: {e}"))?
+            .map_err(|e| {
+                StepError::new(
+                    BOOT_CHECK,
+                    "systemd",
+                    format_args!("cannot list the failed units: {e}"),
+                )
+            })?
             .into_iter()
             .filter(|u| !check.ignore_failed_units.contains(u))
             .collect();
@@ -240,10 +274,14 @@ impl Agent {
         for unit in &failed {
             why.push(sd.describe_unit(unit).await);
         }
-        Err(format!(
-            "the boot ended degraded: {} failed: {}",
+        Err(StepError::new(
+            BOOT_CHECK,
             failed.join(", "),
-            why.join("; ")
+            format_args!(
+                "the boot ended degraded: {} failed: {}",
+                failed.join(", "),
+                why.join("; ")
+            ),
         ))
     }
 
@@ -298,8 +336,8 @@ impl Agent {
             .map(|d| d.to_string())
             .unwrap_or_else(|| "the new deployment".into());
         let why = format!(
-            "the new OS deployment {deployment} of {} booted unhealthy: {why}",
-            desired.name
+            "the new OS deployment {deployment} of {} booted unhealthy: {}",
+            desired.name, why.cause
         );
         tracing::error!(reason = %why, "OS health check failed");
         if !config.health.rollback {

@@ -77,14 +77,14 @@ impl Agent {
                 .execute(action, &managed_before, &BTreeSet::new())
                 .await
             {
-                problems.push(format!("undo ({action}): {e}"));
+                problems.push(format!("undo ({action}): {}", e.cause));
             }
         }
         for step in service_steps(&back) {
             match self.service_step(&step, &back, &j.policies).await {
                 Ok(Some(warning)) => tracing::warn!("undo: {warning}"),
                 Ok(None) => {}
-                Err(e) => problems.push(format!("undo ({step}): {e}")),
+                Err(e) => problems.push(format!("undo ({step}): {}", e.cause)),
             }
         }
         let mismatches = self.verify(&current.config).await;

@@ -56,8 +56,9 @@ impl Agent {
             Ok(change) => change,
             Err(why) => {
                 let reason = format!(
-                    "{}: {why}; nothing was changed. Refused: {}",
+                    "{}: {}; nothing was changed. Refused: {}",
                     desired.name,
+                    why.cause,
                     os_actions
                         .iter()
                         .map(|a| a.to_string())
@@ -79,7 +80,7 @@ impl Agent {
             tracing::debug!(step = i + 1, %action, "step");
             crate::watchdog::beat();
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
-                let reason = format!("step {} of {total} ({action}) failed: {e}", i + 1);
+                let reason = e.numbered(i + 1, total);
                 return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
@@ -89,10 +90,7 @@ impl Agent {
                 Ok(Some(warning)) => warnings.push(warning),
                 Ok(None) => {}
                 Err(e) => {
-                    let reason = format!(
-                        "step {} of {total} ({step}) failed: {e}",
-                        p.actions.len() + k + 1
-                    );
+                    let reason = e.numbered(p.actions.len() + k + 1, total);
                     return self.start_rollback(j, reason, &opts.drift).await;
                 }
             }
@@ -117,9 +115,7 @@ impl Agent {
             Some(change) => match self.stage_os(&change).await {
                 Ok(progress) => Some(progress),
                 Err(e) => {
-                    let reason = format!(
-                        "step {total} of {total} (stage the OS change: {change}) failed: {e}"
-                    );
+                    let reason = e.numbered(total, total);
                     return self.start_rollback(j, reason, &opts.drift).await;
                 }
             },

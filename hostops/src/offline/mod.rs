@@ -2,9 +2,9 @@
 //! mask | unmask | preset | is-enabled` do, for `hearth-agent apply --root DIR` (disk images
 //! prepared in disconnected sites).
 //!
-//! Every file is read and every symlink written through [`fs::Root`], so nothing outside the
-//! root is ever touched; symbolic links inside the root (absolute ones included) are resolved
-//! as if the root were `/`, like `systemctl --root` does.
+//! Every file is read and every symlink written through [`fs::Root`](crate::fs::Root), so
+//! nothing outside the root is ever touched; symbolic links inside the root (absolute ones
+//! included) are resolved as if the root were `/`, like `systemctl --root` does.
 //!
 //! The logic follows systemd 252's `src/shared/install.c` (the version of Debian 12 and RHEL 9):
 //!

@@ -28,7 +28,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{OsError, SkippedKarg};
+use super::error::OsError;
+use super::status::SkippedKarg;
 use crate::fs::Root;
 
 /// Where the ledger is kept, inside the root.
@@ -247,7 +248,7 @@ impl KargLedger {
 
     /// The ledger file's path on this machine.
     pub fn path(&self) -> std::path::PathBuf {
-        super::inside(&self.root, LEDGER_PATH)
+        super::paths::inside(&self.root, LEDGER_PATH)
     }
 
     fn err(&self, cause: impl std::fmt::Display) -> OsError {

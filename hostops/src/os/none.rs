@@ -1,7 +1,7 @@
 //! The "none" backend: hosts without ostree (plain systemd hosts, like the MCO's RHEL workers).
 //! Every OS operation fails with the reason; files, units and keys still work.
 
-use super::OsError;
+use super::error::OsError;
 
 /// No OS backend, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

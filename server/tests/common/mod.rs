@@ -88,6 +88,23 @@ pub struct Answer {
 }
 
 impl Api {
+    /// A FleetLock request (`/v1/pre-reboot`, `/v1/steady-state`) to this server from `node`,
+    /// with its credential as Basic password (what Zincati sends, the credential in the URL),
+    /// for machine `id` in `group`.
+    pub fn fleetlock(
+        &self,
+        node: &Api,
+        path: &str,
+        id: &str,
+        group: &str,
+    ) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}{path}", self.base))
+            .basic_auth("node", Some(node.token.clone()))
+            .header("fleet-lock-protocol", "true")
+            .body(serde_json::json!({"client_params": {"id": id, "group": group}}).to_string())
+    }
+
     /// For `running` with its admin token.
     pub fn admin(running: &Running) -> Api {
         let dir = &running.layout.dir;

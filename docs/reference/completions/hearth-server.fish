@@ -1,0 +1,48 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_hearth_server_global_optspecs
+    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= test-render-gate= h/help V/version
+end
+
+function __fish_hearth_server_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_hearth_server_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_hearth_server_using_subcommand
+    set -l cmd (__fish_hearth_server_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l state-dir -d 'Where the store, the CA, the certificates and the tokens live' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l listen -d 'Address to listen on (22623 is the MCO\'s config server port)' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l san -d 'A DNS name or IP address for the serving certificate (repeatable). Default: localhost, 127.0.0.1, ::1 and the host name' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l advertise-url -d 'The URL first-booting nodes are told to reach the server at. Default: https:// and the Host the node\'s request used' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l retention -d 'How many of the newest rendered configs of each pool (and of each node with overlays) are kept; those in use are always kept' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l max-wait -d 'The longest an agent\'s long-poll may wait' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l stale-after -d 'A node not heard from for this long is not ready, and counts as unavailable in rollouts (agents long-poll, so a live one is heard from every --max-wait at least)' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l ostree-repo -d 'Serve this ostree repository (archive mode) to enrolled nodes and admins under /ostree/repo/, for OS image pivots in disconnected sites' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l window-clock-start -d 'For tests only (hidden): judge maintenance windows as if the clock read this many Unix seconds at start (and ran on from there). Nothing else uses this clock' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l bootstrap-token-ttl -d 'How long a bootstrap token is valid unless told otherwise: the built-in pools\' tokens made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l test-render-gate -d 'For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and waits (to prove that nothing else waits for a render)' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -s h -l help -d 'Print help'
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -s V -l version -d 'Print version'
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -f -a "issue-admin-cert" -d 'Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`. The server need not be stopped; it keeps no copy'
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand issue-admin-cert" -l name -d 'The admin\'s name: the certificate\'s CN, shown in the server\'s logs' -r
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand issue-admin-cert" -l out -d 'Where to write NAME.crt and NAME.key (created with mode 0700 if missing)' -r -F
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand issue-admin-cert" -l days -d 'Validity in days' -r
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand issue-admin-cert" -l state-dir -d 'Where the store, the CA, the certificates and the tokens live' -r -F
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand issue-admin-cert" -s h -l help -d 'Print help'
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand help; and not __fish_seen_subcommand_from issue-admin-cert help" -f -a "issue-admin-cert" -d 'Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`. The server need not be stopped; it keeps no copy'
+complete -c hearth-server -n "__fish_hearth_server_using_subcommand help; and not __fish_seen_subcommand_from issue-admin-cert help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,109 @@
+//! Reading inside the root: files, entries' stat, symbolic links and directory listings,
+//! every path resolved beneath the root.
+
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow};
+use nix::sys::stat::fstatat;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use super::resolve::{kind_of, resolve_flags, split};
+use super::{FsError, Root, Stat};
+
+impl Root {
+    /// Reads a file; `Ok(None)` when it does not exist.
+    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
+        let (parent, name) = split(path)?;
+        let rel = parent.join(name);
+        let fd = match openat2(
+            self.fd.as_fd(),
+            &rel,
+            OpenHow::new()
+                .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+                .resolve(resolve_flags()),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(self.sys(path, "resolve", e)),
+        };
+        let mut out = Vec::new();
+        std::fs::File::from(fd)
+            .read_to_end(&mut out)
+            .map_err(|source| FsError::Io {
+                path: path.to_string(),
+                op: "read",
+                source,
+            })?;
+        Ok(Some(out))
+    }
+
+    /// Stats an entry without following a final symlink; `Ok(None)` when it does not exist.
+    pub fn stat(&self, path: &str) -> Result<Option<Stat>, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(FsError::Sys {
+                errno: Errno::ENOTDIR,
+                ..
+            }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                let kind = kind_of(st.st_mode);
+                Ok(Some(Stat {
+                    mode: st.st_mode & 0o7777,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                    size: st.st_size as u64,
+                    kind,
+                }))
+            }
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(self.sys(path, "stat", e)),
+        }
+    }
+
+    /// Reads a symbolic link's target; `Ok(None)` when `path` does not exist or is not a link.
+    pub fn read_link(&self, path: &str) -> Result<Option<String>, FsError> {
+        let (parent, name) = split(path)?;
+        let dir = match self.open_dir(&parent, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match nix::fcntl::readlinkat(dir.as_fd(), name) {
+            Ok(t) => Ok(Some(t.to_string_lossy().into_owned())),
+            Err(Errno::ENOENT | Errno::EINVAL) => Ok(None),
+            Err(e) => Err(self.sys(path, "readlink", e)),
+        }
+    }
+
+    /// Lists the names in a directory (empty when it does not exist).
+    pub fn list_dir(&self, path: &str) -> Result<Vec<String>, FsError> {
+        let rel = if path == "/" {
+            PathBuf::new()
+        } else {
+            let (parent, name) = split(path)?;
+            parent.join(name)
+        };
+        let fd = match self.open_dir(&rel, path) {
+            Ok(d) => d,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let dir = nix::dir::Dir::from_fd(fd).map_err(|e| self.sys(path, "list", e))?;
+        let mut out = Vec::new();
+        for entry in dir {
+            let entry = entry.map_err(|e| self.sys(path, "list", e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                out.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

@@ -1,0 +1,306 @@
+//! One opened sysroot on the worker thread ([`Session`]): opening and locking it, finding the
+//! booted deployment (native or external), and reading deployments into the status, checked
+//! against what the next boot must show.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ::ostree as lo;
+use hearth_config::model::KernelType;
+use lo::gio;
+use lo::glib;
+
+use crate::os::compare::{cmdline_differences, compare_booted};
+use crate::os::config::OsConfig;
+use crate::os::error::OsError;
+use crate::os::image_ref::ImageRef;
+use crate::os::paths::{display, inside};
+use crate::os::status::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
+
+/// The origin-file group in which hearth records a deployment's image and kernel type.
+pub const ORIGIN_GROUP: &str = "hearth";
+
+/// Where libostree records a failed finalization, below `/boot`.
+const FINALIZE_FAILURE_STAMP: &str = "/boot/ostree/finalize-failure.stamp";
+
+/// How long a mutating call waits for libostree's sysroot lock.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `(st_dev, st_ino)` of a path.
+fn dev_ino(path: &Path) -> Result<(u64, u64), OsError> {
+    let m = std::fs::metadata(path).map_err(|e| OsError::io(path, e))?;
+    Ok((m.dev(), m.ino()))
+}
+
+pub(super) fn is_native(root: &Path) -> Result<bool, OsError> {
+    Ok(dev_ino(root)? == dev_ino(Path::new("/"))?)
+}
+
+fn is_read_only(path: &Path) -> bool {
+    nix::sys::statvfs::statvfs(path)
+        .map(|st| st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+        .unwrap_or(false)
+}
+
+/// No cancellable: hearth does not cancel libostree calls.
+pub(super) fn none() -> Option<&'static gio::Cancellable> {
+    gio::Cancellable::NONE
+}
+
+/// One opened sysroot on the worker thread.
+pub(super) struct Session {
+    pub(super) root: PathBuf,
+    pub(super) native: bool,
+    pub(super) sysroot: lo::Sysroot,
+    pub(super) repo: lo::Repo,
+    pub(super) booted: lo::Deployment,
+    locked: bool,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.locked {
+            self.sysroot.unlock();
+        }
+    }
+}
+
+impl Session {
+    pub(super) fn open(root: &Path, write: bool) -> Result<Session, OsError> {
+        let native = is_native(root)?;
+        let sysroot = lo::Sysroot::new(Some(&gio::File::for_path(root)));
+        let where_ = display(root);
+        if native
+            && write
+            && (is_read_only(Path::new("/sysroot")) || is_read_only(Path::new("/boot")))
+        {
+            // libostree remounts them writable in a mount namespace of this thread.
+            sysroot
+                .initialize_with_mount_namespace(none())
+                .map_err(|e| OsError::ostree(format!("preparing the sysroot at {where_}"), e))?;
+        }
+        let mut locked = false;
+        if write {
+            // libostree's sysroot lock (`ostree admin` and rpm-ostree take it too): wait for it,
+            // but not forever.
+            let deadline = Instant::now() + LOCK_TIMEOUT;
+            loop {
+                let got = sysroot
+                    .try_lock()
+                    .map_err(|e| OsError::ostree(format!("locking the sysroot at {where_}"), e))?;
+                if got {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(OsError::ostree(
+                        format!("locking the sysroot at {where_}"),
+                        format!(
+                            "another process (ostree admin, rpm-ostree) has held the sysroot \
+                             lock for {} s",
+                            LOCK_TIMEOUT.as_secs()
+                        ),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            locked = true;
+        }
+        let loaded = (|| {
+            sysroot
+                .load(none())
+                .map_err(|e| OsError::ostree(format!("loading the sysroot at {where_}"), e))?;
+            let repo = sysroot.repo();
+            let booted = find_booted(&sysroot, root, native)?;
+            Ok((repo, booted))
+        })();
+        let (repo, booted) = match loaded {
+            Ok(v) => v,
+            Err(e) => {
+                if locked {
+                    sysroot.unlock();
+                }
+                return Err(e);
+            }
+        };
+        Ok(Session {
+            root: root.to_path_buf(),
+            native,
+            sysroot,
+            repo,
+            booted,
+            locked,
+        })
+    }
+
+    pub(super) fn reload(&self) -> Result<(), OsError> {
+        self.sysroot.load(none()).map_err(|e| {
+            OsError::ostree(
+                format!("reloading the sysroot at {}", display(&self.root)),
+                e,
+            )
+        })
+    }
+
+    pub(super) fn id(d: &lo::Deployment) -> DeploymentId {
+        DeploymentId {
+            osname: d.osname().to_string(),
+            checksum: d.csum().to_string(),
+            serial: d.deployserial(),
+        }
+    }
+
+    /// A deployment as the status reports it.
+    pub(super) fn info(&self, d: &lo::Deployment, config: &OsConfig) -> DeploymentInfo {
+        let origin = d.origin();
+        let get = |group: &str, key: &str| -> Option<String> {
+            origin
+                .as_ref()
+                .and_then(|o| o.string(group, key).ok())
+                .map(|s| s.to_string())
+        };
+        let refspec = get("origin", "refspec");
+        let checksum = d.csum().to_string();
+        let (image, kernel_type) = match get(ORIGIN_GROUP, "image") {
+            Some(image) => (
+                image,
+                get(ORIGIN_GROUP, "kernel-type")
+                    .and_then(|k| KernelType::parse(&k))
+                    .unwrap_or_default(),
+            ),
+            None => match &refspec {
+                Some(rs) => {
+                    let r = rs.split_once(':').map(|(_, r)| r).unwrap_or(rs);
+                    match ImageRef::parse(r) {
+                        Ok(ImageRef::Ref(r)) => config.split_ref(&r),
+                        _ => (r.to_string(), KernelType::Default),
+                    }
+                }
+                None => (checksum.clone(), KernelType::Default),
+            },
+        };
+        let options = d
+            .bootconfig()
+            .and_then(|b| b.get("options"))
+            .map(|o| o.to_string())
+            .unwrap_or_default();
+        let kernel_args = hearth_config::plan::split_kernel_arguments(&[options])
+            .into_iter()
+            .filter(|a| !a.starts_with("ostree="))
+            .collect();
+        DeploymentInfo {
+            id: Self::id(d),
+            index: d.index(),
+            boot_checksum: d.bootcsum().to_string(),
+            refspec,
+            version: commit_version(&self.repo, &checksum),
+            image,
+            kernel_type,
+            kernel_args,
+            booted: d.equal(&self.booted),
+            staged: d.is_staged(),
+            pinned: d.is_pinned(),
+        }
+    }
+
+    pub(super) fn status(&self, config: &OsConfig) -> Result<OsStatus, OsError> {
+        let all = self.sysroot.deployments();
+        let infos: Vec<DeploymentInfo> = all.iter().map(|d| self.info(d, config)).collect();
+        let booted_pos = all.iter().position(|d| d.equal(&self.booted)).unwrap_or(0);
+        let osname = self.booted.osname();
+        let pending = all[..booted_pos]
+            .iter()
+            .position(|d| d.osname() == osname)
+            .map(|i| infos[i].clone());
+        let rollback = all
+            .iter()
+            .enumerate()
+            .skip(booted_pos + 1)
+            .find(|(_, d)| d.osname() == osname)
+            .map(|(i, _)| infos[i].clone());
+        Ok(OsStatus {
+            backend: "ostree".into(),
+            sysroot: display(&self.root),
+            native: self.native,
+            booted: infos[booted_pos].clone(),
+            pending,
+            rollback,
+            deployments: infos,
+        })
+    }
+
+    pub(super) fn verify_booted(
+        &self,
+        config: &OsConfig,
+        expected: &OsExpectation,
+    ) -> Result<Vec<String>, OsError> {
+        let booted = self.info(&self.booted, config);
+        let mut out = compare_booted(&booted, expected);
+        if let Some(want) = &expected.deployment {
+            if *want != booted.id {
+                if let Some(staged) = self.sysroot.staged_deployment() {
+                    if Self::id(&staged) == *want {
+                        out.push(format!(
+                            "the deployment {want} is still staged: the host has not rebooted \
+                             since it was staged (or ostree-finalize-staged.service did not run \
+                             at shutdown)"
+                        ));
+                    }
+                }
+                let stamp = inside(&self.root, FINALIZE_FAILURE_STAMP);
+                if let Ok(msg) = std::fs::read_to_string(&stamp) {
+                    out.push(format!(
+                        "ostree-finalize-staged.service failed at the last shutdown: {}",
+                        msg.trim()
+                    ));
+                }
+            }
+        }
+        out.extend(cmdline_differences(&self.root, expected));
+        Ok(out)
+    }
+}
+
+/// The booted deployment: libostree's in native mode; in external mode the deployment whose
+/// directory has the root's device and inode (libostree's own rule, applied to the root).
+fn find_booted(
+    sysroot: &lo::Sysroot,
+    root: &Path,
+    native: bool,
+) -> Result<lo::Deployment, OsError> {
+    let sysroot_name = display(root);
+    if native {
+        return sysroot
+            .booted_deployment()
+            .ok_or_else(|| OsError::NotBooted {
+                sysroot: sysroot_name,
+                reason: "libostree found no deployment that is / (is /run/ostree-booted stale?)"
+                    .into(),
+            });
+    }
+    let want = dev_ino(root)?;
+    let deployments = sysroot.deployments();
+    for d in &deployments {
+        let dir = root.join(sysroot.deployment_dirpath(d).as_str());
+        if dev_ino(&dir).ok() == Some(want) {
+            return Ok(d.clone());
+        }
+    }
+    Err(OsError::NotBooted {
+        sysroot: sysroot_name,
+        reason: format!(
+            "none of its {} deployment directories is the root directory",
+            deployments.len()
+        ),
+    })
+}
+
+/// The `version` metadata of a commit.
+fn commit_version(repo: &lo::Repo, csum: &str) -> Option<String> {
+    let (commit, _) = repo.load_commit(csum).ok()?;
+    let meta = commit.child_value(0);
+    glib::VariantDict::new(Some(&meta))
+        .lookup::<String>("version")
+        .ok()
+        .flatten()
+}

@@ -1,0 +1,154 @@
+//! The controller: from MachineConfigs, pools and nodes to rendered configs, pool targets and
+//! each node's desired config. Pure: it changes a [`Fleet`] in memory and returns events; the
+//! caller commits the difference to the store in one transaction.
+//!
+//! A reconcile runs after every change. Its steps:
+//!
+//! 1. **render** (after changes of MachineConfigs, pools or node labels; [`Scope::Full`]): each
+//!    pool is rendered with `hearth-config`; a new rendered config is stored (content-addressed,
+//!    so an unchanged pool renders to the name it has), and becomes the pool's target. A render
+//!    that fails leaves the last good target in place and records why. Each node gets its pool
+//!    (by its labels) and its target: the pool's, or its own render when per-node overlays
+//!    (`hearth.io/node`) exist for it;
+//! 2. **rollout**: [`rollout::next_desired`] decides which nodes get their target as their
+//!    desired config now;
+//! 3. a pool whose nodes all run its target gets it as its current configuration;
+//! 4. **garbage collection** of rendered configs ([`Scope::Full`] only): everything a pool or
+//!    node refers to (target, current configuration, desired, reported current and desired) is
+//!    kept, and so are the newest `retention` renders of each pool (and of each node with
+//!    overlays); the rest goes.
+//!
+//! Files: `mod.rs` (settings, the reconcile sequence, pre-rendering), `render.rs` (step 1),
+//! `roll.rs` (steps 2 and 3, and the rollout's views of pools), `gc.rs` (step 4).
+
+use crate::fleet::Fleet;
+use crate::records::EventRecord;
+use crate::render_memo::{RebootPlans, RenderMemo};
+use crate::window::{self, WindowClock};
+use std::collections::HashSet;
+
+mod gc;
+mod render;
+mod roll;
+#[cfg(test)]
+mod tests;
+
+use gc::collect_garbage;
+pub use gc::referenced;
+use render::render_all;
+pub use roll::{halted_by, pool_view};
+use roll::{needs_reboot, roll_out, update_configurations};
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How many of the newest renders of each pool (and of each node with overlays) are kept;
+    /// those in use are always kept.
+    pub retention: usize,
+    /// The clock maintenance windows are judged by.
+    pub window_clock: WindowClock,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            retention: 5,
+            window_clock: WindowClock::default(),
+        }
+    }
+}
+
+/// How much to reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Render everything, then roll out (MachineConfigs, pools or labels changed).
+    Full,
+    /// Roll out only (a status report, a reboot slot).
+    Rollout,
+}
+
+/// Reconciles `fleet` in place; returns the events to record.
+pub fn reconcile(
+    fleet: &mut Fleet,
+    scope: Scope,
+    now: u64,
+    settings: &Settings,
+) -> Vec<EventRecord> {
+    reconcile_with(fleet, scope, now, settings, &HashSet::new())
+}
+
+/// [`reconcile`], with the nodes that have gone silent (not heard from for too long: they count
+/// as unavailable).
+pub fn reconcile_with(
+    fleet: &mut Fleet,
+    scope: Scope,
+    now: u64,
+    settings: &Settings,
+    silent: &HashSet<String>,
+) -> Vec<EventRecord> {
+    reconcile_memo(
+        fleet,
+        scope,
+        now,
+        settings,
+        silent,
+        &mut RenderMemo::computing(),
+        &mut RebootPlans::default(),
+    )
+}
+
+/// [`reconcile_with`], rendering through `memo`. With a lookup-only memo that misses
+/// ([`RenderMemo::missed`]) the result is incomplete and must be thrown away.
+pub fn reconcile_memo(
+    fleet: &mut Fleet,
+    scope: Scope,
+    now: u64,
+    settings: &Settings,
+    silent: &HashSet<String>,
+    memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
+) -> Vec<EventRecord> {
+    let mut events = Vec::new();
+    if scope == Scope::Full {
+        render_all(fleet, now, &mut events, memo);
+        if memo.missed() {
+            return events;
+        }
+    }
+    roll_out(fleet, now, settings, silent, &mut events, plans);
+    update_configurations(fleet);
+    // Collection only ever removes what nothing refers to, so it can wait for the next full
+    // reconcile; status reports (the hot path) skip it.
+    if scope == Scope::Full {
+        collect_garbage(fleet, settings, now, &mut events);
+    }
+    events
+}
+
+/// Renders every pool and every node with overlays of `fleet` into `memo` (the expensive step,
+/// run outside the write lock; see [`crate::render_memo`]).
+/// Then answers, into `plans`, whether each node's update to its new target needs a reboot,
+/// for the pools outside their maintenance windows (what the rollout will ask).
+pub fn prerender(
+    mut fleet: Fleet,
+    now: u64,
+    settings: &Settings,
+    memo: &mut RenderMemo,
+    plans: &mut RebootPlans,
+) {
+    render_all(&mut fleet, now, &mut Vec::new(), memo);
+    let policies = fleet.policies();
+    plans.for_policies(&policies);
+    let window_now = settings.window_clock.now();
+    for n in fleet.nodes.values() {
+        let closed = n
+            .value
+            .pool
+            .as_ref()
+            .and_then(|p| fleet.pools.get(p))
+            .is_some_and(|p| window::gate(&p.value, window_now).is_some());
+        if closed {
+            needs_reboot(&fleet, &n.value, &policies, plans);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The controller's rules, on fleets in memory.
+
+use super::*;
+use crate::api::{AgentStatus, NodeState};
+use crate::fleet::{put, update};
+use crate::records::{McRecord, NodeRecord, PoolRecord};
+use hearth_config::ignition::{File, Resource};
+use hearth_config::model::{MachineConfigSpec, ObjectMeta, NODE_LABEL, ROLE_LABEL};
+use std::collections::BTreeMap;
+
+fn mc(name: &str, role: &str, file: &str) -> McRecord {
+    let mut spec = MachineConfigSpec::default();
+    spec.config.storage.files.push(File {
+        path: "/etc/x".into(),
+        contents: Resource {
+            source: Some(format!("data:,{file}")),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    McRecord {
+        metadata: ObjectMeta {
+            name: name.into(),
+            labels: BTreeMap::from([(ROLE_LABEL.to_string(), role.to_string())]),
+            annotations: BTreeMap::new(),
+        },
+        spec,
+        source_version: Some("3.4.0".into()),
+        created_at: 0,
+        updated_at: 0,
+    }
+}
+
+fn worker(name: &str) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        labels: BTreeMap::from([("node-role.kubernetes.io/worker".to_string(), String::new())]),
+        ..Default::default()
+    }
+}
+
+fn fleet() -> Fleet {
+    let mut f = Fleet::default();
+    for role in ["master", "worker"] {
+        put(&mut f.pools, role, PoolRecord::builtin(role, 0));
+    }
+    put(&mut f.mcs, "00-w", mc("00-w", "worker", "one"));
+    for n in ["w0", "w1", "w2"] {
+        put(&mut f.nodes, n, worker(n));
+    }
+    f
+}
+
+/// Commits the fleet as a store would: stamps revisions on everything new or changed.
+fn commit(f: &mut Fleet, old: &Fleet) {
+    let ops = f.diff(old).unwrap();
+    let rev = f.revision + 1;
+    f.stamp(&ops, rev);
+}
+
+fn report(f: &mut Fleet, node: &str, state: NodeState) {
+    let desired = f.nodes[node].value.desired.clone();
+    update(&mut f.nodes, node, |n| {
+        n.report = Some(AgentStatus {
+            api_version: None,
+            kind: None,
+            state,
+            reason: None,
+            last_transition: None,
+            current: desired.clone(),
+            desired,
+            pending_reboot: false,
+            progress: None,
+            drift: vec![],
+            history: vec![],
+        })
+    });
+}
+
+fn desired(f: &Fleet) -> Vec<Option<String>> {
+    f.nodes.values().map(|n| n.value.desired.clone()).collect()
+}
+
+#[test]
+fn renders_assigns_and_rolls_out_one_by_one() {
+    let s = Settings::default();
+    let mut f = fleet();
+    let old = f.clone();
+    let ev = reconcile(&mut f, Scope::Full, 1, &s);
+    commit(&mut f, &old);
+    let t1 = f.pools["worker"].value.status.target.clone().unwrap();
+    assert!(t1.starts_with("rendered-worker-"));
+    assert!(f.pools["master"].value.status.render_error.is_none());
+    // New nodes get the target at once.
+    assert_eq!(desired(&f), vec![Some(t1.clone()); 3]);
+    assert!(ev.iter().any(|e| e.reason == "Rendered"));
+    for n in ["w0", "w1", "w2"] {
+        report(&mut f, n, NodeState::Done);
+    }
+    reconcile(&mut f, Scope::Rollout, 2, &s);
+    assert_eq!(
+        f.pools["worker"].value.status.configuration.as_deref(),
+        Some(t1.as_str())
+    );
+
+    // A change: one node at a time.
+    put(&mut f.mcs, "10-w", mc("10-w", "worker", "two"));
+    let old = f.clone();
+    reconcile(&mut f, Scope::Full, 3, &s);
+    commit(&mut f, &old);
+    let t2 = f.pools["worker"].value.status.target.clone().unwrap();
+    assert_ne!(t1, t2);
+    assert_eq!(
+        desired(&f),
+        vec![Some(t2.clone()), Some(t1.clone()), Some(t1.clone())]
+    );
+    // Nothing more moves while w0 works.
+    report(&mut f, "w0", NodeState::Working);
+    reconcile(&mut f, Scope::Rollout, 4, &s);
+    assert_eq!(desired(&f)[1], Some(t1.clone()));
+    report(&mut f, "w0", NodeState::Done);
+    reconcile(&mut f, Scope::Rollout, 5, &s);
+    assert_eq!(desired(&f)[1], Some(t2.clone()));
+    assert_eq!(
+        f.pools["worker"].value.status.configuration.as_deref(),
+        Some(t1.as_str()),
+        "not all nodes updated yet"
+    );
+}
+
+#[test]
+fn overlays_give_a_node_its_own_target() {
+    let s = Settings::default();
+    let mut f = fleet();
+    let mut ov = mc("50-w1", "worker", "mine");
+    ov.metadata
+        .labels
+        .insert(NODE_LABEL.to_string(), "w1".to_string());
+    ov.spec.config.storage.files[0].path = "/etc/y".into();
+    put(&mut f.mcs, "50-w1", ov);
+    reconcile(&mut f, Scope::Full, 1, &s);
+    let pool_target = f.pools["worker"].value.status.target.clone().unwrap();
+    assert_eq!(f.nodes["w0"].value.target.as_ref(), Some(&pool_target));
+    let t = f.nodes["w1"].value.target.clone().unwrap();
+    assert!(t.starts_with("rendered-worker-w1-"), "{t}");
+    assert_eq!(f.rendered[&t].value.node.as_deref(), Some("w1"));
+}
+
+#[test]
+fn render_failures_keep_the_last_good_target() {
+    let s = Settings::default();
+    let mut f = fleet();
+    reconcile(&mut f, Scope::Full, 1, &s);
+    let t = f.pools["worker"].value.status.target.clone();
+    // A node matching no pool.
+    put(
+        &mut f.nodes,
+        "stray",
+        NodeRecord {
+            name: "stray".into(),
+            ..Default::default()
+        },
+    );
+    // Delete the only worker config: the worker pool has nodes, so that is an error.
+    f.mcs.remove("00-w");
+    let ev = reconcile(&mut f, Scope::Full, 2, &s);
+    let p = &f.pools["worker"].value.status;
+    assert_eq!(p.target, t);
+    assert!(p
+        .render_error
+        .as_deref()
+        .unwrap()
+        .contains("selects no MachineConfigs"));
+    assert!(f.nodes["stray"]
+        .value
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("matches no pool"));
+    assert!(ev.iter().any(|e| e.reason == "RenderFailed"));
+    // The master pool has no nodes and no configs: not an error.
+    assert!(f.pools["master"].value.status.render_error.is_none());
+}
+
+#[test]
+fn garbage_collection_keeps_what_is_referenced() {
+    let s = Settings {
+        retention: 1,
+        ..Settings::default()
+    };
+    let mut f = fleet();
+    let old = f.clone();
+    reconcile(&mut f, Scope::Full, 1, &s);
+    commit(&mut f, &old);
+    let first = f.pools["worker"].value.status.target.clone().unwrap();
+    // w0 takes each new config but never reports reaching one: its report keeps naming the
+    // first config, which must survive however many renders follow.
+    for n in ["w0", "w1", "w2"] {
+        report(&mut f, n, NodeState::Done);
+    }
+    for i in 0..4 {
+        put(&mut f.mcs, "10-w", mc("10-w", "worker", &format!("v{i}")));
+        let old = f.clone();
+        reconcile(&mut f, Scope::Full, 10 + i, &s);
+        commit(&mut f, &old);
+        // Whoever got the new config is stuck Degraded in it, so it stays referenced.
+        for n in ["w1", "w2"] {
+            let d = f.nodes[n].value.desired.clone();
+            if d != f.nodes[n].value.current().map(str::to_string) {
+                update(&mut f.nodes, n, |x| {
+                    if let Some(r) = &mut x.report {
+                        r.state = NodeState::Degraded;
+                        r.desired = d.clone();
+                    }
+                });
+            }
+        }
+    }
+    let referenced = referenced(&f);
+    for name in &referenced {
+        assert!(f.rendered.contains_key(name), "{name} was collected");
+    }
+    assert!(f.rendered.contains_key(&first));
+    // Only the referenced ones and the newest one remain.
+    assert!(
+        f.rendered.len() <= referenced.len() + 1,
+        "{:?}",
+        f.rendered.keys()
+    );
+    assert!(f.rendered.len() < 5);
+}

@@ -1,0 +1,16 @@
+//! The server over real TLS: first start, apply, validation, enrollment, long-polls,
+//! authorization, first-boot Ignition, status reports and pool counts, rollouts, reboot slots
+//! and garbage collection. Each test starts its own server in-process on 127.0.0.1:0.
+//!
+//! One test binary, one module per concern: `manifests` (first start, apply, validation,
+//! deletion), `access` (enrollment, long-polls, authorization, first boot), `rollout` (status
+//! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
+//! (maintenance windows).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access;
+mod manifests;
+mod rollout;
+mod windows;

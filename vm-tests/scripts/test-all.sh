@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every test of hearth, on a fresh Debian 12 machine too: as root, installs what the tests need
+# first (vm-tests/scripts/install-deps.sh: systemd-nspawn, debootstrap, D-Bus tools, ostree,
+# QEMU, the build's -dev packages; nothing is installed when it is all there), then runs
+#
+#   cargo test --workspace --locked [ARGS...]
+#
+# The real-host tests boot systemd in containers and need root; as another user this installs
+# nothing and says so. The first run also builds the cached test root file system, OS images
+# and VM image under /var/tmp/hearth-test-cache (docs/testing.md). CI (.ci/run) calls this.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ "$(id -u)" -eq 0 ]; then
+  vm-tests/scripts/install-deps.sh
+else
+  echo "test-all: not root: installing nothing; the real-host tests need root (systemd-nspawn)" >&2
+fi
+exec cargo test --workspace --locked "$@"

@@ -1,0 +1,31 @@
+//! The generated reference (help, man pages, completions) matches the code: a change to a flag or
+//! its help without `cargo xtask generate` fails here, naming the file.
+
+#[test]
+fn generated_files_are_current() {
+    let stale = hearth_xtask::check(&hearth_xtask::workspace_root()).unwrap();
+    assert!(
+        stale.is_empty(),
+        "out of date: {}\nrun `cargo xtask generate` and commit the result",
+        stale.join(", ")
+    );
+}
+
+#[test]
+fn every_subcommand_has_a_section_and_a_man_page() {
+    let files = hearth_xtask::generate();
+    let cli =
+        String::from_utf8(files[std::path::Path::new("docs/reference/hearth.md")].clone()).unwrap();
+    // A nested subcommand (two levels) is documented with its full name.
+    assert!(cli.contains("## `hearth node reset-credential`"), "{cli}");
+    assert!(files.contains_key(std::path::Path::new(
+        "docs/reference/man/hearth-node-reset-credential.1"
+    )));
+    let agent =
+        String::from_utf8(files[std::path::Path::new("docs/reference/hearth-agent.md")].clone())
+            .unwrap();
+    assert!(agent.contains("## `hearth-agent run`"), "{agent}");
+    // Machine-independent: the variable is named, its value (set or not) never shown.
+    assert!(agent.contains("[env: HEARTH_SERVER]"), "{agent}");
+    assert!(!agent.contains("[env: HEARTH_SERVER="), "{agent}");
+}

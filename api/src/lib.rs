@@ -25,7 +25,8 @@
 //! Each type has a realistic example in `api/fixtures/<type>.json` and its JSON Schema in
 //! `docs/schema/<type>.schema.json`; `api/tests/fixtures.rs` reads every fixture into its type
 //! and writes it back unchanged, checks it against its schema, and fails when a checked-in
-//! schema differs from the one the type generates (`HEARTH_BLESS=1 cargo test -p hearth-api` rewrites them).
+//! schema differs from the one the type generates ([`schemas`]; `cargo xtask generate` rewrites
+//! them with the rest of what is generated from the code).
 
 pub mod admin;
 pub mod desired;
@@ -49,3 +50,37 @@ pub const API_PREFIX: &str = "/api/v1";
 
 /// The `apiVersion` of hearth's own documents (the agent's status, a node).
 pub const HEARTH_API_VERSION: &str = "hearth.io/v1";
+
+/// Every wire type's JSON Schema with the name of its file: `docs/schema/<name>.schema.json`
+/// holds it (written by `cargo xtask generate`, checked by `api/tests/fixtures.rs`). A new wire
+/// type is added here.
+pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
+    use admin::*;
+    use schemars::schema_for;
+    vec![
+        ("EnrollRequest", schema_for!(EnrollRequest)),
+        ("EnrollResponse", schema_for!(EnrollResponse)),
+        ("DesiredConfig", schema_for!(DesiredConfig)),
+        ("AgentStatus", schema_for!(AgentStatus)),
+        ("SlotRequest", schema_for!(SlotRequest)),
+        ("SlotAnswer", schema_for!(SlotAnswer)),
+        ("NodeView", schema_for!(NodeView)),
+        ("PoolView", schema_for!(PoolView)),
+        ("EventList", schema_for!(List<EventView>)),
+        ("ApplyRequest", schema_for!(ApplyRequest)),
+        ("ApplyOutcome", schema_for!(ApplyOutcome)),
+        ("Status", schema_for!(Status)),
+        ("TokenRequest", schema_for!(TokenRequest)),
+        ("TokenAnswer", schema_for!(TokenAnswer)),
+        ("LabelRequest", schema_for!(LabelRequest)),
+        ("LabelAnswer", schema_for!(LabelAnswer)),
+        ("PauseAnswer", schema_for!(PauseAnswer)),
+        ("DeleteAnswer", schema_for!(DeleteAnswer)),
+        ("CredentialReset", schema_for!(CredentialReset)),
+    ]
+}
+
+/// A schema as `docs/schema/` holds it: pretty JSON and a final newline.
+pub fn schema_text(schema: &schemars::Schema) -> String {
+    serde_json::to_string_pretty(schema).expect("a schema serialises") + "\n"
+}

@@ -2,12 +2,11 @@
 //! `docs/schema/<Type>.schema.json`. Each fixture reads into its type and writes back to the
 //! same text (nothing lost, nothing added, same field order); each checked-in schema equals the
 //! one the type generates, so a protocol change that forgets the schema fails here.
-//! `HEARTH_BLESS=1 cargo test -p hearth-api --test fixtures` rewrites the schemas (never the
-//! fixtures: a fixture is what a peer of the current version sends).
+//! `cargo xtask generate` rewrites the schemas (never the fixtures: a fixture is what a peer of
+//! the current version sends).
 
 use hearth_api::admin::*;
 use hearth_api::*;
-use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -32,29 +31,6 @@ fn lossless<T: Serialize + DeserializeOwned>(name: &str) -> T {
         path.display()
     );
     value
-}
-
-/// The schema checked in for `name` is the one `T` generates.
-fn schema<T: JsonSchema>(name: &str) -> Result<(), String> {
-    let docs = root()
-        .parent()
-        .expect("api/ is in the workspace")
-        .join("docs");
-    let path = docs.join("schema").join(format!("{name}.schema.json"));
-    let generated = serde_json::to_string_pretty(&schemars::schema_for!(T)).unwrap() + "\n";
-    if std::env::var_os("HEARTH_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-        return Ok(());
-    }
-    match std::fs::read_to_string(&path) {
-        Ok(text) if text == generated => Ok(()),
-        Ok(_) => Err(format!(
-            "{} differs from the schema {name} generates",
-            path.display()
-        )),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
 }
 
 #[test]
@@ -109,35 +85,46 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
 
 #[test]
 fn every_schema_in_docs_is_the_one_its_type_generates() {
-    let problems: Vec<String> = [
-        schema::<EnrollRequest>("EnrollRequest"),
-        schema::<EnrollResponse>("EnrollResponse"),
-        schema::<DesiredConfig>("DesiredConfig"),
-        schema::<AgentStatus>("AgentStatus"),
-        schema::<SlotRequest>("SlotRequest"),
-        schema::<SlotAnswer>("SlotAnswer"),
-        schema::<NodeView>("NodeView"),
-        schema::<PoolView>("PoolView"),
-        schema::<List<EventView>>("EventList"),
-        schema::<ApplyRequest>("ApplyRequest"),
-        schema::<ApplyOutcome>("ApplyOutcome"),
-        schema::<Status>("Status"),
-        schema::<TokenRequest>("TokenRequest"),
-        schema::<TokenAnswer>("TokenAnswer"),
-        schema::<LabelRequest>("LabelRequest"),
-        schema::<LabelAnswer>("LabelAnswer"),
-        schema::<PauseAnswer>("PauseAnswer"),
-        schema::<DeleteAnswer>("DeleteAnswer"),
-        schema::<CredentialReset>("CredentialReset"),
-    ]
-    .into_iter()
-    .filter_map(Result::err)
-    .collect();
+    let dir = root()
+        .parent()
+        .expect("api/ is in the workspace")
+        .join("docs/schema");
+    let mut problems = Vec::new();
+    for (name, schema) in hearth_api::schemas() {
+        let path = dir.join(format!("{name}.schema.json"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) if text == hearth_api::schema_text(&schema) => {}
+            Ok(_) => problems.push(format!(
+                "{} differs from the schema {name} generates",
+                path.display()
+            )),
+            Err(e) => problems.push(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+    // Every fixture has its schema, and the other way round.
+    let fixtures: std::collections::BTreeSet<String> = std::fs::read_dir(root().join("fixtures"))
+        .unwrap()
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".json")
+                .to_string()
+        })
+        .collect();
+    let schemas: std::collections::BTreeSet<String> = hearth_api::schemas()
+        .into_iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert_eq!(
+        fixtures, schemas,
+        "api/fixtures/ and hearth_api::schemas() name the same types"
+    );
     assert!(
         problems.is_empty(),
         "{}\nIf the change to the wire types is intended (additive within v1, see the \
-         hearth_api module documentation), rewrite the schemas with \
-         `HEARTH_BLESS=1 cargo test -p hearth-api --test fixtures` and commit them.",
+         hearth_api module documentation), rewrite the schemas with `cargo xtask generate` and \
+         commit them.",
         problems.join("\n")
     );
 }

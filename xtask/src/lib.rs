@@ -4,7 +4,10 @@
 //! (`hearth`, `hearth-agent`, `hearth-server`):
 //! - `docs/reference/<binary>.md`: the `--help` text of the binary and of every subcommand;
 //! - `docs/reference/man/<binary>[-<subcommand>…].1`: man pages;
-//! - `docs/reference/completions/`: shell completions for bash, zsh and fish.
+//! - `docs/reference/completions/`: shell completions for bash, zsh and fish;
+//!
+//! and the JSON Schema of every wire type of `hearth-api` (`docs/schema/<Type>.schema.json`,
+//! from [`hearth_api::schemas`]).
 //!
 //! `cargo xtask generate` writes them; `cargo xtask generate --check` (and the test
 //! `xtask/tests/generated.rs`, part of `cargo test --workspace`) fails naming every file that
@@ -22,8 +25,11 @@ use std::path::{Path, PathBuf};
 /// The column help text is wrapped at.
 pub const WIDTH: usize = 100;
 
-/// Where the generated files live, relative to the workspace root.
+/// Where the generated command reference lives, relative to the workspace root.
 pub const REFERENCE_DIR: &str = "docs/reference";
+
+/// Where the generated wire schemas live, relative to the workspace root.
+pub const SCHEMA_DIR: &str = "docs/schema";
 
 /// The workspace root (the parent of this crate's directory).
 pub fn workspace_root() -> PathBuf {
@@ -81,6 +87,12 @@ pub fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
             clap_complete::generate(shell, &mut cmd.clone(), &name, &mut buf);
             out.insert(dir.join("completions").join(file), buf);
         }
+    }
+    for (name, schema) in hearth_api::schemas() {
+        out.insert(
+            Path::new(SCHEMA_DIR).join(format!("{name}.schema.json")),
+            hearth_api::schema_text(&schema).into_bytes(),
+        );
     }
     out
 }
@@ -160,8 +172,12 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
 /// Files in the generated directories that the code does not generate.
 fn strays(root: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for dir in ["man", "completions"] {
-        let rel = Path::new(REFERENCE_DIR).join(dir);
+    let dirs = [
+        Path::new(REFERENCE_DIR).join("man"),
+        Path::new(REFERENCE_DIR).join("completions"),
+        PathBuf::from(SCHEMA_DIR),
+    ];
+    for rel in dirs {
         let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
             continue;
         };

@@ -4,6 +4,7 @@
 //! `validate`, `render`, `plan` and `convert`. Exit codes: 0 success, 1 invalid input (every
 //! problem is printed to stderr, one per line, with file, line, object and field), 2 usage error.
 
+pub mod out;
 pub mod remote;
 pub mod term;
 pub mod yaml;
@@ -320,7 +321,7 @@ fn validate(paths: &[PathBuf], output: Format) -> anyhow::Result<()> {
                 "warnings": warnings,
                 "problems": diags,
             });
-            println!("{}", term::json_safe(&serde_json::to_string_pretty(&v)?));
+            crate::outln!("{}", term::json_safe(&serde_json::to_string_pretty(&v)?));
             if errors > 0 {
                 return Err(InvalidInput.into());
             }
@@ -332,7 +333,7 @@ fn validate(paths: &[PathBuf], output: Format) -> anyhow::Result<()> {
                 eprintln!("{errors} error(s), {warnings} warning(s) in {files} file(s)");
                 return Err(InvalidInput.into());
             }
-            println!(
+            crate::outln!(
                 "ok: {} MachineConfig(s), {} pool(s), {} node(s) in {files} file(s){}",
                 m.machine_configs.len(),
                 m.pools.len(),
@@ -378,8 +379,10 @@ fn render_target(
 
 fn print_doc(value: &serde_json::Value, format: DocFormat) -> anyhow::Result<()> {
     match format {
-        DocFormat::Json => println!("{}", term::json_safe(&serde_json::to_string_pretty(value)?)),
-        DocFormat::Yaml => print!("{}", yaml::to_string(value)),
+        DocFormat::Json => {
+            crate::outln!("{}", term::json_safe(&serde_json::to_string_pretty(value)?))
+        }
+        DocFormat::Yaml => crate::out!("{}", yaml::to_string(value)),
     }
     Ok(())
 }
@@ -434,14 +437,14 @@ fn plan_cmd(
     let policies = m.disruption_policies();
     let p = plan::plan(&current, &desired, &policies);
     match output {
-        Format::Json => println!("{}", term::json_safe(&serde_json::to_string_pretty(&p)?)),
+        Format::Json => crate::outln!("{}", term::json_safe(&serde_json::to_string_pretty(&p)?)),
         Format::Text => {
-            println!(
+            crate::outln!(
                 "Plan from {} to {desired_name}:",
                 from.map(|f| f.display().to_string())
                     .unwrap_or_else(|| "an unconfigured node".to_string())
             );
-            print!("{}", term::escape_keep_newlines(&p.to_string()));
+            crate::out!("{}", term::escape_keep_newlines(&p.to_string()));
         }
     }
     Ok(())
@@ -460,7 +463,7 @@ fn convert(version: &str, file: &Path) -> anyhow::Result<()> {
     hearth_config::mco::default_file_overwrite(&mut spec.config);
     match spec.config.to_version(v) {
         Ok(value) => {
-            println!(
+            crate::outln!(
                 "{}",
                 term::json_safe(&serde_json::to_string_pretty(&value)?)
             );

@@ -200,3 +200,23 @@ fn validate_refuses_a_billion_laughs_manifest() {
     );
     assert!(err.contains("1 error(s)"), "{err}");
 }
+
+/// `hearth render … | head` closes the pipe early: hearth ends quietly with the status of a
+/// program killed by SIGPIPE (141), not with a panic ("failed printing to stdout").
+#[test]
+fn a_closed_pipe_ends_output_quietly() {
+    // A pipe whose reading end is closed before hearth writes: its first write fails (EPIPE).
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["render", "--pool", "worker", "-f", "examples/fleet"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -73,7 +73,7 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
     print_diagnostics(&out.warnings);
     let suffix = if a.dry_run { " (dry run)" } else { "" };
     for r in &out.results {
-        println!(
+        crate::outln!(
             "{}/{} {}{suffix}",
             escape(&r.kind).to_ascii_lowercase(),
             escape(&r.name),
@@ -134,7 +134,7 @@ pub fn delete(a: &DeleteArgs) -> anyhow::Result<()> {
     for name in &a.names {
         let out: DeleteAnswer =
             c.delete_as(&format!("/api/v1/{}/{}", kind_path(a.kind), enc(name)))?;
-        println!("{}/{name} {}", kind_name(a.kind), escape(&out.action));
+        crate::outln!("{}/{name} {}", kind_name(a.kind), escape(&out.action));
     }
     Ok(())
 }
@@ -185,7 +185,7 @@ pub fn label(a: &LabelArgs) -> anyhow::Result<()> {
             overwrite: a.overwrite,
         },
     )?;
-    println!("node/{} labeled", a.name);
+    crate::outln!("node/{} labeled", a.name);
     Ok(())
 }
 
@@ -214,9 +214,9 @@ pub fn pause(a: &PauseArgs, paused: bool) -> anyhow::Result<()> {
     )?;
     let what = if paused { "paused" } else { "resumed" };
     if out.changed {
-        println!("machineconfigpool/{} {what}", a.name);
+        crate::outln!("machineconfigpool/{} {what}", a.name);
     } else {
-        println!("machineconfigpool/{} already {what}", a.name);
+        crate::outln!("machineconfigpool/{} already {what}", a.name);
     }
     Ok(())
 }
@@ -240,7 +240,7 @@ pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
         &format!("/api/v1/pools/{}/bootstrap-token", enc(&a.pool)),
         &TokenRequest { ttl_seconds: a.ttl },
     )?;
-    println!("{}", escape(&out.token));
+    crate::outln!("{}", escape(&out.token));
     match out.expires_at.as_deref() {
         Some(e) => eprintln!(
             "bootstrap token for pool {} (expires {e}); the previous one no longer works",
@@ -282,9 +282,11 @@ pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
         &serde_json::json!({}),
     )?;
     if out.credential_revoked {
-        println!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
+        crate::outln!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
     } else {
-        println!("node/{name} had no credential: it may enroll with its pool's bootstrap token");
+        crate::outln!(
+            "node/{name} had no credential: it may enroll with its pool's bootstrap token"
+        );
     }
     Ok(())
 }

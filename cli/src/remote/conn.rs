@@ -352,7 +352,7 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
     };
     write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
     let n = pools.items.len();
-    println!(
+    crate::outln!(
         "Logged in to {} ({n} pool(s)); settings saved in {}",
         c.base,
         path.display()

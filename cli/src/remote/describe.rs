@@ -41,7 +41,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
         ),
         Kind::Mc => {
             let v = c.get(&format!("/api/v1/machineconfigs/{}", enc(&a.name)))?;
-            print!("{}", crate::yaml::to_string(&v));
+            crate::out!("{}", crate::yaml::to_string(&v));
             return Ok(());
         }
     };
@@ -252,7 +252,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
         out.push_str(&indent_table(&rows));
     }
     // Every field above is escaped; this second guard keeps only the lines composed here.
-    print!("{}", escape_keep_newlines(&out));
+    crate::out!("{}", escape_keep_newlines(&out));
     Ok(())
 }
 

@@ -47,7 +47,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             } else {
                 json!({"apiVersion": "v1", "kind": "List", "items": objects})
             };
-            println!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
+            crate::outln!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
         }
         Some(Output::Yaml) => {
             let v = if a.name.is_some() {
@@ -55,11 +55,11 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             } else {
                 json!({"apiVersion": "v1", "kind": "List", "items": objects})
             };
-            print!("{}", crate::yaml::to_string(&v));
+            crate::out!("{}", crate::yaml::to_string(&v));
         }
         Some(Output::Name) => {
             for o in &objects {
-                println!("{}/{}", kind_name(a.kind), s(&o["metadata"]["name"]));
+                crate::outln!("{}/{}", kind_name(a.kind), s(&o["metadata"]["name"]));
             }
         }
         None | Some(Output::Wide) => {

@@ -64,17 +64,17 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         let halted = st.rollout_halted_by.clone();
         let paused = p.spec.paused;
         if !*watch {
-            println!(
+            crate::outln!(
                 "pool {pool}: {updated} of {total} node(s) run {} ({unavailable} updating, {degraded} degraded){}",
                 if target.is_empty() { "no config yet" } else { &target },
                 if paused { ", paused" } else { "" }
             );
             if let Some(n) = &halted {
                 let n = escape(n);
-                println!("rollout halted: node {n} is degraded (hearth describe node {n})");
+                crate::outln!("rollout halted: node {n} is degraded (hearth describe node {n})");
             }
             if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
-                println!("reboots {}", escape(w));
+                crate::outln!("reboots {}", escape(w));
             }
             let rows: Vec<Vec<String>> = nodes
                 .iter()
@@ -132,23 +132,23 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         );
         if line != last_line {
             if tty {
-                print!("\r{line}\x1b[K");
+                crate::out!("\r{line}\x1b[K");
                 let _ = std::io::stdout().flush();
             } else {
-                println!("{line}");
+                crate::outln!("{line}");
             }
             last_line = line;
         }
         if done {
             if tty {
-                println!();
+                crate::outln!();
             }
-            println!("pool {pool}: every node runs {target}");
+            crate::outln!("pool {pool}: every node runs {target}");
             return Ok(());
         }
         if let Some(n) = halted {
             if tty {
-                println!();
+                crate::outln!();
             }
             let reason = nodes
                 .iter()
@@ -164,7 +164,7 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         if let Some(t) = timeout {
             if started.elapsed() >= Duration::from_secs(*t) {
                 if tty {
-                    println!();
+                    crate::outln!();
                 }
                 return Err(anyhow!(
                     "timed out after {t} s: {updated} of {total} node(s) updated"

@@ -121,7 +121,7 @@ pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&format!("{c:<w$}   ", w = widths[i]));
             }
         }
-        println!("{}", escape(out.trim_end()));
+        crate::outln!("{}", escape(out.trim_end()));
     };
     line(header.to_vec());
     for r in rows {

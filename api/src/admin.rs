@@ -196,6 +196,30 @@ pub struct CredentialReset {
     pub credential_revoked: bool,
 }
 
+/// `POST /api/v1/nodes/{name}/pin` request: hold the node on a rendered config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PinRequest {
+    /// A rendered config of the node's pool (or of the node's own overlays).
+    pub config: String,
+}
+
+/// The answer to a pin, unpin, exclude or include (`/api/v1/nodes/{name}/pin`, `/exclude`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldAnswer {
+    /// `Node`.
+    pub kind: String,
+    /// The node.
+    pub name: String,
+    /// `pinned`, `unpinned`, `excluded`, `included`, or `unchanged`.
+    pub action: String,
+    /// The rendered config it is pinned to now, if any.
+    #[serde(default)]
+    pub pinned: Option<String>,
+    /// Whether it is excluded from rollouts now.
+    pub excluded: bool,
+}
+
 /// Every error answer: an HTTP status, a reason word and a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Status {

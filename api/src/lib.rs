@@ -12,7 +12,8 @@
 //! - [`views`]: what the admin API shows: [`NodeView`], [`PoolView`], [`EventView`] and the
 //!   [`List`] around them.
 //! - [`admin`]: the admin API's other requests and answers (apply, pause, bootstrap tokens,
-//!   labels, deletes, credential resets) and the [`admin::Status`] document of every error.
+//!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
+//!   document of every error.
 //!
 //! # Versioning
 //!
@@ -40,8 +41,8 @@ pub use enroll::{EnrollRequest, EnrollResponse};
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{AgentStatus, HistoryItem, NodeState};
 pub use views::{
-    Condition, ConfigRef, EventView, List, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SlotHolder, SourceRef,
+    Condition, ConfigRef, EventView, HoldView, List, Maintenance, NodeMeta, NodeStatus, NodeView,
+    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SlotHolder, SourceRef,
     WindowState,
 };
 
@@ -77,6 +78,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("PauseAnswer", schema_for!(PauseAnswer)),
         ("DeleteAnswer", schema_for!(DeleteAnswer)),
         ("CredentialReset", schema_for!(CredentialReset)),
+        ("PinRequest", schema_for!(PinRequest)),
+        ("HoldAnswer", schema_for!(HoldAnswer)),
     ]
 }
 

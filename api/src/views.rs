@@ -138,6 +138,36 @@ pub struct NodeStatus {
     /// A problem the server has with it (no pool, two pools, a failed overlay render).
     #[serde(default)]
     pub error: Option<String>,
+    /// Held on one rendered config by an admin (`hearth node pin`): its target, whatever its
+    /// pool renders.
+    #[serde(default)]
+    pub pinned: Option<PinView>,
+    /// Taken out of rollouts by an admin (`hearth node exclude`): it gets no new desired
+    /// config and counts for nothing in its pool's rollout.
+    #[serde(default)]
+    pub excluded: Option<HoldView>,
+}
+
+/// A node pinned to a rendered config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PinView {
+    /// The rendered config it is held on.
+    pub config: String,
+    /// Who pinned it (`the admin token`, `admin certificate NAME`).
+    pub by: String,
+    /// Since when (RFC 3339).
+    pub since: String,
+}
+
+/// An admin's hold on a node (an exclusion from rollouts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldView {
+    /// Who set it.
+    pub by: String,
+    /// Since when (RFC 3339).
+    pub since: String,
 }
 
 /// Who took a node's reboot slot.

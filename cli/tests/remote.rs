@@ -688,3 +688,61 @@ fn node_reset_credential_lets_a_reinstalled_node_enroll_again() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `hearth node pin|unpin|exclude|include` against a real server: what changed and where the
+/// node stands in one line, the hold in `describe node` with who set it, and a pin to a config
+/// that does not exist refused with the server's reason.
+#[test]
+fn node_pin_and_exclude_show_in_describe() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let cred = env.enroll("w0");
+    let config = env.desired(&cred);
+    let out = env.ok(&["node", "pin", "w0", &config]);
+    assert_eq!(
+        out.trim(),
+        format!("node/w0 pinned: pinned to {config}, in rollouts")
+    );
+    let out = env.ok(&["node", "exclude", "w0"]);
+    assert_eq!(
+        out.trim(),
+        format!("node/w0 excluded: pinned to {config}, excluded from rollouts")
+    );
+    let out = env.ok(&["describe", "node", "w0"]);
+    assert!(
+        out.lines().any(|l| l.starts_with("Pinned:")
+            && l.contains(&config)
+            && l.contains("by the admin token")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("Excluded:") && l.contains("by the admin token")),
+        "{out}"
+    );
+    let out = env.ok(&["node", "unpin", "w0"]);
+    assert_eq!(
+        out.trim(),
+        "node/w0 unpinned: follows its pool, excluded from rollouts"
+    );
+    let out = env.ok(&["node", "include", "w0"]);
+    assert_eq!(
+        out.trim(),
+        "node/w0 included: follows its pool, in rollouts"
+    );
+    let out = env.ok(&["describe", "node", "w0"]);
+    assert!(
+        !out.contains("Pinned:") && !out.contains("Excluded:"),
+        "{out}"
+    );
+    let o = env.hearth(&["node", "pin", "w0", "rendered-worker-nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("HTTP 404") && err.contains("rendered-worker-nope"),
+        "{err}"
+    );
+}

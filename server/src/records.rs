@@ -146,6 +146,25 @@ impl PoolRecord {
     }
 }
 
+/// An admin's hold on a node: who, since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    /// Who set it (`the admin token`, `admin certificate NAME`).
+    pub by: String,
+    /// When (seconds since the epoch).
+    pub at: u64,
+}
+
+/// A node held on one rendered config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    /// The rendered config.
+    pub config: String,
+    /// Who pinned it, since when.
+    #[serde(flatten)]
+    pub hold: Hold,
+}
+
 /// A node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -178,6 +197,12 @@ pub struct NodeRecord {
     /// A problem the server has with the node (no pool, two pools, a failed overlay render).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Held on a rendered config by an admin: its target, whatever its pool renders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<Pin>,
+    /// Taken out of rollouts by an admin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded: Option<Hold>,
     /// The last status report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<AgentStatus>,

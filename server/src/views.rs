@@ -8,8 +8,8 @@ use crate::fleet::{Fleet, Rec};
 use crate::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
 use crate::time::rfc3339;
 use hearth_api::views::{
-    Condition, ConfigRef, EventView, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SourceRef, WindowState,
+    Condition, ConfigRef, EventView, HoldView, Maintenance, NodeMeta, NodeStatus, NodeView,
+    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SourceRef, WindowState,
 };
 use hearth_config::ignition::SpecVersion;
 use hearth_config::model::MCO_API_VERSION;
@@ -277,6 +277,15 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64
             drift: r.map(|r| r.drift.clone()).unwrap_or_default(),
             history: r.map(|r| r.history.clone()).unwrap_or_default(),
             error: n.error.clone(),
+            pinned: n.pin.as_ref().map(|p| PinView {
+                config: p.config.clone(),
+                by: p.hold.by.clone(),
+                since: rfc3339(p.hold.at),
+            }),
+            excluded: n.excluded.as_ref().map(|h| HoldView {
+                by: h.by.clone(),
+                since: rfc3339(h.at),
+            }),
         },
     }
 }

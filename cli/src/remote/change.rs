@@ -7,8 +7,9 @@ use crate::term::escape;
 use crate::{manifest_files, read_text, InvalidInput, Usage};
 use clap::Args;
 use hearth_api::admin::{
-    ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, LabelAnswer,
-    LabelRequest, PauseAnswer, Severity, Status, TokenAnswer, TokenRequest,
+    ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, HoldAnswer,
+    LabelAnswer, LabelRequest, PauseAnswer, PinRequest, Severity, Status, TokenAnswer,
+    TokenRequest,
 };
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -271,22 +272,101 @@ enum NodeCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Hold a node on one rendered config of its pool, whatever the pool renders later (it is
+    /// moved there under the pool's rollout rules if it runs another). Recorded as an event with
+    /// your identity; `hearth node unpin` lets it follow its pool again.
+    Pin {
+        /// The node.
+        name: String,
+        /// A rendered config of the node's pool (`rendered-<pool>-<hash>`; `hearth get mc`).
+        config: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Let a pinned node follow its pool again.
+    Unpin {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Take a node out of rollouts (hardware under repair): it gets no new desired config, and
+    /// neither its state nor its silence holds up or halts its pool's rollout. Recorded as an
+    /// event with your identity; `hearth node include` puts it back.
+    Exclude {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Put an excluded node back into rollouts.
+    Include {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
-/// `hearth node reset-credential NODE`.
+/// `hearth node reset-credential|pin|unpin|exclude|include NODE`.
 pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
-    let NodeCommand::ResetCredential { name, conn } = &a.command;
-    let c = Client::new(conn)?;
-    let out: CredentialReset = c.post_as(
-        &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
-        &serde_json::json!({}),
-    )?;
-    if out.credential_revoked {
-        crate::outln!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
-    } else {
-        crate::outln!(
-            "node/{name} had no credential: it may enroll with its pool's bootstrap token"
-        );
+    match &a.command {
+        NodeCommand::ResetCredential { name, conn } => {
+            let c = Client::new(conn)?;
+            let out: CredentialReset = c.post_as(
+                &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
+                &serde_json::json!({}),
+            )?;
+            if out.credential_revoked {
+                crate::outln!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
+            } else {
+                crate::outln!(
+                    "node/{name} had no credential: it may enroll with its pool's bootstrap token"
+                );
+            }
+        }
+        NodeCommand::Pin { name, config, conn } => {
+            let c = Client::new(conn)?;
+            let out: HoldAnswer = c.post_as(
+                &format!("/api/v1/nodes/{}/pin", enc(name)),
+                &PinRequest {
+                    config: config.clone(),
+                },
+            )?;
+            print_hold(name, &out);
+        }
+        NodeCommand::Unpin { name, conn } => {
+            let c = Client::new(conn)?;
+            let out: HoldAnswer = c.delete_as(&format!("/api/v1/nodes/{}/pin", enc(name)))?;
+            print_hold(name, &out);
+        }
+        NodeCommand::Exclude { name, conn } => {
+            let c = Client::new(conn)?;
+            let out: HoldAnswer = c.post_as(
+                &format!("/api/v1/nodes/{}/exclude", enc(name)),
+                &serde_json::json!({}),
+            )?;
+            print_hold(name, &out);
+        }
+        NodeCommand::Include { name, conn } => {
+            let c = Client::new(conn)?;
+            let out: HoldAnswer = c.delete_as(&format!("/api/v1/nodes/{}/exclude", enc(name)))?;
+            print_hold(name, &out);
+        }
     }
     Ok(())
+}
+
+/// One line: what changed, and where the node stands now.
+fn print_hold(name: &str, out: &HoldAnswer) {
+    let pinned = match &out.pinned {
+        Some(c) => format!("pinned to {}", escape(c)),
+        None => "follows its pool".into(),
+    };
+    let rollouts = if out.excluded {
+        "excluded from rollouts"
+    } else {
+        "in rollouts"
+    };
+    crate::outln!("node/{name} {}: {pinned}, {rollouts}", escape(&out.action));
 }

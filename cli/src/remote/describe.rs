@@ -92,6 +92,29 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 );
             }
             field(&mut out, "Target config", opt(st.target.as_deref()));
+            if let Some(p) = &st.pinned {
+                field(
+                    &mut out,
+                    "Pinned",
+                    format!(
+                        "to {} by {} since {}",
+                        escape(&p.config),
+                        escape(&p.by),
+                        escape(&p.since)
+                    ),
+                );
+            }
+            if let Some(h) = &st.excluded {
+                field(
+                    &mut out,
+                    "Excluded",
+                    format!(
+                        "from rollouts by {} since {}",
+                        escape(&h.by),
+                        escape(&h.since)
+                    ),
+                );
+            }
             field(&mut out, "Ready", yes(st.ready));
             field(
                 &mut out,

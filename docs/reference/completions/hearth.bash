@@ -112,23 +112,59 @@ _hearth() {
             hearth__subcmd__help,validate)
                 cmd="hearth__subcmd__help__subcmd__validate"
                 ;;
+            hearth__subcmd__help__subcmd__node,exclude)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__exclude"
+                ;;
+            hearth__subcmd__help__subcmd__node,include)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__include"
+                ;;
+            hearth__subcmd__help__subcmd__node,pin)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__pin"
+                ;;
             hearth__subcmd__help__subcmd__node,reset-credential)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__reset__subcmd__credential"
+                ;;
+            hearth__subcmd__help__subcmd__node,unpin)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__unpin"
                 ;;
             hearth__subcmd__help__subcmd__rollout,status)
                 cmd="hearth__subcmd__help__subcmd__rollout__subcmd__status"
                 ;;
+            hearth__subcmd__node,exclude)
+                cmd="hearth__subcmd__node__subcmd__exclude"
+                ;;
             hearth__subcmd__node,help)
                 cmd="hearth__subcmd__node__subcmd__help"
+                ;;
+            hearth__subcmd__node,include)
+                cmd="hearth__subcmd__node__subcmd__include"
+                ;;
+            hearth__subcmd__node,pin)
+                cmd="hearth__subcmd__node__subcmd__pin"
                 ;;
             hearth__subcmd__node,reset-credential)
                 cmd="hearth__subcmd__node__subcmd__reset__subcmd__credential"
                 ;;
+            hearth__subcmd__node,unpin)
+                cmd="hearth__subcmd__node__subcmd__unpin"
+                ;;
+            hearth__subcmd__node__subcmd__help,exclude)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__exclude"
+                ;;
             hearth__subcmd__node__subcmd__help,help)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__help"
                 ;;
+            hearth__subcmd__node__subcmd__help,include)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__include"
+                ;;
+            hearth__subcmd__node__subcmd__help,pin)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__pin"
+                ;;
             hearth__subcmd__node__subcmd__help,reset-credential)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__reset__subcmd__credential"
+                ;;
+            hearth__subcmd__node__subcmd__help,unpin)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__unpin"
                 ;;
             hearth__subcmd__rollout,help)
                 cmd="hearth__subcmd__rollout__subcmd__help"
@@ -519,7 +555,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__node)
-            opts="reset-credential"
+            opts="reset-credential pin unpin exclude include"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -532,7 +568,63 @@ _hearth() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__help__subcmd__node__subcmd__exclude)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__node__subcmd__include)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__node__subcmd__pin)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__help__subcmd__node__subcmd__reset__subcmd__credential)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__node__subcmd__unpin)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -713,7 +805,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__node)
-            opts="-h --help reset-credential help"
+            opts="-h --help reset-credential pin unpin exclude include help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -726,8 +818,42 @@ _hearth() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__node__subcmd__exclude)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__node__subcmd__help)
-            opts="reset-credential help"
+            opts="reset-credential pin unpin exclude include help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -740,7 +866,49 @@ _hearth() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__node__subcmd__help__subcmd__exclude)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__node__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__help__subcmd__include)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__help__subcmd__pin)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -768,7 +936,123 @@ _hearth() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__node__subcmd__help__subcmd__unpin)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__include)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__pin)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__node__subcmd__reset__subcmd__credential)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__unpin)
             opts="-h --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

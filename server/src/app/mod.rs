@@ -4,7 +4,8 @@
 //!
 //! This file holds the state ([`App`], [`Options`], [`Caller`]), start-up and authentication;
 //! the operations live in one file per concept: `commit` (the commit path), `admin`,
-//! `agent`, `liveness` (last seen, stale nodes, the tick), `manifests` (reading an apply).
+//! `agent`, `holds` (an admin's pins and exclusions of nodes), `liveness` (last seen, stale
+//! nodes, the tick), `manifests` (reading an apply).
 
 use crate::controller::{Scope, Settings};
 use crate::error::ApiError;
@@ -23,6 +24,7 @@ use tokio::sync::{oneshot, watch};
 mod admin;
 mod agent;
 mod commit;
+mod holds;
 mod liveness;
 mod manifests;
 
@@ -97,6 +99,7 @@ pub enum Caller {
 }
 
 pub use hearth_api::admin::{ApplyFile, ApplyOutcome, ApplyResult, PoolTarget};
+pub use holds::HoldChange;
 
 /// How often a change is rendered again when the fleet changed while it was being rendered.
 const RENDER_ATTEMPTS: usize = 5;

@@ -16,6 +16,7 @@ pub fn referenced(fleet: &Fleet) -> HashSet<String> {
         let n = &n.value;
         out.extend(n.target.iter().cloned());
         out.extend(n.desired.iter().cloned());
+        out.extend(n.pin.iter().map(|p| p.config.clone()));
         if let Some(r) = &n.report {
             out.extend(r.current.iter().cloned());
             out.extend(r.desired.iter().cloned());

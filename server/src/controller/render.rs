@@ -127,6 +127,12 @@ pub(super) fn render_all(
             Some(Err(e)) => (None, None, Some(e.to_string())),
             None => (node.pool.clone(), node.target.clone(), node.error.clone()),
         };
+        // An admin's pin holds the node on its config, whatever its pool renders (the pinned
+        // config is kept by garbage collection while pinned: `referenced`).
+        let target = match &node.pin {
+            Some(pin) if fleet.rendered.contains_key(&pin.config) => Some(pin.config.clone()),
+            _ => target,
+        };
         if error != node.error {
             if let Some(e) = &error {
                 events.push(EventRecord::warning(

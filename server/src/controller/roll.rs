@@ -27,7 +27,8 @@ pub(super) fn roll_out(
     plans.for_policies(&policies);
     {
         let mut by_pool: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
-        for n in fleet.nodes.values() {
+        // A node an admin excluded takes no part: no new desired config, no capacity, no halt.
+        for n in fleet.nodes.values().filter(|n| n.value.excluded.is_none()) {
             if let Some(p) = &n.value.pool {
                 by_pool.entry(p.as_str()).or_default().push(&n.value);
             }
@@ -230,7 +231,7 @@ pub fn halted_by(fleet: &Fleet, pool: &str) -> Option<String> {
         .nodes
         .values()
         .map(|n| &n.value)
-        .filter(|n| n.pool.as_deref() == Some(pool))
+        .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
         .collect();
     let views: Vec<NodeView<'_>> = nodes
         .iter()

@@ -1,9 +1,10 @@
 //! The admin API: apply and delete manifests; read MachineConfigs, pools, nodes, rendered
-//! configs and events; pause, resume, bootstrap tokens, labels, credential resets.
+//! configs and events; pause, resume, bootstrap tokens, labels, credential resets, pins and
+//! exclusions of nodes.
 
-use super::auth::{admin, bearer, Admin, Auth};
+use super::auth::{admin, bearer, Admin, AdminWho, Auth};
 use super::{AppState, APPLY_MEDIA_TYPE};
-use crate::app::{App, ApplyFile};
+use crate::app::{App, ApplyFile, HoldChange};
 use crate::error::ApiError;
 use crate::pki::ClientIdentity;
 use crate::store::Store;
@@ -13,8 +14,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::Json;
 use hearth_api::admin::{
-    ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, LabelAnswer, LabelRequest,
-    PauseAnswer, TokenAnswer, TokenRequest,
+    ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, HoldAnswer, LabelAnswer,
+    LabelRequest, PauseAnswer, PinRequest, TokenAnswer, TokenRequest,
 };
 use hearth_api::views::{EventView, List, NodeView, PoolView};
 use serde::Deserialize;
@@ -289,6 +290,50 @@ pub(super) async fn reset_credential<S: Store>(
         name,
         credential_revoked: revoked,
     }))
+}
+
+pub(super) async fn pin_node<S: Store>(
+    State(app): AppState<S>,
+    AdminWho(by): AdminWho,
+    Path(name): Path<String>,
+    Json(req): Json<PinRequest>,
+) -> Result<Json<HoldAnswer>, ApiError> {
+    hold(&app, &name, HoldChange::Pin(req.config), &by).await
+}
+
+pub(super) async fn unpin_node<S: Store>(
+    State(app): AppState<S>,
+    AdminWho(by): AdminWho,
+    Path(name): Path<String>,
+) -> Result<Json<HoldAnswer>, ApiError> {
+    hold(&app, &name, HoldChange::Unpin, &by).await
+}
+
+pub(super) async fn exclude_node<S: Store>(
+    State(app): AppState<S>,
+    AdminWho(by): AdminWho,
+    Path(name): Path<String>,
+) -> Result<Json<HoldAnswer>, ApiError> {
+    hold(&app, &name, HoldChange::Exclude, &by).await
+}
+
+pub(super) async fn include_node<S: Store>(
+    State(app): AppState<S>,
+    AdminWho(by): AdminWho,
+    Path(name): Path<String>,
+) -> Result<Json<HoldAnswer>, ApiError> {
+    hold(&app, &name, HoldChange::Include, &by).await
+}
+
+async fn hold<S: Store>(
+    app: &App<S>,
+    name: &str,
+    change: HoldChange,
+    by: &str,
+) -> Result<Json<HoldAnswer>, ApiError> {
+    let answer = app.hold_node(name, change, by).await?;
+    tracing::info!(node = %name, action = %answer.action, %by, "node hold");
+    Ok(Json(answer))
 }
 
 pub(super) async fn label_node<S: Store>(

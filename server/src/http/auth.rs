@@ -1,5 +1,6 @@
 //! Who is calling: the bearer token (or Basic password, for FleetLock), an admin client
-//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`].
+//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`AdminWho`],
+//! [`MetricsReader`].
 
 use crate::app::{App, Caller};
 use crate::error::ApiError;
@@ -80,6 +81,32 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
     ) -> Result<Self, Self::Rejection> {
         let Auth(caller) = Auth::from_request_parts(parts, app).await?;
         admin(&caller).map(|()| Admin)
+    }
+}
+
+/// An authenticated admin and how events name them: `the admin token`, or `admin certificate
+/// NAME` (the client certificate's CN, when no token was sent).
+#[derive(Debug)]
+pub struct AdminWho(pub String);
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for AdminWho {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Auth(caller) = Auth::from_request_parts(parts, app).await?;
+        admin(&caller)?;
+        let who = match (
+            bearer(&parts.headers),
+            parts.extensions.get::<ClientIdentity>(),
+        ) {
+            (Some(_), _) => "the admin token".to_string(),
+            (None, Some(id)) => format!("admin certificate {}", id.name),
+            (None, None) => "an admin".to_string(),
+        };
+        Ok(AdminWho(who))
     }
 }
 

@@ -74,6 +74,14 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             "/api/v1/nodes/{name}/reset-credential",
             post(admin::reset_credential::<S>),
         )
+        .route(
+            "/api/v1/nodes/{name}/pin",
+            post(admin::pin_node::<S>).delete(admin::unpin_node::<S>),
+        )
+        .route(
+            "/api/v1/nodes/{name}/exclude",
+            post(admin::exclude_node::<S>).delete(admin::include_node::<S>),
+        )
         .route("/api/v1/renderedconfigs", get(admin::list_rendered::<S>))
         .route(
             "/api/v1/renderedconfigs/{name}",

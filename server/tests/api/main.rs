@@ -5,12 +5,13 @@
 //! One test binary, one module per concern: `manifests` (first start, apply, validation,
 //! deletion), `access` (enrollment, long-polls, authorization, first boot), `rollout` (status
 //! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
-//! (maintenance windows).
+//! (maintenance windows), `holds` (an admin's pins and exclusions of nodes).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod access;
+mod holds;
 mod manifests;
 mod rollout;
 mod windows;

@@ -291,7 +291,7 @@ async fn rendered_configs_in_use_are_never_collected() {
     s.shutdown().await;
 }
 
-fn worker_pool(max_unavailable: u32, on_degraded: Option<&str>) -> String {
+pub(crate) fn worker_pool(max_unavailable: u32, on_degraded: Option<&str>) -> String {
     let annotations = on_degraded
         .map(|v| format!("  annotations:\n    hearth.io/on-degraded: {v}\n"))
         .unwrap_or_default();

@@ -2,12 +2,14 @@
 //! (vm-tests' `OstreeHost`), the real `hearth-agent` running inside it as the systemd service,
 //! real libostree staging, real reboots (the harness boots the default boot entry again, as a
 //! boot loader would). Kernel arguments are checked in the boot entry the harness booted (the
-//! container shares this machine's kernel, so `/proc/cmdline` is the VM tier's job).
+//! container shares this machine's kernel, so `/proc/cmdline` is the VM tier's job). The
+//! agent runs libostree through `hearth-ostree-helper`, installed beside it.
 
 mod common;
 
 use common::mc;
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS};
+use hearth_vm_tests::qemu::workspace_binary;
 use std::time::{Duration, Instant};
 
 /// Where the agent lives in the host: in the stateroot's `/var`, which every deployment shares
@@ -38,6 +40,9 @@ fn boot_with_agent_on(opts: OstreeHostOptions, health_timeout: u64) -> OstreeHos
         bin_dir.join("hearth-agent"),
     )
     .unwrap();
+    // libostree runs in the helper process, found beside the agent.
+    let helper = workspace_binary("hearth-ostree-helper", "hearth-ostree-helper").unwrap();
+    std::fs::copy(helper, bin_dir.join("hearth-ostree-helper")).unwrap();
     let os = serde_json::json!({
         "remote": {"name": "hearth", "url": host.images().remote_url_inside()},
         "kernelTypes": {"realtime": "{ref}-rt"},

@@ -430,3 +430,36 @@ fn a_oneshot_apply_during_the_boot_does_not_wait_for_itself() {
     assert_eq!(state.stdout.trim(), "running", "{state}");
     host.shutdown().unwrap();
 }
+
+/// An ostree host whose `hearth-ostree-helper` is missing: the agent (which links no libostree)
+/// runs, and the OS change is refused with what to install; nothing is staged.
+#[test]
+fn an_ostree_host_without_the_helper_refuses_os_changes_saying_what_to_install() {
+    let host = boot_with_agent(120);
+    std::fs::remove_file(
+        host.sysroot()
+            .stateroot_var()
+            .join("lib/hearth-test-bin/hearth-ostree-helper"),
+    )
+    .unwrap();
+    desire(&host, "kargs", "  kernelArguments:\n    - hugepages=32\n");
+    start_agent(&host);
+    let st = wait_for_state(&host, "Degraded", Duration::from_secs(60));
+    let reason = st["reason"].as_str().unwrap();
+    for want in [
+        "hearth-ostree-helper",
+        "not installed",
+        "/usr/libexec/hearth/hearth-ostree-helper",
+    ] {
+        assert!(reason.contains(want), "{want:?} missing in: {reason}");
+    }
+    assert_eq!(deployments(&host), 1, "nothing was staged");
+    // The agent itself is still running (the failure was the operation's).
+    assert_eq!(
+        host.exec_ok(&["systemctl", "is-active", "hearth-agent.service"])
+            .unwrap()
+            .trim(),
+        "active"
+    );
+    host.shutdown().unwrap();
+}

@@ -156,6 +156,70 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::config::OsConfig;
+    use crate::os::ostree::protocol::{Op, PROTOCOL_VERSION};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, body: &str) -> std::path::PathBuf {
+        let p = dir.join("helper");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn request() -> Request {
+        Request {
+            version: PROTOCOL_VERSION,
+            root: "/".into(),
+            config: OsConfig::default(),
+            op: Op::Status {},
+        }
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_helper_past_its_time_limit_is_killed_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let helper = script(
+            dir.path(),
+            &format!("echo $$ > {}; exec sleep 600", pid_file.display()),
+        );
+        let e = rt()
+            .block_on(run(&helper, &request(), Duration::from_secs(1)))
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("status: no response within 1 s; it was killed"),
+            "{msg}"
+        );
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(
+            !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "the helper {pid} still runs"
+        );
+    }
+
+    #[test]
+    fn a_helper_that_writes_without_end_is_cut_off_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let helper = script(dir.path(), "cat >/dev/null; exec yes");
+        let msg = rt()
+            .block_on(run(&helper, &request(), Duration::from_secs(120)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(&format!("longer than {MAX_RESPONSE_BYTES} bytes"))
+                && msg.contains("SIGKILL"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -53,13 +53,29 @@ mod stage;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use hearth_hostops::os::ostree::protocol::MAX_REQUEST_BYTES;
+use hearth_hostops::os::ostree::protocol::{MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 
 /// A hidden switch for hearth's crash-containment test: with `segv`, the helper kills itself
 /// with SIGSEGV after reading the request, as the GLib crash once did.
 const TEST_CRASH_ENV: &str = "HEARTH_OSTREE_HELPER_TEST_CRASH";
 
 fn main() -> ExitCode {
+    // Not for humans, but say what it is rather than wait on a terminal.
+    if let Some(arg) = std::env::args().nth(1) {
+        let about = format!(
+            "hearth-ostree-helper {} (protocol version {PROTOCOL_VERSION})",
+            env!("CARGO_PKG_VERSION")
+        );
+        if arg == "--version" {
+            println!("{about}");
+            return ExitCode::SUCCESS;
+        }
+        eprintln!(
+            "{about}: hearth-agent's libostree helper; it takes no arguments and reads one JSON \
+             request on standard input (see docs/os-layer.md)"
+        );
+        return ExitCode::from(2);
+    }
     // Log lines on standard error as `LEVEL target: message` (the client parses the level).
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -122,3 +122,19 @@ fn the_helper_refuses_a_request_of_another_version() {
         "{msg}"
     );
 }
+
+#[test]
+fn the_helper_says_its_version_and_refuses_arguments() {
+    let out = Command::new(HELPER).arg("--version").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!(
+            "hearth-ostree-helper {} (protocol version {PROTOCOL_VERSION})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    let out = Command::new(HELPER).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("takes no arguments"));
+}

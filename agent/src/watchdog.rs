@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 
 /// Bound of staging an OS change (pulling the image included).
 pub const STAGE_MAX: Duration = Duration::from_secs(60 * 60);
+
+// The OS helper's own time limit for staging is below this one, so that a stuck helper is
+// killed and reported before the watchdog gives up on the agent.
+const _: () = assert!(hearth_hostops::os::ostree::STAGE_TIME_LIMIT.as_secs() < STAGE_MAX.as_secs());
+
 /// Bound of waiting for one unit job (start, restart, reload, daemon-reload).
 pub const UNIT_JOB_MAX: Duration = Duration::from_secs(30 * 60);
 

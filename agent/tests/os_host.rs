@@ -2,12 +2,14 @@
 //! (vm-tests' `OstreeHost`), the real `hearth-agent` running inside it as the systemd service,
 //! real libostree staging, real reboots (the harness boots the default boot entry again, as a
 //! boot loader would). Kernel arguments are checked in the boot entry the harness booted (the
-//! container shares this machine's kernel, so `/proc/cmdline` is the VM tier's job).
+//! container shares this machine's kernel, so `/proc/cmdline` is the VM tier's job). The
+//! agent runs libostree through `hearth-ostree-helper`, installed beside it.
 
 mod common;
 
 use common::mc;
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS};
+use hearth_vm_tests::qemu::workspace_binary;
 use std::time::{Duration, Instant};
 
 /// Where the agent lives in the host: in the stateroot's `/var`, which every deployment shares
@@ -38,6 +40,9 @@ fn boot_with_agent_on(opts: OstreeHostOptions, health_timeout: u64) -> OstreeHos
         bin_dir.join("hearth-agent"),
     )
     .unwrap();
+    // libostree runs in the helper process, found beside the agent.
+    let helper = workspace_binary("hearth-ostree-helper", "hearth-ostree-helper").unwrap();
+    std::fs::copy(helper, bin_dir.join("hearth-ostree-helper")).unwrap();
     let os = serde_json::json!({
         "remote": {"name": "hearth", "url": host.images().remote_url_inside()},
         "kernelTypes": {"realtime": "{ref}-rt"},
@@ -423,5 +428,38 @@ fn a_oneshot_apply_during_the_boot_does_not_wait_for_itself() {
         .exec(&["systemctl", "is-system-running", "--wait"])
         .unwrap();
     assert_eq!(state.stdout.trim(), "running", "{state}");
+    host.shutdown().unwrap();
+}
+
+/// An ostree host whose `hearth-ostree-helper` is missing: the agent (which links no libostree)
+/// runs, and the OS change is refused with what to install; nothing is staged.
+#[test]
+fn an_ostree_host_without_the_helper_refuses_os_changes_saying_what_to_install() {
+    let host = boot_with_agent(120);
+    std::fs::remove_file(
+        host.sysroot()
+            .stateroot_var()
+            .join("lib/hearth-test-bin/hearth-ostree-helper"),
+    )
+    .unwrap();
+    desire(&host, "kargs", "  kernelArguments:\n    - hugepages=32\n");
+    start_agent(&host);
+    let st = wait_for_state(&host, "Degraded", Duration::from_secs(60));
+    let reason = st["reason"].as_str().unwrap();
+    for want in [
+        "hearth-ostree-helper",
+        "not installed",
+        "/usr/libexec/hearth/hearth-ostree-helper",
+    ] {
+        assert!(reason.contains(want), "{want:?} missing in: {reason}");
+    }
+    assert_eq!(deployments(&host), 1, "nothing was staged");
+    // The agent itself is still running (the failure was the operation's).
+    assert_eq!(
+        host.exec_ok(&["systemctl", "is-active", "hearth-agent.service"])
+            .unwrap()
+            .trim(),
+        "active"
+    );
     host.shutdown().unwrap();
 }

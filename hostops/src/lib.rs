@@ -12,8 +12,9 @@
 //! - [`verify`]: does the host match a rendered config (on-disk state validation).
 //! - [`drift`]: the drift monitor: notices when someone changes a managed file.
 //! - [`os`]: the OS layer: kernel arguments, kernel type and OS image through one
-//!   [`os::OsBackend`] (libostree, rpm-ostree over D-Bus, or none); configuration, image refs,
-//!   changes, status and the kernel argument ledger each in a file of their own.
+//!   [`os::OsBackend`] (libostree in the helper process `hearth-ostree-helper`, rpm-ostree over
+//!   D-Bus, or none); configuration, image refs, changes, status and the kernel argument ledger
+//!   each in a file of their own. This crate links no libostree or GLib.
 //!
 //! Imports run one way: `fs` uses `selinux` (which reads the policy through its
 //! `PolicySource` trait, implemented by `fs::Root`); `passwd`, `files`, `offline` and `os` (its

@@ -48,7 +48,7 @@ fn a_plain_systemd_host_has_no_os_backend() {
 fn a_booted_ostree_deployment_gets_the_libostree_backend() {
     init_logging();
     let host = boot_v1();
-    let backend = OsBackend::detect(&host.live_root()).unwrap();
+    let backend = with_helper(OsBackend::detect(&host.live_root()).unwrap());
     assert_eq!(backend.kind(), "ostree");
     assert_eq!(backend.unsupported_reason(), None);
     let status = rt().block_on(backend.status()).unwrap();

@@ -685,7 +685,13 @@ fn staging_works_under_the_agent_units_hardening() {
         "--collect".into(),
         "--quiet".into(),
         format!("--setenv={GUEST_ENV}={op}"),
+        // The helper process (libostree) runs under the same hardening, as the agent's child.
+        format!(
+            "--setenv={}={HELPER_INSIDE}",
+            hearth_hostops::os::ostree::HELPER_ENV
+        ),
     ];
+    install_helper_inside(&host);
     for p in &properties {
         argv.push(format!("--property={p}"));
     }

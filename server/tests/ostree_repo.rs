@@ -1,7 +1,8 @@
 //! hearth-server serving an ostree repository (`--ostree-repo`) behind its authentication, and
 //! a real ostree host pivoting to an image pulled from it: the OS backend (libostree, from
 //! outside on the container's live root) with the fleet CA and the node's credential as in
-//! `/etc/hearth/os.json`, then the reboot into the new deployment.
+//! `/etc/hearth/os.json`, then the reboot into the new deployment. libostree runs in the
+//! workspace's `hearth-ostree-helper`, as on a node.
 
 mod common;
 
@@ -14,6 +15,17 @@ fn put(host: &OstreeHost, path: &str, content: &[u8]) {
     let p = host.live_path(path);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, content).unwrap();
+}
+
+/// The OS backend at the container's live root, with the workspace's helper process.
+fn os_backend(host: &OstreeHost, config: OsConfig) -> OsBackend {
+    let helper =
+        hearth_vm_tests::qemu::workspace_binary("hearth-ostree-helper", "hearth-ostree-helper")
+            .unwrap();
+    match OsBackend::detect_with_config(&host.live_root(), config) {
+        OsBackend::Ostree(o) => OsBackend::Ostree(o.with_helper(helper)),
+        other => panic!("not an ostree host: {other:?}"),
+    }
 }
 
 fn config(port: u16, with_token: bool) -> OsConfig {
@@ -91,12 +103,12 @@ async fn a_node_pivots_to_an_image_served_by_hearth_server_with_its_credential()
 
     // Without the node's credential libostree's pull is refused (HTTP 401), with a wrong one
     // too; nothing is staged.
-    let backend = OsBackend::detect_with_config(&host.live_root(), config(port, false));
+    let backend = os_backend(&host, config(port, false));
     let e = backend.stage(&change).await.unwrap_err();
     assert!(matches!(e, OsError::Pull { .. }), "{e}");
     assert!(e.to_string().contains("401"), "{e}");
     put(&host, "/var/lib/hearth/node-token", b"not-a-credential\n");
-    let backend = OsBackend::detect_with_config(&host.live_root(), config(port, true));
+    let backend = os_backend(&host, config(port, true));
     let e = backend.stage(&change).await.unwrap_err();
     assert!(e.to_string().contains("401"), "{e}");
 
@@ -121,7 +133,7 @@ async fn a_node_pivots_to_an_image_served_by_hearth_server_with_its_credential()
         );
     });
     // A new boot: a new live root.
-    let backend = OsBackend::detect_with_config(&host.live_root(), config(port, true));
+    let backend = os_backend(&host, config(port, true));
     assert!(backend
         .verify_booted(&staged.expectation())
         .await

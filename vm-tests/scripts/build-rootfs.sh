@@ -42,10 +42,10 @@ trap cleanup EXIT
 
 # systemd, systemd-sysv: PID 1 and /sbin/init; dbus: the system bus; libpam-systemd: logind
 # sessions (logind itself is part of the systemd package); sudo: the core user's sudo as on
-# Fedora CoreOS; procps, iproute2, less: small tools that tests and humans use inside;
-# libostree-1-1: the agent binary links libostree (its OS layer) and needs the library on every
-# host, ostree or not (on a plain host its OS backend is "none").
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,sudo,procps,iproute2,less,libostree-1-1
+# Fedora CoreOS; procps, iproute2, less: small tools that tests and humans use inside.
+# No libostree (nor GLib): the agent links libc only (libostree runs in hearth-ostree-helper,
+# which only ostree hosts have), and agent/tests/plain_host.rs checks that it runs here.
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,sudo,procps,iproute2,less
 
 echo "build-rootfs: debootstrap bookworm into $DEST"
 DEBIAN_FRONTEND=noninteractive debootstrap --variant=minbase --include="$PACKAGES" \

@@ -13,7 +13,7 @@
 #   ostree                  the ostree CLI: builds the OS images (images/build-images.sh) and
 #                           the test sysroots of the ostree tier (src/ostree/)
 #   e2fsprogs               chattr: deployment directories are immutable; cleanup clears it
-#   libostree-dev           to build hearth-hostops (the `ostree` crate links libostree 2022.7)
+#   libostree-dev           to build hearth-ostree-helper (the `ostree` crate links libostree 2022.7)
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
 #   ca-certificates         cargo fetches crates over TLS

@@ -6,7 +6,7 @@
 //! Needs root, qemu-system-x86, e2fsprogs, debootstrap and ostree
 //! (`vm-tests/scripts/install-deps.sh`); the first run builds the VM image (a few minutes,
 //! cached). Run all VM scenarios with
-//! `cargo build -p hearth-agent && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
+//! `cargo build -p hearth-agent -p hearth-ostree-helper && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
 
 use std::time::{Duration, Instant};
 
@@ -30,25 +30,34 @@ fn has_arg(cmdline: &str, arg: &str) -> bool {
 /// not lose it, and the agent must start again after each reboot).
 const AGENT: &str = "/var/lib/hearth-test-bin/hearth-agent";
 
+/// The helper process that runs libostree for the agent, beside it (where the agent looks).
+const HELPER: &str = "/var/lib/hearth-test-bin/hearth-ostree-helper";
+
 /// Boots `v1` with this workspace's `hearth-agent` installed as the systemd service (the unit
 /// from `units/`, `ExecStart` pointing at the binary in `/var`), watching
 /// `/etc/hearth/desired`, not started yet.
 fn vm_with_agent() -> Vm {
-    let agent = workspace_binary("hearth-agent", "hearth-agent").unwrap();
     let mut vm = Vm::boot(VmOptions::default()).unwrap();
     let share = vm.share_dir().to_path_buf();
     std::fs::create_dir_all(share.join("bin")).unwrap();
-    // A debug build is mostly debug info (~170 MB): the guest gets it stripped (binutils'
-    // `strip`, present wherever Rust links), which is much faster through 9p under TCG.
-    let stripped = std::process::Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(share.join("bin/hearth-agent"))
-        .arg(&agent)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !stripped {
-        std::fs::copy(&agent, share.join("bin/hearth-agent")).unwrap();
+    // The agent, and the helper process that runs libostree for it (found beside it).
+    for (package, name) in [
+        ("hearth-agent", "hearth-agent"),
+        ("hearth-ostree-helper", "hearth-ostree-helper"),
+    ] {
+        let binary = workspace_binary(package, name).unwrap();
+        // A debug build is mostly debug info (~170 MB): the guest gets it stripped (binutils'
+        // `strip`, present wherever Rust links), which is much faster through 9p under TCG.
+        let stripped = std::process::Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(share.join("bin").join(name))
+            .arg(&binary)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !stripped {
+            std::fs::copy(&binary, share.join("bin").join(name)).unwrap();
+        }
     }
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/../units/hearth-agent.service"),
@@ -64,6 +73,7 @@ fn vm_with_agent() -> Vm {
     vm.exec_ok(&format!(
         "set -e
          install -D -m 0755 /run/hearth-test/bin/hearth-agent {AGENT}
+         install -D -m 0755 /run/hearth-test/bin/hearth-ostree-helper {HELPER}
          install -D -m 0644 /run/hearth-test/os.json /etc/hearth/os.json
          install -D -m 0644 /run/hearth-test/hearth-agent.service /etc/systemd/system/hearth-agent.service
          mkdir -p /etc/systemd/system/hearth-agent.service.d /etc/hearth/desired

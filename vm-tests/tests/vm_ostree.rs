@@ -6,7 +6,7 @@
 //! Needs root, qemu-system-x86, e2fsprogs, debootstrap and ostree
 //! (`vm-tests/scripts/install-deps.sh`); the first run builds the VM image (a few minutes,
 //! cached). Run all VM scenarios with
-//! `cargo build -p hearth-agent && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
+//! `cargo build -p hearth-agent -p hearth-ostree-helper && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
 
 use std::time::Instant;
 

@@ -36,7 +36,7 @@ pub fn compare_booted(booted: &DeploymentInfo, expected: &OsExpectation) -> Vec<
 /// real boot (the command line carries `ostree=`); under systemd-nspawn it is the machine's own,
 /// and only the boot entry counts. The boot loader may add arguments of its own
 /// (`BOOT_IMAGE=...`): only missing ones count.
-pub(crate) fn cmdline_differences(root: &Path, expected: &OsExpectation) -> Vec<String> {
+pub fn cmdline_differences(root: &Path, expected: &OsExpectation) -> Vec<String> {
     let (Some(want), Ok(cmdline)) = (
         &expected.kernel_args,
         std::fs::read_to_string(inside(root, "/proc/cmdline")),

@@ -119,9 +119,15 @@ pub enum OsError {
         /// The cause.
         cause: String,
     },
-    /// The thread that ran libostree died.
-    #[error("the libostree worker thread failed: {0}")]
-    Worker(String),
+    /// The OS helper process (`hearth-ostree-helper`, which runs libostree) is missing,
+    /// crashed, timed out, or answered something that is not a protocol response.
+    #[error("the OS helper {helper}: {message}")]
+    Helper {
+        /// The helper's path (or name when it was not found).
+        helper: String,
+        /// What happened, and what to do.
+        message: String,
+    },
     /// An rpm-ostree D-Bus call or transaction failed (rpm-ostree backend).
     #[error(
         "rpm-ostree {method}{}: {message}",
@@ -139,14 +145,16 @@ pub enum OsError {
 }
 
 impl OsError {
-    pub(crate) fn ostree(op: impl Into<String>, e: impl fmt::Display) -> OsError {
+    /// A libostree call failed while doing `op`.
+    pub fn ostree(op: impl Into<String>, e: impl fmt::Display) -> OsError {
         OsError::Ostree {
             op: op.into(),
             cause: e.to_string(),
         }
     }
 
-    pub(crate) fn io(path: impl AsRef<Path>, e: impl fmt::Display) -> OsError {
+    /// A file or system call on `path` failed.
+    pub fn io(path: impl AsRef<Path>, e: impl fmt::Display) -> OsError {
         OsError::Io {
             path: path.as_ref().display().to_string(),
             cause: e.to_string(),

@@ -5,7 +5,7 @@
 //!
 //! | backend | when | what |
 //! | --- | --- | --- |
-//! | [`OsBackend::Ostree`] | `/run/ostree-booted` exists under the root | libostree directly (the `ostree` crate, Debian's libostree 2022.7) |
+//! | [`OsBackend::Ostree`] | `/run/ostree-booted` exists under the root | libostree (Debian's libostree 2022.7) in a helper process, `hearth-ostree-helper`, one per operation: see [`ostree`] |
 //! | [`OsBackend::RpmOstree`] | an rpm-ostree host (`/usr/bin/rpm-ostree`) whose daemon answers on the bus given to [`OsBackend::detect_on_bus`] | rpm-ostree's D-Bus API (`org.projectatomic.rpmostree1`), see [`rpmostree`] |
 //! | [`OsBackend::None`] | a plain systemd host, or an rpm-ostree host without a reachable rpm-ostree daemon | every operation fails with the reason; files, units and keys still work |
 //!
@@ -47,8 +47,11 @@
 //! This file holds [`OsBackend`] (detection and dispatch). Shared by the backends, each public
 //! item re-exported here: `error.rs` ([`OsError`]), `config.rs` ([`OsConfig`], `os.json`),
 //! `image_ref.rs` ([`ImageRef`]), `change.rs` ([`OsChange`]), `status.rs` (deployments, status,
-//! staging results), `compare.rs` (booted versus expected), `paths.rs`, [`ledger`]. The
-//! backends: [`ostree`], [`rpmostree`] (directories, one file per phase), [`none`].
+//! staging results), `compare.rs` (booted versus expected), [`paths`], [`ledger`]. The
+//! backends: [`ostree`] (the client of the helper process and its [`ostree::protocol`]; the
+//! libostree code is the crate `hearth-ostree-helper`, `hostops/ostree-helper/`), [`rpmostree`]
+//! (a directory, one file per phase), [`none`]. hearth-hostops itself does not link libostree
+//! or GLib.
 
 mod change;
 mod compare;
@@ -58,7 +61,7 @@ mod image_ref;
 pub mod ledger;
 pub mod none;
 pub mod ostree;
-mod paths;
+pub mod paths;
 pub mod rpmostree;
 mod status;
 
@@ -69,7 +72,8 @@ use hearth_config::plan::Action;
 use self::change::extensions_refused;
 pub use self::change::OsChange;
 pub use self::compare::{
-    compare_booted, compare_kernel_args, MAX_KARG_DIFFERENCES, MAX_KARG_LIST_SHOWN,
+    cmdline_differences, compare_booted, compare_kernel_args, MAX_KARG_DIFFERENCES,
+    MAX_KARG_LIST_SHOWN,
 };
 pub use self::config::{HealthCheck, MinFree, OsConfig, RemoteConfig, CONFIG_PATH};
 pub use self::error::{human_bytes, OsError};

@@ -1,13 +1,13 @@
-//! Paths inside the root a backend works on.
+//! Paths inside the root a backend works on (shared with `hearth-ostree-helper`).
 
 use std::path::{Path, PathBuf};
 
 /// The root as a display string.
-pub(crate) fn display(p: &Path) -> String {
+pub fn display(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// `root` joined with an absolute path inside it.
-pub(crate) fn inside(root: &Path, path: &str) -> PathBuf {
+pub fn inside(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }

@@ -8,16 +8,24 @@
 //! operation in `HEARTH_OS_GUEST` (JSON); [`guest_entry_point`] runs it and prints the result
 //! on a line starting with [`RESULT_MARKER`]. Every test file that runs things inside has a
 //! `#[test] fn guest_entry_point()` that calls it (outside the container it does nothing).
+//!
+//! The libostree backend runs libostree in the helper process `hearth-ostree-helper` (crate
+//! `hostops/ostree-helper/`): outside, the backend is given the workspace's helper binary
+//! ([`helper`]); inside, the helper is copied next to the test binary in the container's
+//! `/var` and named by `$HEARTH_OSTREE_HELPER`.
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use hearth_hostops::os::ostree::HELPER_ENV;
 use hearth_hostops::os::{
     Finalization, OsBackend, OsChange, OsConfig, OsError, OsExpectation, OsStatus, RollbackOutcome,
     StagedDeployment,
 };
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions};
+use hearth_vm_tests::qemu::workspace_binary;
 use serde::{Deserialize, Serialize};
 
 pub const REBOOT: Duration = Duration::from_secs(90);
@@ -27,11 +35,40 @@ pub const RESULT_MARKER: &str = "HEARTH-GUEST-RESULT: ";
 pub fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "hearth_vm_tests=info,hearth_hostops=info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                "hearth_vm_tests=info,hearth_hostops=info,hearth_ostree_helper=info".into()
+            }),
         )
         .with_test_writer()
         .try_init();
+}
+
+/// The workspace's `hearth-ostree-helper` (built first if missing).
+pub fn helper() -> PathBuf {
+    workspace_binary("hearth-ostree-helper", "hearth-ostree-helper")
+        .expect("the hearth-ostree-helper binary")
+}
+
+/// `backend` with the workspace's helper, when it is the libostree backend.
+pub fn with_helper(backend: OsBackend) -> OsBackend {
+    match backend {
+        OsBackend::Ostree(o) => OsBackend::Ostree(o.with_helper(helper())),
+        other => other,
+    }
+}
+
+/// Where [`Driver`] puts the helper inside the container (the stateroot's `/var`, beside the
+/// test binary).
+pub const HELPER_INSIDE: &str = "/var/lib/hearth-test-bin/hearth-ostree-helper";
+
+/// Copies the helper into the container at [`HELPER_INSIDE`].
+pub fn install_helper_inside(host: &OstreeHost) {
+    let dir = host.sysroot().stateroot_var().join("lib/hearth-test-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dest = dir.join("hearth-ostree-helper");
+    if !dest.exists() {
+        std::fs::copy(helper(), &dest).unwrap();
+    }
 }
 
 pub fn strings(v: &[&str]) -> Vec<String> {
@@ -82,7 +119,9 @@ pub enum GuestReply {
     Adopted { kargs: Vec<String> },
 }
 
-async fn run_op(root: &std::path::Path, op: GuestOp) -> Result<GuestReply, OsError> {
+/// Runs `op` with the backend detected at `root`; outside with the workspace's helper
+/// (`outside`), inside with the one `$HEARTH_OSTREE_HELPER` names.
+async fn run_op(root: &std::path::Path, op: GuestOp, outside: bool) -> Result<GuestReply, OsError> {
     let config = match &op {
         GuestOp::Status { config }
         | GuestOp::Stage { config, .. }
@@ -91,6 +130,11 @@ async fn run_op(root: &std::path::Path, op: GuestOp) -> Result<GuestReply, OsErr
         | GuestOp::Adopt { config, .. } => config.clone(),
     };
     let backend = OsBackend::detect_with_config(root, config);
+    let backend = if outside {
+        with_helper(backend)
+    } else {
+        backend
+    };
     Ok(match op {
         GuestOp::Status { .. } => GuestReply::Status(Box::new(backend.status().await?)),
         GuestOp::Stage { change, .. } => {
@@ -114,7 +158,7 @@ pub fn guest_entry_point() {
     let op: GuestOp = serde_json::from_str(&json).expect("a GuestOp in HEARTH_OS_GUEST");
     // hearth's logs on the guest's standard error (the caller prints them).
     let _ = tracing_subscriber::fmt()
-        .with_env_filter("hearth_hostops=info")
+        .with_env_filter("hearth_hostops=info,hearth_ostree_helper=info")
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .try_init();
@@ -122,7 +166,7 @@ pub fn guest_entry_point() {
         .enable_all()
         .build()
         .unwrap();
-    let result = rt.block_on(run_op(std::path::Path::new("/"), op));
+    let result = rt.block_on(run_op(std::path::Path::new("/"), op, false));
     // On a line of its own (libtest prints "test guest_entry_point ... " before it).
     println!(
         "\n{RESULT_MARKER}{}",
@@ -159,14 +203,22 @@ impl Driver {
                     .enable_all()
                     .build()
                     .unwrap();
-                rt.block_on(run_op(&host.live_root(), op))
+                rt.block_on(run_op(&host.live_root(), op, true))
             }
             Mode::Inside => {
                 let json = serde_json::to_string(&op).unwrap();
+                install_helper_inside(host);
                 let out = host
-                    .run_test_inside("guest_entry_point", &[(GUEST_ENV, &json)])
+                    .run_test_inside(
+                        "guest_entry_point",
+                        &[(GUEST_ENV, &json), (HELPER_ENV, HELPER_INSIDE)],
+                    )
                     .unwrap();
-                for line in out.stderr.lines().filter(|l| l.contains("hearth_hostops")) {
+                for line in out
+                    .stderr
+                    .lines()
+                    .filter(|l| l.contains("hearth_hostops") || l.contains("hearth_ostree_helper"))
+                {
                     eprintln!("guest: {line}");
                 }
                 let line = out

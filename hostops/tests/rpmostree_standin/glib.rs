@@ -28,9 +28,7 @@ pub(super) fn glib_transaction_server(
     txn: Transaction,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
-    use ostree::gio;
-    use ostree::glib;
-    use ostree::glib::prelude::*;
+    use glib::prelude::*;
 
     let ctx = glib::MainContext::new();
     ctx.with_thread_default(|| {

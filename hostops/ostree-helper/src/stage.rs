@@ -8,16 +8,16 @@ use ::ostree as lo;
 use lo::glib;
 use tracing::info;
 
-use super::session::{none, Session, ORIGIN_GROUP};
-use crate::os::change::OsChange;
-use crate::os::config::OsConfig;
-use crate::os::error::OsError;
-use crate::os::image_ref::ImageRef;
-use crate::os::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
-use crate::os::status::{Finalization, StagedDeployment};
+use crate::session::{none, Session, ORIGIN_GROUP};
+use hearth_hostops::os::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
+use hearth_hostops::os::ImageRef;
+use hearth_hostops::os::OsChange;
+use hearth_hostops::os::OsConfig;
+use hearth_hostops::os::OsError;
+use hearth_hostops::os::{Finalization, StagedDeployment};
 
 impl Session {
-    pub(super) fn stage(
+    pub(crate) fn stage(
         &self,
         config: &OsConfig,
         change: &OsChange,

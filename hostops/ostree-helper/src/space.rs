@@ -9,12 +9,12 @@ use ::ostree as lo;
 use lo::glib;
 use tracing::debug;
 
-use super::session::{none, Session};
-use crate::os::config::OsConfig;
-use crate::os::error::{human_bytes, OsError};
-use crate::os::image_ref::ImageRef;
-use crate::os::paths::{display, inside};
-use crate::os::status::SpaceCheck;
+use crate::session::{none, Session};
+use hearth_hostops::os::paths::{display, inside};
+use hearth_hostops::os::ImageRef;
+use hearth_hostops::os::OsConfig;
+use hearth_hostops::os::SpaceCheck;
+use hearth_hostops::os::{human_bytes, OsError};
 
 /// Bytes a directory costs on disk (one block).
 const DIR_BYTES: u64 = 4096;
@@ -32,7 +32,7 @@ fn free_space(path: &Path) -> Result<(u64, u64, u64), OsError> {
 impl Session {
     /// Checks the sysroot's free space for the objects a pull of `csum` will write (from the
     /// commit's `ostree.sizes` metadata).
-    pub(super) fn pull_space(
+    pub(crate) fn pull_space(
         &self,
         config: &OsConfig,
         csum: &str,
@@ -90,7 +90,7 @@ impl Session {
 
     /// Checks the space a deployment of `csum` needs: its `/etc` copy and directories on the
     /// sysroot, and its kernel and initramfs on `/boot` unless a deployment has them already.
-    pub(super) fn deploy_space(
+    pub(crate) fn deploy_space(
         &self,
         config: &OsConfig,
         csum: &str,

@@ -6,16 +6,16 @@ use lo::gio;
 use lo::glib;
 use tracing::{debug, info};
 
-use super::session::{none, Session};
-use crate::os::config::{OsConfig, RemoteConfig, CONFIG_PATH};
-use crate::os::error::OsError;
-use crate::os::image_ref::ImageRef;
-use crate::os::paths::{display, inside};
-use crate::os::status::SpaceCheck;
+use crate::session::{none, Session};
+use hearth_hostops::os::paths::{display, inside};
+use hearth_hostops::os::ImageRef;
+use hearth_hostops::os::OsError;
+use hearth_hostops::os::SpaceCheck;
+use hearth_hostops::os::{OsConfig, RemoteConfig, CONFIG_PATH};
 
 impl Session {
     /// Pulls or resolves the target.
-    pub(super) fn fetch(&self, config: &OsConfig, target: &ImageRef) -> Result<Fetched, OsError> {
+    pub(crate) fn fetch(&self, config: &OsConfig, target: &ImageRef) -> Result<Fetched, OsError> {
         let repo_path = inside(&self.root, "/ostree/repo");
         let repo_name = display(&repo_path);
         let local = |rev: &str| -> Result<Option<String>, OsError> {
@@ -178,15 +178,15 @@ impl Session {
 }
 
 /// What [`Session::fetch`] found or pulled.
-pub(super) struct Fetched {
+pub(crate) struct Fetched {
     /// The commit to deploy.
-    pub(super) commit: String,
+    pub(crate) commit: String,
     /// The refspec for the new deployment's origin (`remote:ref`, or a local ref).
-    pub(super) refspec: Option<String>,
+    pub(crate) refspec: Option<String>,
     /// What was pulled, for the report.
-    pub(super) pulled: Option<String>,
+    pub(crate) pulled: Option<String>,
     /// The space checks done before pulling.
-    pub(super) space: Vec<SpaceCheck>,
+    pub(crate) space: Vec<SpaceCheck>,
 }
 
 impl Fetched {

@@ -4,13 +4,13 @@
 use ::ostree as lo;
 use tracing::info;
 
-use super::session::{none, Session};
-use crate::os::config::OsConfig;
-use crate::os::error::OsError;
-use crate::os::status::RollbackOutcome;
+use crate::session::{none, Session};
+use hearth_hostops::os::OsConfig;
+use hearth_hostops::os::OsError;
+use hearth_hostops::os::RollbackOutcome;
 
 impl Session {
-    pub(super) fn rollback(&self, config: &OsConfig) -> Result<RollbackOutcome, OsError> {
+    pub(crate) fn rollback(&self, config: &OsConfig) -> Result<RollbackOutcome, OsError> {
         let all = self.sysroot.deployments();
         let booted_id = Self::id(&self.booted);
         let osname = self.booted.osname();

@@ -11,12 +11,12 @@ use hearth_config::model::KernelType;
 use lo::gio;
 use lo::glib;
 
-use crate::os::compare::{cmdline_differences, compare_booted};
-use crate::os::config::OsConfig;
-use crate::os::error::OsError;
-use crate::os::image_ref::ImageRef;
-use crate::os::paths::{display, inside};
-use crate::os::status::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
+use hearth_hostops::os::paths::{display, inside};
+use hearth_hostops::os::ImageRef;
+use hearth_hostops::os::OsConfig;
+use hearth_hostops::os::OsError;
+use hearth_hostops::os::{cmdline_differences, compare_booted};
+use hearth_hostops::os::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
 
 /// The origin-file group in which hearth records a deployment's image and kernel type.
 pub const ORIGIN_GROUP: &str = "hearth";
@@ -33,7 +33,7 @@ fn dev_ino(path: &Path) -> Result<(u64, u64), OsError> {
     Ok((m.dev(), m.ino()))
 }
 
-pub(super) fn is_native(root: &Path) -> Result<bool, OsError> {
+pub(crate) fn is_native(root: &Path) -> Result<bool, OsError> {
     Ok(dev_ino(root)? == dev_ino(Path::new("/"))?)
 }
 
@@ -44,17 +44,17 @@ fn is_read_only(path: &Path) -> bool {
 }
 
 /// No cancellable: hearth does not cancel libostree calls.
-pub(super) fn none() -> Option<&'static gio::Cancellable> {
+pub(crate) fn none() -> Option<&'static gio::Cancellable> {
     gio::Cancellable::NONE
 }
 
 /// One opened sysroot on the worker thread.
-pub(super) struct Session {
-    pub(super) root: PathBuf,
-    pub(super) native: bool,
-    pub(super) sysroot: lo::Sysroot,
-    pub(super) repo: lo::Repo,
-    pub(super) booted: lo::Deployment,
+pub(crate) struct Session {
+    pub(crate) root: PathBuf,
+    pub(crate) native: bool,
+    pub(crate) sysroot: lo::Sysroot,
+    pub(crate) repo: lo::Repo,
+    pub(crate) booted: lo::Deployment,
     locked: bool,
 }
 
@@ -67,7 +67,7 @@ impl Drop for Session {
 }
 
 impl Session {
-    pub(super) fn open(root: &Path, write: bool) -> Result<Session, OsError> {
+    pub(crate) fn open(root: &Path, write: bool) -> Result<Session, OsError> {
         let native = is_native(root)?;
         let sysroot = lo::Sysroot::new(Some(&gio::File::for_path(root)));
         let where_ = display(root);
@@ -133,7 +133,7 @@ impl Session {
         })
     }
 
-    pub(super) fn reload(&self) -> Result<(), OsError> {
+    pub(crate) fn reload(&self) -> Result<(), OsError> {
         self.sysroot.load(none()).map_err(|e| {
             OsError::ostree(
                 format!("reloading the sysroot at {}", display(&self.root)),
@@ -142,7 +142,7 @@ impl Session {
         })
     }
 
-    pub(super) fn id(d: &lo::Deployment) -> DeploymentId {
+    pub(crate) fn id(d: &lo::Deployment) -> DeploymentId {
         DeploymentId {
             osname: d.osname().to_string(),
             checksum: d.csum().to_string(),
@@ -151,7 +151,7 @@ impl Session {
     }
 
     /// A deployment as the status reports it.
-    pub(super) fn info(&self, d: &lo::Deployment, config: &OsConfig) -> DeploymentInfo {
+    pub(crate) fn info(&self, d: &lo::Deployment, config: &OsConfig) -> DeploymentInfo {
         let origin = d.origin();
         let get = |group: &str, key: &str| -> Option<String> {
             origin
@@ -203,7 +203,7 @@ impl Session {
         }
     }
 
-    pub(super) fn status(&self, config: &OsConfig) -> Result<OsStatus, OsError> {
+    pub(crate) fn status(&self, config: &OsConfig) -> Result<OsStatus, OsError> {
         let all = self.sysroot.deployments();
         let infos: Vec<DeploymentInfo> = all.iter().map(|d| self.info(d, config)).collect();
         let booted_pos = all.iter().position(|d| d.equal(&self.booted)).unwrap_or(0);
@@ -229,7 +229,7 @@ impl Session {
         })
     }
 
-    pub(super) fn verify_booted(
+    pub(crate) fn verify_booted(
         &self,
         config: &OsConfig,
         expected: &OsExpectation,

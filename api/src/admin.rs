@@ -220,6 +220,20 @@ pub struct HoldAnswer {
     pub excluded: bool,
 }
 
+/// `POST /api/v1/pools/{name}/rollback` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackAnswer {
+    /// `MachineConfigPool`.
+    pub kind: String,
+    /// The pool.
+    pub name: String,
+    /// Its target now: the earlier rendered config.
+    pub to: String,
+    /// The rendered config it was rolled back from.
+    pub from: String,
+}
+
 /// Every error answer: an HTTP status, a reason word and a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Status {

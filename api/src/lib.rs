@@ -42,8 +42,8 @@ pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{AgentStatus, HistoryItem, NodeState};
 pub use views::{
     Condition, ConfigRef, EventView, HoldView, List, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SlotHolder, SourceRef,
-    WindowState,
+    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView, SlotHolder,
+    SourceRef, WindowState,
 };
 
 /// The path every v1 endpoint starts with.
@@ -80,6 +80,7 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("CredentialReset", schema_for!(CredentialReset)),
         ("PinRequest", schema_for!(PinRequest)),
         ("HoldAnswer", schema_for!(HoldAnswer)),
+        ("RollbackAnswer", schema_for!(RollbackAnswer)),
     ]
 }
 

@@ -282,6 +282,24 @@ pub struct PoolStatus {
     /// `Updated`, `Updating`, `Degraded`, `NodeDegraded`, `RenderDegraded`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// Rolled back by an admin (`hearth rollback mcp`): the pool's target is an earlier
+    /// rendered config until its configs render to something new.
+    #[serde(default)]
+    pub rollback: Option<RollbackView>,
+}
+
+/// A pool rolled back to an earlier rendered config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackView {
+    /// The rendered config the pool was rolled back to (its target now).
+    pub to: String,
+    /// The rendered config its configs render to, rolled back from.
+    pub from: String,
+    /// Who rolled it back.
+    pub by: String,
+    /// Since when (RFC 3339).
+    pub since: String,
 }
 
 impl PoolStatus {

@@ -97,6 +97,8 @@ enum Command {
     Pause(remote::PauseArgs),
     /// Resume a pool's rollouts.
     Resume(remote::PauseArgs),
+    /// Roll a pool back to its previous rendered config: `hearth rollback mcp POOL`.
+    Rollback(remote::RollbackArgs),
     /// Make a new bootstrap token for a pool (replacing the old one) and print it.
     BootstrapToken(remote::TokenArgs),
     /// Follow a pool's rollout: `hearth rollout status POOL [--watch]`.
@@ -220,6 +222,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Label(a) => remote::label(&a),
         Command::Pause(a) => remote::pause(&a, true),
         Command::Resume(a) => remote::pause(&a, false),
+        Command::Rollback(a) => remote::rollback(&a),
         Command::BootstrapToken(a) => remote::bootstrap_token(&a),
         Command::Rollout(a) => remote::rollout(&a),
         Command::Node(a) => remote::node(&a),

@@ -746,3 +746,37 @@ fn node_pin_and_exclude_show_in_describe() {
         "{err}"
     );
 }
+
+/// `hearth rollback mcp POOL` against a real server: the line names both rendered configs, and
+/// `describe mcp` shows the rollback with who made it; only pools can be rolled back (exit 2).
+#[test]
+fn rollback_mcp_shows_in_describe() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    let mc = |content: &str| {
+        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
+    };
+    std::fs::write(&file, mc("one")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let cred = env.enroll("w0");
+    let first = env.desired(&cred);
+    std::fs::write(&file, mc("two")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let out = env.ok(&["rollback", "mcp", "worker"]);
+    assert!(
+        out.starts_with(&format!(
+            "machineconfigpool/worker rolled back to {first} (from rendered-worker-"
+        )),
+        "{out}"
+    );
+    let out = env.ok(&["describe", "mcp", "worker"]);
+    assert!(
+        out.lines().any(|l| l.starts_with("Rolled back:")
+            && l.contains(&first)
+            && l.contains("by the admin token")),
+        "{out}"
+    );
+    let o = env.hearth(&["rollback", "node", "w0"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -87,6 +87,23 @@ pub struct PoolStatus {
     /// Set while some node's reboot waits for the pool's maintenance window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<hearth_config::window::WindowWait>,
+    /// An admin's rollback to an earlier rendered config, in force while the pool's configs
+    /// render to `from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<PoolRollback>,
+}
+
+/// A pool rolled back by an admin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRollback {
+    /// The earlier rendered config: the pool's target while the rollback holds.
+    pub to: String,
+    /// What the pool's configs render to, rolled back from; a render to anything else ends
+    /// the rollback.
+    pub from: String,
+    /// Who rolled it back, since when.
+    #[serde(flatten)]
+    pub hold: Hold,
 }
 
 /// A MachineConfigPool.

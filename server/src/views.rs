@@ -9,7 +9,8 @@ use crate::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedReco
 use crate::time::rfc3339;
 use hearth_api::views::{
     Condition, ConfigRef, EventView, HoldView, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, SourceRef, WindowState,
+    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView, SourceRef,
+    WindowState,
 };
 use hearth_config::ignition::SpecVersion;
 use hearth_config::model::MCO_API_VERSION;
@@ -192,6 +193,12 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
             degraded_machine_count: count(c.degraded),
             unavailable_machine_count: count(c.unavailable),
             rollout_halted_by: halted_by.map(str::to_string),
+            rollback: p.status.rollback.as_ref().map(|rb| RollbackView {
+                to: rb.to.clone(),
+                from: rb.from.clone(),
+                by: rb.hold.by.clone(),
+                since: rfc3339(rb.hold.at),
+            }),
             maintenance: maintenance(p, now),
             conditions: vec![
                 condition(

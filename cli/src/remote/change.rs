@@ -8,8 +8,8 @@ use crate::{manifest_files, read_text, InvalidInput, Usage};
 use clap::Args;
 use hearth_api::admin::{
     ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, HoldAnswer,
-    LabelAnswer, LabelRequest, PauseAnswer, PinRequest, Severity, Status, TokenAnswer,
-    TokenRequest,
+    LabelAnswer, LabelRequest, PauseAnswer, PinRequest, RollbackAnswer, Severity, Status,
+    TokenAnswer, TokenRequest,
 };
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -252,6 +252,40 @@ pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
             a.pool
         ),
     }
+    Ok(())
+}
+
+/// `hearth rollback`.
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// mcp.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// The pool: its target becomes the rendered config before the current one, rolled out like
+    /// any change (maxUnavailable, pause, maintenance windows), until its configs change.
+    /// Again while rolled back: one further back. Recorded as an event with your identity.
+    name: String,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `hearth rollback mcp POOL`.
+pub fn rollback(a: &RollbackArgs) -> anyhow::Result<()> {
+    if a.kind != Kind::Mcp {
+        return Err(Usage("only pools (mcp) can be rolled back".into()).into());
+    }
+    let c = Client::new(&a.conn)?;
+    let out: RollbackAnswer = c.post_as(
+        &format!("/api/v1/pools/{}/rollback", enc(&a.name)),
+        &serde_json::json!({}),
+    )?;
+    crate::outln!(
+        "machineconfigpool/{} rolled back to {} (from {}); `hearth rollout status {}` follows it",
+        a.name,
+        escape(&out.to),
+        escape(&out.from),
+        a.name
+    );
     Ok(())
 }
 

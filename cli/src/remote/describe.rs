@@ -194,6 +194,19 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 "Current config",
                 opt(st.configuration.name.as_deref()),
             );
+            if let Some(rb) = &st.rollback {
+                field(
+                    &mut out,
+                    "Rolled back",
+                    format!(
+                        "to {} from {} by {} since {} (until the pool's configs change)",
+                        escape(&rb.to),
+                        escape(&rb.from),
+                        escape(&rb.by),
+                        escape(&rb.since)
+                    ),
+                );
+            }
             let sources: Vec<String> = st
                 .configuration
                 .source

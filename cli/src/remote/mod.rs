@@ -21,8 +21,8 @@ mod rollout;
 mod table;
 
 pub use change::{
-    apply, bootstrap_token, delete, label, node, pause, ApplyArgs, DeleteArgs, LabelArgs, NodeArgs,
-    PauseArgs, TokenArgs,
+    apply, bootstrap_token, delete, label, node, pause, rollback, ApplyArgs, DeleteArgs, LabelArgs,
+    NodeArgs, PauseArgs, RollbackArgs, TokenArgs,
 };
 pub use conn::{config_path, login, Conn, LoginArgs};
 pub use describe::{describe, DescribeArgs};

@@ -58,6 +58,9 @@ _hearth() {
             hearth,resume)
                 cmd="hearth__subcmd__resume"
                 ;;
+            hearth,rollback)
+                cmd="hearth__subcmd__rollback"
+                ;;
             hearth,rollout)
                 cmd="hearth__subcmd__rollout"
                 ;;
@@ -105,6 +108,9 @@ _hearth() {
                 ;;
             hearth__subcmd__help,resume)
                 cmd="hearth__subcmd__help__subcmd__resume"
+                ;;
+            hearth__subcmd__help,rollback)
+                cmd="hearth__subcmd__help__subcmd__rollback"
                 ;;
             hearth__subcmd__help,rollout)
                 cmd="hearth__subcmd__help__subcmd__rollout"
@@ -185,7 +191,7 @@ _hearth() {
 
     case "${cmd}" in
         hearth)
-            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume bootstrap-token rollout node help"
+            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -415,7 +421,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help)
-            opts="validate render plan convert login apply get describe delete label pause resume bootstrap-token rollout node help"
+            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -681,6 +687,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__rollback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1201,6 +1221,40 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__resume)
+            opts="-h --server --ca --token --client-cert --client-key --help mc mcp node"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__rollback)
             opts="-h --server --ca --token --client-cert --client-key --help mc mcp node"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -4,7 +4,8 @@
 //!
 //! This file holds the state ([`App`], [`Options`], [`Caller`]), start-up and authentication;
 //! the operations live in one file per concept: `commit` (the commit path), `admin`,
-//! `agent`, `holds` (an admin's pins and exclusions of nodes), `liveness` (last seen, stale
+//! `agent`, `holds` (an admin's pins and exclusions of nodes), `rollback` (a
+//! pool back to its previous rendered config), `liveness` (last seen, stale
 //! nodes, the tick), `manifests` (reading an apply).
 
 use crate::controller::{Scope, Settings};
@@ -27,6 +28,7 @@ mod commit;
 mod holds;
 mod liveness;
 mod manifests;
+mod rollback;
 
 pub use manifests::read_manifests;
 

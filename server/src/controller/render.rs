@@ -51,6 +51,29 @@ pub(super) fn render_all(
                 status.source = rec.rendered_from.clone();
                 status.target = Some(rec.name.clone());
                 status.render_error = None;
+                // An admin's rollback holds the pool on the earlier render while its configs
+                // still render to the one rolled back from; a change to them ends it.
+                match &old.rollback {
+                    Some(rb) if rb.from == rec.name => {
+                        if let Some(to) = fleet.rendered.get(&rb.to) {
+                            status.source = to.value.rendered_from.clone();
+                            status.target = Some(rb.to.clone());
+                        }
+                    }
+                    Some(rb) => {
+                        events.push(EventRecord::normal(
+                            now,
+                            format!("MachineConfigPool/{name}"),
+                            "RollbackEnded",
+                            format!(
+                                "the pool's configs render to {} now: the rollback to {} ({}) ends",
+                                rec.name, rb.to, rb.hold.by
+                            ),
+                        ));
+                        status.rollback = None;
+                    }
+                    None => {}
+                }
                 if !fleet.rendered.contains_key(&rec.name) {
                     put(&mut fleet.rendered, &rec.name.clone(), rec);
                 }

@@ -15,7 +15,7 @@ use axum::http::{header, HeaderMap};
 use axum::Json;
 use hearth_api::admin::{
     ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, HoldAnswer, LabelAnswer,
-    LabelRequest, PauseAnswer, PinRequest, TokenAnswer, TokenRequest,
+    LabelRequest, PauseAnswer, PinRequest, RollbackAnswer, TokenAnswer, TokenRequest,
 };
 use hearth_api::views::{EventView, List, NodeView, PoolView};
 use serde::Deserialize;
@@ -323,6 +323,16 @@ pub(super) async fn include_node<S: Store>(
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
     hold(&app, &name, HoldChange::Include, &by).await
+}
+
+pub(super) async fn rollback_pool<S: Store>(
+    State(app): AppState<S>,
+    AdminWho(by): AdminWho,
+    Path(name): Path<String>,
+) -> Result<Json<RollbackAnswer>, ApiError> {
+    let answer = app.rollback_pool(&name, &by).await?;
+    tracing::info!(pool = %name, to = %answer.to, from = %answer.from, %by, "pool rolled back");
+    Ok(Json(answer))
 }
 
 async fn hold<S: Store>(

@@ -61,6 +61,10 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/api/v1/pools/{name}/pause", post(admin::pause::<S>))
         .route("/api/v1/pools/{name}/resume", post(admin::resume::<S>))
         .route(
+            "/api/v1/pools/{name}/rollback",
+            post(admin::rollback_pool::<S>),
+        )
+        .route(
             "/api/v1/pools/{name}/bootstrap-token",
             post(admin::bootstrap_token::<S>),
         )

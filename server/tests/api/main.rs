@@ -5,7 +5,8 @@
 //! One test binary, one module per concern: `manifests` (first start, apply, validation,
 //! deletion), `access` (enrollment, long-polls, authorization, first boot), `rollout` (status
 //! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
-//! (maintenance windows), `holds` (an admin's pins and exclusions of nodes).
+//! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
+//! pool back to its previous rendered config).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -13,5 +14,6 @@ mod common;
 mod access;
 mod holds;
 mod manifests;
+mod rollback;
 mod rollout;
 mod windows;

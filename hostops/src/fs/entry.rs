@@ -69,10 +69,20 @@ impl Root {
     }
 }
 
-/// Reads an opened file to its end (`path` names it in the error).
+/// Reads an opened file to its end (`path` names it in the error). `size_hint` is the size its
+/// stat gave: the buffer is sized from it (up to 1 MiB ahead), so reading costs no further
+/// `statx` and `lseek` (which `File::read_to_end` makes to size its buffer itself).
 pub fn read_all(file: &mut std::fs::File, path: &str, size_hint: u64) -> Result<Vec<u8>, FsError> {
-    let mut out = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0).min(1 << 20));
-    file.read_to_end(&mut out).map_err(|source| FsError::Io {
+    /// Plain `read(2)` calls: the generic `read_to_end`, not `File`'s.
+    struct Plain<'a>(&'a mut std::fs::File);
+    impl Read for Plain<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+    let ahead = usize::try_from(size_hint).unwrap_or(usize::MAX).min(1 << 20);
+    let mut out = Vec::with_capacity(ahead.saturating_add(1));
+    Plain(file).read_to_end(&mut out).map_err(|source| FsError::Io {
         path: path.to_string(),
         op: "read",
         source,

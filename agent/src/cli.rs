@@ -247,7 +247,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let bytes = source::fetch_bytes(&once_from).await?;
             // The same config again on a host verified in it: checked against the compact
             // index, without parsing it (anything else takes the full path below).
-            if !force && crate::recheck::quick_done(&root, &once_from, &bytes, &drift) {
+            if !force && crate::recheck::quick_done(&root, &bytes, &drift) {
                 return Ok(report(&Outcome::Done));
             }
             let desired = source::parse_bytes(&once_from, bytes.clone())?;

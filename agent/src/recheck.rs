@@ -24,7 +24,7 @@
 
 use crate::apply::{FORCE_FILE, LOCK_FILE};
 use crate::drift_policy::DriftPolicies;
-use crate::journal::{NamedConfig, JOURNAL_PATH};
+use crate::journal::{Journal, NamedConfig, JOURNAL_PATH};
 use crate::state::State;
 use hearth_config::ignition::Config;
 use hearth_hostops::drift::DriftPolicy;
@@ -141,10 +141,10 @@ fn settled(root: &Root) -> Option<(String, String)> {
 /// waiting (busy: `false`).
 ///
 /// Files that differ and are all under the `revert` drift policy (`drift`) are put back on the
-/// same pass, as the full path would: the config is parsed (`location` names it in messages)
-/// for their content only, each is written atomically and checked again; drift under `report`
+/// same pass, as the full path would: each is written atomically and checked again (see
+/// [`revert`] for where their content comes from); drift under `report`
 /// or `ignore`, or anything that is not a regular file or missing, takes the full path.
-pub fn quick_done(root: &Root, location: &str, source: &[u8], drift: &DriftPolicies) -> bool {
+pub fn quick_done(root: &Root, source: &[u8], drift: &DriftPolicies) -> bool {
     let Ok(file) = root.open_or_create(LOCK_FILE, 0o600) else {
         return false;
     };
@@ -187,7 +187,7 @@ pub fn quick_done(root: &Root, location: &str, source: &[u8], drift: &DriftPolic
         differ = differ.len(),
         "quick re-check"
     );
-    differ.is_empty() || revert(root, location, source, &differ)
+    differ.is_empty() || revert(root, &index.name, &differ)
 }
 
 enum Check {
@@ -219,12 +219,17 @@ fn check_file(root: &Root, f: &Expected) -> Check {
 }
 
 /// Puts back the files under `revert` that differ (see [`quick_done`]); `true` when every one
-/// is back and checked.
-fn revert(root: &Root, location: &str, source: &[u8], differ: &[&Expected]) -> bool {
-    let Ok(desired) = crate::source::parse_bytes(location, source.to_vec()) else {
+/// is back and checked. Their content comes from the spec the journal stores for the current
+/// config (JSON, checked against its digest; the same spec the index was made from), not from
+/// the YAML again.
+fn revert(root: &Root, name: &str, differ: &[&Expected]) -> bool {
+    let Ok(Some(current)) = Journal::load_current(root) else {
         return false;
     };
-    let c = &desired.spec.config;
+    if current.name != name {
+        return false;
+    }
+    let c = &current.spec.config;
     for f in differ {
         let Some(content) = content_of(c, &f.path) else {
             return false;

@@ -152,6 +152,8 @@ pub fn quick_done(root: &Root, source: &[u8], drift: &DriftPolicies) -> bool {
     else {
         return false;
     };
+    // As the full path does the first time it holds the lock.
+    crate::apply::remove_own_temporaries(root);
     if !matches!(root.stat(FORCE_FILE), Ok(None)) {
         return false;
     }

@@ -50,6 +50,7 @@ mod run;
 mod step;
 
 pub use execute::service_steps;
+pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};

@@ -99,3 +99,46 @@ impl Drop for DirSyncs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_directory_once_and_never_more_than_the_cap_open() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let batch = DirSyncs::new();
+        // Many files into one directory: one pending directory.
+        for i in 0..50 {
+            root.write_atomic_batched(&format!("/etc/one/f{i}"), b"x", 0o644, None, &batch)
+                .unwrap();
+        }
+        assert_eq!(batch.len(), 1);
+        // The same directory under another path (a symbolic link inside the root) is the
+        // same directory.
+        std::os::unix::fs::symlink("one", d.path().join("etc/alias")).unwrap();
+        root.write_atomic_batched("/etc/alias/g", b"y", 0o644, None, &batch)
+            .unwrap();
+        assert_eq!(batch.len(), 1);
+        // More directories than the cap: the batch syncs early and never holds more.
+        for i in 0..MAX_PENDING_DIRS + 10 {
+            root.write_atomic_batched(&format!("/var/d{i}/f"), b"z", 0o600, None, &batch)
+                .unwrap();
+            assert!(batch.len() <= MAX_PENDING_DIRS);
+        }
+        assert!(!batch.is_empty());
+        let n = batch.sync(&root).unwrap();
+        assert!(n > 0 && n <= MAX_PENDING_DIRS, "{n}");
+        assert!(batch.is_empty());
+        // Every file is in place, whole, with its mode.
+        assert_eq!(std::fs::read(d.path().join("etc/one/f49")).unwrap(), b"x");
+        assert_eq!(std::fs::read(d.path().join("etc/one/g")).unwrap(), b"y");
+        let last = d.path().join(format!("var/d{}/f", MAX_PENDING_DIRS + 9));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(last).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

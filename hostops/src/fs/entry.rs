@@ -80,12 +80,56 @@ pub fn read_all(file: &mut std::fs::File, path: &str, size_hint: u64) -> Result<
             self.0.read(buf)
         }
     }
-    let ahead = usize::try_from(size_hint).unwrap_or(usize::MAX).min(1 << 20);
+    let ahead = usize::try_from(size_hint)
+        .unwrap_or(usize::MAX)
+        .min(1 << 20);
     let mut out = Vec::with_capacity(ahead.saturating_add(1));
-    Plain(file).read_to_end(&mut out).map_err(|source| FsError::Io {
-        path: path.to_string(),
-        op: "read",
-        source,
-    })?;
+    Plain(file)
+        .read_to_end(&mut out)
+        .map_err(|source| FsError::Io {
+            path: path.to_string(),
+            op: "read",
+            source,
+        })?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_open_says_what_is_there_without_following_or_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        std::fs::create_dir(d.path().join("etc")).unwrap();
+        std::fs::write(d.path().join("etc/file"), b"content").unwrap();
+        std::os::unix::fs::symlink("file", d.path().join("etc/link")).unwrap();
+        nix::unistd::mkfifo(
+            &d.path().join("etc/fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+
+        let Some(Entry::File(st, mut f)) = root.open_entry("/etc/file").unwrap() else {
+            panic!("a regular file");
+        };
+        assert_eq!(st.size, 7);
+        assert_eq!(read_all(&mut f, "/etc/file", st.size).unwrap(), b"content");
+        // A final symbolic link is not followed: it is what is at the path.
+        let link = root.open_entry("/etc/link").unwrap().unwrap();
+        assert!(matches!(link, Entry::Other(_)));
+        assert_eq!(link.stat().kind, EntryKind::Symlink);
+        // A FIFO (no writer) does not block the open.
+        let fifo = root.open_entry("/etc/fifo").unwrap().unwrap();
+        assert_eq!(fifo.stat().kind, EntryKind::Other);
+        assert!(root.open_entry("/etc/missing").unwrap().is_none());
+        assert!(root.open_entry("/etc/file/below").unwrap().is_none());
+        // A symbolic link out of the root on the way is refused, as every other access.
+        std::os::unix::fs::symlink("/", d.path().join("out")).unwrap();
+        assert!(matches!(
+            root.open_entry("/out/etc/passwd"),
+            Err(FsError::EscapesRoot { .. })
+        ));
+    }
 }

@@ -15,12 +15,12 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 
-mod credentials;
-mod node_identity;
-mod private_state;
-mod refusals;
 mod render_lock;
+mod credentials;
+mod refusals;
 mod slots;
+mod private_state;
+mod node_identity;
 
 /// A guard against a deadlock, not a measurement: what it bounds either answers at once or
 /// never (before the fix it waited for a render that the test holds forever).

@@ -242,8 +242,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let policies = load_policies(&policy)?;
             let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
             // Refused while `hearth-agent run` keeps this host in its own desired config.
-            let _one_keeper = crate::daemon_lock::for_apply(&Root::open(&target.root)?)?;
-            let desired = source::fetch(&once_from).await?;
+            let root = Root::open(&target.root)?;
+            let _one_keeper = crate::daemon_lock::for_apply(&root)?;
+            let bytes = source::fetch_bytes(&once_from).await?;
+            // The same config again on a host verified in it: checked against the compact
+            // index, without parsing it (anything else takes the full path below).
+            if !force && crate::recheck::quick_done(&root, &bytes, &drift) {
+                return Ok(report(&Outcome::Done));
+            }
+            let desired = source::parse_bytes(&once_from, bytes.clone())?;
             let agent = Agent::new(&target.root, target.bus().as_deref()).await?;
             let opts = Options {
                 force,
@@ -251,12 +258,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 drift,
             };
             let config = desired.spec.config.clone();
+            let desired_for_index = desired.clone();
             let mut outcome = agent.sync(desired.clone(), policies.clone(), &opts).await?;
             if matches!(outcome, Outcome::Drifted(_)) && opts.drift.revert(agent.root(), &config) {
                 // Paths under `revert` were put back: verify again.
                 outcome = agent.sync(desired, policies, &opts).await?;
             }
             if outcome == Outcome::Done {
+                crate::recheck::record(agent.root(), &bytes, &desired_for_index);
                 // Steps that were skipped (a unit the built-in policies name that this host does
                 // not have) are in the reason: say so.
                 if let Some(reason) = Summary::load(agent.root())?.reason {

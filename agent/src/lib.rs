@@ -13,6 +13,7 @@
 //! - [`limits`]: size and time bounds on everything read from the network.
 //! - [`daemon_lock`]: one keeper of the desired config (`run` versus `apply --once-from`).
 //! - [`watchdog`]: feeding systemd's watchdog while the agent makes progress.
+//! - [`recheck`]: the no-op re-check from a compact index, without re-reading the config.
 //!
 //! See `docs/agent.md`.
 pub mod apply;
@@ -26,6 +27,7 @@ pub mod limits;
 pub mod logging;
 pub mod memory;
 pub mod metrics;
+pub mod recheck;
 pub mod remote;
 pub mod source;
 pub mod state;

@@ -21,7 +21,8 @@ pub const MSG_UNRECONCILABLE: &str = "5a0f1c0e7a9d4c7e9b6d2f1a3c4e5d63";
 /// `MESSAGE_ID` of "a managed file drifted".
 pub const MSG_DRIFT: &str = "5a0f1c0e7a9d4c7e9b6d2f1a3c4e5d64";
 
-/// Sets up logging once: journald under systemd, stderr otherwise. `RUST_LOG` filters.
+/// Sets up logging once: journald under systemd, stderr otherwise (coloured only when stderr is
+/// a terminal, so pipes and log files never get ANSI escape codes). `RUST_LOG` filters.
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let under_systemd =
@@ -38,6 +39,7 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 

@@ -68,6 +68,29 @@ pub async fn fetch_within(
     max: u64,
     total: Duration,
 ) -> Result<NamedConfig, SourceError> {
+    let bytes = fetch_bytes_within(location, max, total).await?;
+    parse_bytes(location, bytes)
+}
+
+/// The bytes of the desired config at `location`, within the limits of [`fetch`], not parsed.
+pub async fn fetch_bytes(location: &str) -> Result<Vec<u8>, SourceError> {
+    fetch_bytes_within(location, limits::MAX_CONFIG_BYTES, limits::FETCH_TIMEOUT).await
+}
+
+/// Parses fetched bytes (UTF-8 text, one MachineConfig).
+pub fn parse_bytes(location: &str, bytes: Vec<u8>) -> Result<NamedConfig, SourceError> {
+    let text = String::from_utf8(bytes).map_err(|e| SourceError::Read {
+        source_name: location.to_string(),
+        message: format!("not UTF-8 text (at byte {})", e.utf8_error().valid_up_to()),
+    })?;
+    parse(location, &text)
+}
+
+async fn fetch_bytes_within(
+    location: &str,
+    max: u64,
+    total: Duration,
+) -> Result<Vec<u8>, SourceError> {
     let read_err = |message: String| SourceError::Read {
         source_name: location.to_string(),
         message,
@@ -110,13 +133,7 @@ pub async fn fetch_within(
         }
         bytes
     };
-    let text = String::from_utf8(bytes).map_err(|e| {
-        read_err(format!(
-            "not UTF-8 text (at byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
-    parse(location, &text)
+    Ok(bytes)
 }
 
 /// The file a watched location currently names: the location itself if it is a file, else the

@@ -10,7 +10,7 @@
 //!
 //! `<id>` is the sha256 of the path, so any path length fits; the record holds the path itself.
 
-use crate::fs::{EntryKind, FsError, Root};
+use crate::fs::{self, Entry, EntryKind, FsError, Root};
 use hearth_config::ignition::File;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -268,17 +268,14 @@ pub fn is_current(
     mode: u32,
     owner: (u32, u32),
 ) -> Result<bool, FileError> {
-    let Some(st) = root.stat(path)? else {
+    // One open: the stat and the content come from the same descriptor.
+    let Some(Entry::File(st, mut file)) = root.open_entry(path)? else {
         return Ok(false);
     };
-    if st.kind != EntryKind::File
-        || st.mode != mode
-        || (st.uid, st.gid) != owner
-        || st.size != content.len() as u64
-    {
+    if st.mode != mode || (st.uid, st.gid) != owner || st.size != content.len() as u64 {
         return Ok(false);
     }
-    Ok(root.read(path)?.as_deref() == Some(content))
+    Ok(fs::read_all(&mut file, path, st.size)? == content)
 }
 
 #[cfg(test)]

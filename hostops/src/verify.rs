@@ -292,8 +292,10 @@ fn check_content(
     report: &mut Report,
 ) -> Option<fs::Stat> {
     let (missing, content) = kinds;
-    let st = match root.stat(path) {
-        Ok(Some(st)) => st,
+    // One open per file: the stat and the content come from the same descriptor.
+    let (st, file) = match root.open_entry(path) {
+        Ok(Some(fs::Entry::File(st, file))) => (st, Some(file)),
+        Ok(Some(fs::Entry::Other(st))) => (st, None),
         Ok(None) => {
             report.mismatches.push(Mismatch::new(
                 missing,
@@ -311,7 +313,7 @@ fn check_content(
             return None;
         }
     };
-    if st.kind != EntryKind::File {
+    let Some(mut file) = file else {
         let found = match (st.kind, root.read_link(path)) {
             (EntryKind::Symlink, Ok(Some(t))) => format!("a symbolic link to {t}"),
             (k, _) => kind_name(k).to_string(),
@@ -330,9 +332,9 @@ fn check_content(
             .values("a regular file", found),
         );
         return None;
-    }
-    match root.read(path) {
-        Ok(Some(data)) => {
+    };
+    match fs::read_all(&mut file, path, st.size) {
+        Ok(data) => {
             if data != expected {
                 let (e, f) = (sha256_hex(expected), sha256_hex(&data));
                 let message = if what == "file" {
@@ -345,14 +347,6 @@ fn check_content(
                     .push(Mismatch::new(content, path, message).values(e, f));
             }
             Some(st)
-        }
-        Ok(None) => {
-            report.mismatches.push(Mismatch::new(
-                missing,
-                path,
-                format!("{what} \"{path}\" is missing"),
-            ));
-            None
         }
         Err(e) => {
             report.mismatches.push(Mismatch::new(

@@ -44,6 +44,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Not for the tests of this crate, for the agent's: strace counts the agent's system calls
+# (agent/tests/syscall_counts.rs); and for bench/agent-apply.sh: libssl-dev (and a C compiler)
+# builds the floor's converge.c.
+apt-get install -y -qq --no-install-recommends strace libssl-dev gcc libc6-dev >/dev/null
+
 if ! command -v qemu-system-x86_64 >/dev/null; then
     qemu_version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
     qemu_extra=()

@@ -82,9 +82,21 @@ impl Agent {
             return Ok(());
         }
         self.take_over(path, managed_before, preexisting).on(path)?;
+        // The directory's fsync waits for the end of the steps: see `sync_written_dirs`.
         self.root
-            .write_atomic(path, content, mode, Some(owner))
+            .write_atomic_batched(path, content, mode, Some(owner), &self.written_dirs)
             .on(path)
+    }
+
+    /// Makes the steps' renames durable: one fsync per directory the steps wrote into (not one
+    /// per file). Called once every step of a plan ran and before the journal records anything
+    /// past them (`Done`, `Rebooting`, `RollingBack`, `Degraded`): until then the journal says
+    /// the phase is still to run, and a crash re-runs it from its start, so a rename lost in a
+    /// crash is written again. Returns how many directories were synced.
+    pub(super) fn sync_written_dirs(&self) -> Result<usize, hearth_hostops::fs::FsError> {
+        let n = self.written_dirs.sync(&self.root)?;
+        tracing::debug!(directories = n, "directories fsynced");
+        Ok(n)
     }
 
     fn release(&self, path: &str) -> Result<(), StepError> {

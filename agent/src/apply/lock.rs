@@ -85,32 +85,9 @@ impl Agent {
             .cleaned_state
             .swap(true, std::sync::atomic::Ordering::SeqCst)
         {
-            self.remove_own_temporaries();
+            remove_own_temporaries(&self.root);
         }
         Ok(lock)
-    }
-
-    /// Removes the temporary files a `kill -9` or a power cut left in the agent's own state
-    /// directories (the journal, stored configs, originals, undo snapshots, the reboot marker,
-    /// the kernel argument ledger). Called with the lock held: no other agent writes them.
-    fn remove_own_temporaries(&self) {
-        for d in [
-            hearth_hostops::files::STATE_DIR,
-            crate::journal::CONFIG_DIR,
-            hearth_hostops::files::ORIGINALS_DIR,
-            crate::journal::UNDO_DIR,
-            "/run/hearth",
-        ] {
-            match self.root.remove_stale_temporaries(d) {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(
-                    dir = d,
-                    removed = n,
-                    "removed temporary files of interrupted writes of the agent's state"
-                ),
-                Err(e) => tracing::warn!(dir = d, error = %e, "cannot clean temporary files"),
-            }
-        }
     }
 
     fn lock_file(&self) -> Result<nix::fcntl::Flock<std::fs::File>, AgentError> {
@@ -137,6 +114,30 @@ impl Agent {
                 path: path.display().to_string(),
                 message: e.to_string(),
             }),
+        }
+    }
+}
+
+/// Removes the temporary files a `kill -9` or a power cut left in the agent's own state
+/// directories (the journal, stored configs, originals, undo snapshots, the reboot marker, the
+/// kernel argument ledger). Called with the agent lock held (by `Agent::lock` the first time a
+/// process takes it, and by the quick re-check): no other agent writes them.
+pub(crate) fn remove_own_temporaries(root: &hearth_hostops::fs::Root) {
+    for d in [
+        hearth_hostops::files::STATE_DIR,
+        crate::journal::CONFIG_DIR,
+        hearth_hostops::files::ORIGINALS_DIR,
+        crate::journal::UNDO_DIR,
+        "/run/hearth",
+    ] {
+        match root.remove_stale_temporaries(d) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                dir = d,
+                removed = n,
+                "removed temporary files of interrupted writes of the agent's state"
+            ),
+            Err(e) => tracing::warn!(dir = d, error = %e, "cannot clean temporary files"),
         }
     }
 }

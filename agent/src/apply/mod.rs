@@ -33,7 +33,7 @@ use crate::state::{Event, State};
 use hearth_config::ignition::Config;
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
 use hearth_config::plan::SYSTEMD_UNIT_DIR;
-use hearth_hostops::fs::Root;
+use hearth_hostops::fs::{DirSyncs, Root};
 use hearth_hostops::os::{NoneBackend, OsBackend};
 use hearth_hostops::systemd::Systemd;
 use hearth_hostops::users::SshKeyLayout;
@@ -50,6 +50,7 @@ mod run;
 mod step;
 
 pub use execute::service_steps;
+pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
@@ -142,6 +143,9 @@ pub struct Agent {
     /// Whether this process cleaned the temporaries of its own state yet (see
     /// [`Agent::lock`]).
     cleaned_state: std::sync::atomic::AtomicBool,
+    /// Directories the steps wrote into, fsynced once each before the journal records the
+    /// steps (see `execute.rs`).
+    written_dirs: DirSyncs,
 }
 
 /// Why an offline image root has no OS backend.
@@ -204,6 +208,7 @@ impl Agent {
             ssh_layout,
             os,
             cleaned_state: std::sync::atomic::AtomicBool::new(false),
+            written_dirs: DirSyncs::new(),
         })
     }
 

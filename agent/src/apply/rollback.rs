@@ -44,6 +44,10 @@ impl Agent {
         drift_policies: &DriftPolicies,
     ) -> Result<Outcome, AgentError> {
         tracing::warn!(%reason, "apply failed; rolling back");
+        // The failed apply's writes are durable before the journal says `RollingBack`.
+        if let Err(e) = self.sync_written_dirs() {
+            tracing::warn!(error = %e, "cannot fsync the directories the apply wrote into");
+        }
         j.progress = Some(Progress {
             phase: Phase::RollingBack,
             step: 0,
@@ -79,6 +83,9 @@ impl Agent {
             {
                 problems.push(format!("undo ({action}): {}", e.cause));
             }
+        }
+        if let Err(e) = self.sync_written_dirs() {
+            problems.push(format!("undo: {e}"));
         }
         for step in service_steps(&back) {
             match self.service_step(&step, &back, &j.policies).await {

@@ -84,6 +84,13 @@ impl Agent {
                 return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
+        if let Err(e) = self.sync_written_dirs() {
+            let reason = format!(
+                "the files of {} could not be made durable: {e}",
+                desired.name
+            );
+            return self.start_rollback(j, reason, &opts.drift).await;
+        }
         let mut warnings = Vec::new();
         for (k, step) in service_steps(&p).iter().enumerate() {
             match self.service_step(step, &p, &j.policies).await {

@@ -33,12 +33,17 @@
 //! that cannot be read or set fails the operation with [`FsError::Label`] naming the path, the
 //! label and the reason, and the temporary entry is removed: nothing half-written is left.
 
+mod dirsync;
+mod entry;
 mod label;
 mod read;
 mod resolve;
 #[cfg(test)]
 mod tests;
 mod write;
+
+pub use dirsync::{DirSyncs, MAX_PENDING_DIRS};
+pub use entry::{read_all, Entry};
 
 use crate::selinux::{self, Labelling};
 use nix::errno::Errno;

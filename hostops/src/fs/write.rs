@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::fd::AsFd;
 
 use super::resolve::{split, temp_name, TMP_PREFIX};
-use super::{EntryKind, FsError, Root, Stat};
+use super::{DirSyncs, EntryKind, FsError, Root, Stat};
 
 impl Root {
     /// Writes `content` to `path` atomically with `mode` and (if given) owner, creating parent
@@ -21,6 +21,31 @@ impl Root {
         content: &[u8],
         mode: u32,
         owner: Option<(u32, u32)>,
+    ) -> Result<(), FsError> {
+        self.write_atomic_inner(path, content, mode, owner, None)
+    }
+
+    /// [`Root::write_atomic`] whose directory fsync is left to `batch` (one per directory for a
+    /// whole batch of writes; see [`DirSyncs`]): the file's content is fsynced before the rename
+    /// as always, the rename is durable once the batch is synced.
+    pub fn write_atomic_batched(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+        batch: &DirSyncs,
+    ) -> Result<(), FsError> {
+        self.write_atomic_inner(path, content, mode, owner, Some(batch))
+    }
+
+    fn write_atomic_inner(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+        batch: Option<&DirSyncs>,
     ) -> Result<(), FsError> {
         let (parent, name) = split(path)?;
         let dir = self.open_dir_create(&parent, path)?;
@@ -58,13 +83,16 @@ impl Root {
             })?;
             drop(file);
             renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name)
-                .map_err(|e| self.sys(path, "rename", e))?;
-            fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e))
+                .map_err(|e| self.sys(path, "rename", e))
         })();
         if result.is_err() {
             let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            return result;
         }
-        result
+        match batch {
+            Some(batch) => batch.add(self, dir, path),
+            None => fsync(dir.as_fd()).map_err(|e| self.sys(path, "fsync directory", e)),
+        }
     }
 
     /// Opens the regular file `path` for reading and writing, confined to the root like every

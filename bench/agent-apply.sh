@@ -2,7 +2,8 @@
 # hearth-agent against the physical floor, on the same workload, in the same run.
 #
 #   sudo bench/agent-apply.sh [FILES] [RUNS]      (defaults: 1000 files, 7 runs; needs root)
-#   HEARTH_AGENT=/path/to/hearth-agent ...        measure that binary (default: a release build)
+#   HEARTH_AGENT=/path/to/hearth-agent ...        measure that binary (default: the agent as
+#                                                 shipped: cargo build --profile release-agent)
 #   HEARTH_FLOOR=/path/to/floor ...               the floor's directory (default ../shared/bench/floor)
 #
 # The floor is `converge.c` (see its README): the least a correct converger does, in C, with
@@ -38,8 +39,8 @@ FLOOR=$(cd "$FLOOR" && pwd)
 if [ -n "${HEARTH_AGENT:-}" ]; then
   AGENT=$HEARTH_AGENT
 else
-  cargo build -q --release --bin hearth-agent
-  AGENT=${CARGO_TARGET_DIR:-$PWD/target}/release/hearth-agent
+  cargo build -q --profile release-agent --bin hearth-agent
+  AGENT=${CARGO_TARGET_DIR:-$PWD/target}/release-agent/hearth-agent
 fi
 
 WORK=$(mktemp -d /var/tmp/hearth-bench.XXXXXX)

@@ -362,20 +362,44 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Status { root, output } => {
             let root = Root::open(&root)?;
             let j = Journal::load(&root)?;
-            match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&status_json(&j))?),
-                Format::Text => print!("{}", status_text(&j)),
-            }
-            Ok(ExitCode::SUCCESS)
+            let text = match output {
+                Format::Json => serde_json::to_string_pretty(&status_json(&j))? + "\n",
+                Format::Text => status_text(&j),
+            };
+            write_stdout(&text)
         }
     }
+}
+
+/// The exit status of a program killed by `SIGPIPE` (128 + 13).
+const BROKEN_PIPE_STATUS: u8 = 141;
+
+/// Writes `text` to standard output. A reader that went away (`hearth-agent status | head`)
+/// ends the command quietly with status 141, as a program killed by `SIGPIPE` does, instead of
+/// a panic; another write error is an error.
+fn write_stdout(text: &str) -> Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::from(BROKEN_PIPE_STATUS))
+        }
+        Err(e) => Err(e).context("writing to standard output"),
+    }
+}
+
+/// One line of `apply`'s result on standard output; a closed pipe or another write error is
+/// not worth more than the exit code, which says the same.
+fn say(line: &str) {
+    let _ = write_stdout(&format!("{line}\n"));
 }
 
 /// The exit code of `apply` for how it ended, with what it prints.
 fn report(outcome: &Outcome) -> ExitCode {
     match outcome {
         Outcome::Done => {
-            println!("Done: the host is in the desired config");
+            say("Done: the host is in the desired config");
             ExitCode::SUCCESS
         }
         Outcome::Drifted(drift) => {
@@ -396,10 +420,10 @@ fn report(outcome: &Outcome) -> ExitCode {
             inhibited,
         } => {
             match (requested, inhibited) {
-                (true, _) => println!("Rebooting: the config is applied; the reboot was requested"),
-                (false, Some(why)) => println!("Rebooting: the config is applied; {why}"),
+                (true, _) => say("Rebooting: the config is applied; the reboot was requested"),
+                (false, Some(why)) => say(&format!("Rebooting: the config is applied; {why}")),
                 (false, None) => {
-                    println!("Rebooting: the config is applied; reboot pending (not requested)")
+                    say("Rebooting: the config is applied; reboot pending (not requested)")
                 }
             }
             ExitCode::from(3)

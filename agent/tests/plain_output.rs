@@ -43,3 +43,24 @@ fn logs_into_a_pipe_carry_no_ansi_escape_codes() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `hearth-agent status -o json | head -1` closes the pipe early: the agent ends quietly with
+/// the status of a program killed by SIGPIPE (141), not with a panic ("failed printing to
+/// stdout").
+#[test]
+fn a_closed_pipe_ends_status_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    // A pipe whose reading end is closed before the agent writes: its first write fails.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth-agent"))
+        .args(["status", "-o", "json", "--root"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -126,7 +126,7 @@ fn pull_by_hand(host: &OstreeHost, mode: Mode, reference: &str) {
 }
 
 #[test]
-#[ignore = "measurement: run with --ignored --nocapture"]
+#[ignore = "measurement, not a pass/fail test (it proves nothing; its figures are in docs/performance.md): run with --ignored --nocapture"]
 fn measure_os_changes() {
     init_logging();
     let mut rows = vec![

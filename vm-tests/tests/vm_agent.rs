@@ -206,7 +206,7 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
 /// A pivot to `v2` and back to `v1` through the agent (`osImageURL` is an ostree ref, already
 /// in the guest's repository, so no remote is needed).
 #[test]
-#[ignore = "VM tier, ~5 min (three boots under TCG); run with: cargo test -p hearth-vm-tests --test vm_agent -- --ignored"]
+#[ignore = "VM tier, ~5 min (three boots under TCG): a pivot on a real kernel is not proven in CI (nspawn tier: os_host.rs); run with: cargo test -p hearth-vm-tests --test vm_agent -- --ignored"]
 fn vm_agent_pivots_v1_to_v2_and_back() {
     init_logging();
     let started = Instant::now();

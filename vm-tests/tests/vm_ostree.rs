@@ -42,7 +42,7 @@ const SEED_004_KARGS: [&str; 4] = [
 /// `ostree-finalize-staged.service` at shutdown. (The agent's version of this scenario,
 /// `vm_agent.rs`, is the one CI runs.)
 #[test]
-#[ignore = "VM tier, ~2 min; CI runs the agent's version of this scenario (vm_agent.rs); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
+#[ignore = "VM tier, ~2 min: the ostree CLI path below the agent; CI runs the agent's version of this scenario (vm_agent.rs); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
 fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
     init_logging();
     let started = Instant::now();
@@ -125,7 +125,7 @@ fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
 
 /// A pivot to `v2` and back to `v1`, each a staged deployment and a real reboot.
 #[test]
-#[ignore = "VM tier, ~4 min (three boots under TCG); run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
+#[ignore = "VM tier, ~4 min (three boots under TCG): a pivot with the ostree CLI on a real kernel is not proven in CI; run with: cargo test -p hearth-vm-tests --test vm_ostree -- --ignored"]
 fn vm_pivot_v1_v2_and_back_ostree_cli() {
     init_logging();
     let started = Instant::now();

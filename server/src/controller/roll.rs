@@ -42,14 +42,12 @@ pub(super) fn roll_out(
             view.window_closed = wait.is_some();
             let views: Vec<NodeView<'_>> = nodes
                 .iter()
-                .map(|n| NodeView {
-                    name: &n.name,
-                    target: n.target.as_deref(),
-                    desired: n.desired.as_deref(),
-                    current: n.current(),
-                    state: n.state(),
-                    silent: silent.contains(&n.name),
-                    needs_reboot: view.window_closed && needs_reboot(fleet, n, &policies, plans),
+                .map(|n| {
+                    node_view(
+                        n,
+                        silent.contains(&n.name),
+                        view.window_closed && needs_reboot(fleet, n, &policies, plans),
+                    )
                 })
                 .collect();
             if let Some(w) = &wait {
@@ -233,17 +231,19 @@ pub fn halted_by(fleet: &Fleet, pool: &str) -> Option<String> {
         .map(|n| &n.value)
         .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
         .collect();
-    let views: Vec<NodeView<'_>> = nodes
-        .iter()
-        .map(|n| NodeView {
-            name: &n.name,
-            target: n.target.as_deref(),
-            desired: n.desired.as_deref(),
-            current: n.current(),
-            state: n.state(),
-            silent: false,
-            needs_reboot: false,
-        })
-        .collect();
+    let views: Vec<NodeView<'_>> = nodes.iter().map(|n| node_view(n, false, false)).collect();
     rollout::halted_by(&pool_view(&p.value), &views).map(str::to_string)
+}
+
+/// The rollout's view of a node.
+fn node_view(n: &NodeRecord, silent: bool, needs_reboot: bool) -> NodeView<'_> {
+    NodeView {
+        name: &n.name,
+        target: n.target.as_deref(),
+        desired: n.desired.as_deref(),
+        current: n.current(),
+        state: n.state(),
+        silent,
+        needs_reboot,
+    }
 }

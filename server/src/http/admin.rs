@@ -2,11 +2,10 @@
 //! configs and events; pause, resume, bootstrap tokens, labels, credential resets, pins and
 //! exclusions of nodes.
 
-use super::auth::{admin, bearer, Admin, AdminWho, Auth};
+use super::auth::{Admin, AdminId};
 use super::{AppState, APPLY_MEDIA_TYPE};
 use crate::app::{App, ApplyFile, HoldChange};
 use crate::error::ApiError;
-use crate::pki::ClientIdentity;
 use crate::store::Store;
 use crate::views;
 use axum::body::Bytes;
@@ -37,17 +36,16 @@ pub(super) struct ApplyQuery {
 
 pub(super) async fn apply<S: Store>(
     State(app): AppState<S>,
-    Auth(c): Auth,
+    Admin(id): Admin,
     Query(q): Query<ApplyQuery>,
     headers: HeaderMap,
-    cert: Option<axum::Extension<ClientIdentity>>,
     body: Bytes,
 ) -> Result<Json<ApplyOutcome>, ApiError> {
-    admin(&c)?;
     // Admin by certificate (no token sent): its CN goes into the events.
-    let by = cert
-        .filter(|c| c.admin && bearer(&headers).is_none())
-        .map(|c| c.0.name);
+    let by = match id {
+        AdminId::Certificate(name) => Some(name),
+        AdminId::Token => None,
+    };
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -294,44 +292,44 @@ pub(super) async fn reset_credential<S: Store>(
 
 pub(super) async fn pin_node<S: Store>(
     State(app): AppState<S>,
-    AdminWho(by): AdminWho,
+    Admin(by): Admin,
     Path(name): Path<String>,
     Json(req): Json<PinRequest>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Pin(req.config), &by).await
+    hold(&app, &name, HoldChange::Pin(req.config), &by.to_string()).await
 }
 
 pub(super) async fn unpin_node<S: Store>(
     State(app): AppState<S>,
-    AdminWho(by): AdminWho,
+    Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Unpin, &by).await
+    hold(&app, &name, HoldChange::Unpin, &by.to_string()).await
 }
 
 pub(super) async fn exclude_node<S: Store>(
     State(app): AppState<S>,
-    AdminWho(by): AdminWho,
+    Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Exclude, &by).await
+    hold(&app, &name, HoldChange::Exclude, &by.to_string()).await
 }
 
 pub(super) async fn include_node<S: Store>(
     State(app): AppState<S>,
-    AdminWho(by): AdminWho,
+    Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Include, &by).await
+    hold(&app, &name, HoldChange::Include, &by.to_string()).await
 }
 
 pub(super) async fn rollback_pool<S: Store>(
     State(app): AppState<S>,
-    AdminWho(by): AdminWho,
+    Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<RollbackAnswer>, ApiError> {
-    let answer = app.rollback_pool(&name, &by).await?;
-    tracing::info!(pool = %name, to = %answer.to, from = %answer.from, %by, "pool rolled back");
+    let answer = app.rollback_pool(&name, &by.to_string()).await?;
+    tracing::info!(pool = %name, to = %answer.to, from = %answer.from, by = %by, "pool rolled back");
     Ok(Json(answer))
 }
 

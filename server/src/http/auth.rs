@@ -1,6 +1,5 @@
 //! Who is calling: the bearer token (or Basic password, for FleetLock), an admin client
-//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`AdminWho`],
-//! [`MetricsReader`].
+//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`].
 
 use crate::app::{App, Caller};
 use crate::error::ApiError;
@@ -67,10 +66,28 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
     }
 }
 
+/// How an admin authenticated; events name the admin by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminId {
+    /// The admin token.
+    Token,
+    /// An admin client certificate (no token sent), by its CN.
+    Certificate(String),
+}
+
+impl std::fmt::Display for AdminId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdminId::Token => f.write_str("the admin token"),
+            AdminId::Certificate(name) => write!(f, "admin certificate {name}"),
+        }
+    }
+}
+
 /// An authenticated admin (an [`Auth`] whose caller is an admin; anyone else is 403 with the
-/// reason): for handlers that need nothing else of the caller.
+/// reason), and how they authenticated.
 #[derive(Debug)]
-pub struct Admin;
+pub struct Admin(pub AdminId);
 
 impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
     type Rejection = ApiError;
@@ -80,33 +97,15 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
         app: &Arc<App<S>>,
     ) -> Result<Self, Self::Rejection> {
         let Auth(caller) = Auth::from_request_parts(parts, app).await?;
-        admin(&caller).map(|()| Admin)
-    }
-}
-
-/// An authenticated admin and how events name them: `the admin token`, or `admin certificate
-/// NAME` (the client certificate's CN, when no token was sent).
-#[derive(Debug)]
-pub struct AdminWho(pub String);
-
-impl<S: Store> FromRequestParts<Arc<App<S>>> for AdminWho {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        app: &Arc<App<S>>,
-    ) -> Result<Self, Self::Rejection> {
-        let Auth(caller) = Auth::from_request_parts(parts, app).await?;
         admin(&caller)?;
-        let who = match (
-            bearer(&parts.headers),
-            parts.extensions.get::<ClientIdentity>(),
-        ) {
-            (Some(_), _) => "the admin token".to_string(),
-            (None, Some(id)) => format!("admin certificate {}", id.name),
-            (None, None) => "an admin".to_string(),
+        // A token decides when one is sent (as in `Auth`); otherwise it was the certificate.
+        let id = match parts.extensions.get::<ClientIdentity>() {
+            Some(cert) if bearer(&parts.headers).is_none() => {
+                AdminId::Certificate(cert.name.clone())
+            }
+            _ => AdminId::Token,
         };
-        Ok(AdminWho(who))
+        Ok(Admin(id))
     }
 }
 
@@ -150,6 +149,6 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for MetricsReader {
         }
         Admin::from_request_parts(parts, app)
             .await
-            .map(|Admin| MetricsReader)
+            .map(|_| MetricsReader)
     }
 }

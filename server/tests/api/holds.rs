@@ -7,23 +7,6 @@ use crate::rollout::worker_pool;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// The events of `object`, as `(reason, message)`.
-async fn events(api: &Api, object: &str) -> Vec<(String, String)> {
-    let r = api.get(&format!("/api/v1/events?object={object}")).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    r.json["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_node_stays_on_its_config_until_unpinned() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,12 +15,9 @@ async fn a_pinned_node_stays_on_its_config_until_unpinned() {
     api.apply_text("pool.yaml", &worker_pool(2, None)).await;
     api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
     let token = bootstrap_token(&s, "worker");
-    let w0 = api.enroll(&token, "w0", json!({})).await;
-    let w1 = api.enroll(&token, "w1", json!({})).await;
+    let w0 = api.enroll_done(&token, "w0").await;
+    let w1 = api.enroll_done(&token, "w1").await;
     let first = w0.desired_name().await.unwrap();
-    for n in [&w0, &w1] {
-        n.report("Done", Some(&first), Some(&first), None).await;
-    }
 
     // Refusals name what is wrong: an unknown config, an unknown node, a node's own credential.
     let r = api
@@ -78,7 +58,7 @@ async fn a_pinned_node_stays_on_its_config_until_unpinned() {
     assert_eq!(node["status"]["target"], first.as_str());
     assert_eq!(node["status"]["pinned"]["config"], first.as_str());
     assert_eq!(node["status"]["pinned"]["by"], "the admin token");
-    let ev = events(&api, "Node/w0").await;
+    let ev = api.events("Node/w0").await;
     assert!(
         ev.iter()
             .any(|(r, m)| r == "Pinned" && m.contains(&first) && m.contains("the admin token")),
@@ -94,7 +74,7 @@ async fn a_pinned_node_stays_on_its_config_until_unpinned() {
         api.get("/api/v1/nodes/w0").await.json["status"]["pinned"],
         Value::Null
     );
-    let ev = events(&api, "Node/w0").await;
+    let ev = api.events("Node/w0").await;
     assert!(ev.iter().any(|(r, _)| r == "Unpinned"), "{ev:?}");
     s.shutdown().await;
 }
@@ -109,10 +89,7 @@ async fn an_excluded_node_neither_gets_configs_nor_holds_up_the_rollout() {
     let token = bootstrap_token(&s, "worker");
     let mut nodes = Vec::new();
     for i in 0..3 {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        let d = n.desired_name().await.unwrap();
-        n.report("Done", Some(&d), Some(&d), None).await;
-        nodes.push(n);
+        nodes.push(api.enroll_done(&token, &format!("w{i}")).await);
     }
     let first = nodes[0].desired_name().await.unwrap();
     // w0's hardware fails: Degraded. Without the exclusion it would halt the rollout (and take
@@ -159,7 +136,7 @@ async fn an_excluded_node_neither_gets_configs_nor_holds_up_the_rollout() {
     let r = api.delete("/api/v1/nodes/w0/exclude").await;
     assert_eq!(r.json["action"], "included", "{}", r.text);
     assert_eq!(nodes[0].desired_name().await, Some(second.clone()));
-    let ev = events(&api, "Node/w0").await;
+    let ev = api.events("Node/w0").await;
     for reason in ["Excluded", "Included"] {
         assert!(
             ev.iter()

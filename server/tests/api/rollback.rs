@@ -7,21 +7,6 @@ use crate::rollout::worker_pool;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-async fn reasons(api: &Api, object: &str) -> Vec<(String, String)> {
-    let r = api.get(&format!("/api/v1/events?object={object}")).await;
-    r.json["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_rolls_out_and_the_next_change_ends_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,12 +15,9 @@ async fn a_rollback_rolls_out_and_the_next_change_ends_it() {
     api.apply_text("pool.yaml", &worker_pool(1, None)).await;
     api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
     let token = bootstrap_token(&s, "worker");
-    let w0 = api.enroll(&token, "w0", json!({})).await;
-    let w1 = api.enroll(&token, "w1", json!({})).await;
+    let w0 = api.enroll_done(&token, "w0").await;
+    let w1 = api.enroll_done(&token, "w1").await;
     let first = w0.desired_name().await.unwrap();
-    for n in [&w0, &w1] {
-        n.report("Done", Some(&first), Some(&first), None).await;
-    }
     // Nothing older to go back to.
     let r = api.post("/api/v1/pools/worker/rollback", &json!({})).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
@@ -70,7 +52,7 @@ async fn a_rollback_rolls_out_and_the_next_change_ends_it() {
     w0.report("Done", Some(&first), Some(&first), None).await;
     assert_eq!(w1.desired_name().await, Some(first.clone()));
     w1.report("Done", Some(&first), Some(&first), None).await;
-    let ev = reasons(&api, "MachineConfigPool/worker").await;
+    let ev = api.events("MachineConfigPool/worker").await;
     assert!(
         ev.iter().any(|(r, m)| r == "RolledBack"
             && m.contains(&first)
@@ -89,7 +71,7 @@ async fn a_rollback_rolls_out_and_the_next_change_ends_it() {
     let p = pool(&api, "worker").await;
     assert_eq!(p["status"]["rollback"], Value::Null);
     assert_eq!(p["spec"]["configuration"]["name"], third.as_str());
-    let ev = reasons(&api, "MachineConfigPool/worker").await;
+    let ev = api.events("MachineConfigPool/worker").await;
     assert!(ev.iter().any(|(r, _)| r == "RollbackEnded"), "{ev:?}");
     s.shutdown().await;
 }

@@ -310,10 +310,7 @@ async fn a_degraded_node_halts_the_rollout() {
     let token = bootstrap_token(&s, "worker");
     let mut nodes = Vec::new();
     for i in 0..3 {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        let d = n.desired_name().await.unwrap();
-        n.report("Done", Some(&d), Some(&d), None).await;
-        nodes.push(n);
+        nodes.push(api.enroll_done(&token, &format!("w{i}")).await);
     }
     let first = nodes[0].desired_name().await.unwrap();
     api.apply_text("mc.yaml", &worker_mc("10-a", "two")).await;

@@ -74,10 +74,7 @@ async fn maintenance_windows_hold_reboots_until_they_open() {
     // New nodes get their config at once, window or not.
     let mut nodes = Vec::new();
     for i in 0..2 {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        let d = n.desired_name().await.unwrap();
-        n.report("Done", Some(&d), Some(&d), None).await;
-        nodes.push(n);
+        nodes.push(api.enroll_done(&token, &format!("w{i}")).await);
     }
     let p = pool(&api, "worker").await;
     assert_eq!(p["status"]["maintenance"]["state"], "Closed", "{p:#}");

@@ -232,6 +232,32 @@ impl Api {
         assert_eq!(a.status, StatusCode::NO_CONTENT, "report: {}", a.text);
     }
 
+    /// Enrolls `node` into the bootstrap token's pool and reports it `Done` in the config it is
+    /// handed; returns an Api acting as the node.
+    pub async fn enroll_done(&self, bootstrap: &str, node: &str) -> Api {
+        let n = self.enroll(bootstrap, node, serde_json::json!({})).await;
+        let d = n.desired_name().await.unwrap();
+        n.report("Done", Some(&d), Some(&d), None).await;
+        n
+    }
+
+    /// The events of `object` (`Node/w0`, `MachineConfigPool/worker`) as `(reason, message)`.
+    pub async fn events(&self, object: &str) -> Vec<(String, String)> {
+        let r = self.get(&format!("/api/v1/events?object={object}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["reason"].as_str().unwrap_or("").to_string(),
+                    e["message"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// The desired config's name (no wait).
     pub async fn desired_name(&self) -> Option<String> {
         let a = self.get("/api/v1/agent/desired?wait=0").await;

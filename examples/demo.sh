@@ -78,6 +78,8 @@ step "hearth apply -f examples/fleet"
 step "hearth get mcp"
 "$BIN/hearth" get mcp
 
+TOKEN=$("$BIN/hearth" bootstrap-token worker)   # a failure stops the demo here, with its reason
+
 step "hearth-agent enrolls as worker-0 and applies its config into $DEMO/worker-0"
 # A scratch root with what an image root has: the users the config names (root, and core, whose
 # SSH keys the worker pool sets).
@@ -87,7 +89,7 @@ printf 'root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:core:/var/home/core:/b
 printf 'root:x:0:\ncore:x:1000:\n' >"$DEMO/worker-0/etc/group"
 chown 1000:1000 "$DEMO/worker-0/var/home/core"
 "$BIN/hearth-agent" run --server "$HEARTH_SERVER" --ca "$HEARTH_CA" \
-  --bootstrap-token "$("$BIN/hearth" bootstrap-token worker 2>/dev/null)" \
+  --bootstrap-token "$TOKEN" \
   --node-name worker-0 --root "$DEMO/worker-0" --interval 1 >"$DEMO/agent.log" 2>&1 &
 AGENT_PID=$!
 state=

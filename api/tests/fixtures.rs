@@ -1,9 +1,9 @@
 //! Every wire type has a realistic example in `api/fixtures/<Type>.json` and its JSON Schema in
 //! `docs/schema/<Type>.schema.json`. Each fixture reads into its type and writes back to the
-//! same text (nothing lost, nothing added, same field order); each checked-in schema equals the
-//! one the type generates, so a protocol change that forgets the schema fails here.
-//! `cargo xtask generate` rewrites the schemas (never the fixtures: a fixture is what a peer of
-//! the current version sends).
+//! same text (nothing lost, nothing added, same field order) and is valid against its schema.
+//! That each checked-in schema equals the one its type generates is checked by `cargo xtask
+//! generate --check` (`xtask/tests/generated.rs`); `cargo xtask generate` rewrites them (never
+//! the fixtures: a fixture is what a peer of the current version sends).
 
 use hearth_api::admin::*;
 use hearth_api::*;
@@ -80,28 +80,20 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     let d: DeleteAnswer = lossless("DeleteAnswer");
     assert_eq!(d.kind, "MachineConfigPool");
     let c: CredentialReset = lossless("CredentialReset");
+    let p: PinRequest = lossless("PinRequest");
+    assert!(p.config.starts_with("rendered-worker-"));
+    let h: HoldAnswer = lossless("HoldAnswer");
+    assert_eq!(h.action, "pinned");
+    let r: RollbackAnswer = lossless("RollbackAnswer");
+    assert_ne!(r.to, r.from);
     assert!(c.credential_revoked);
 }
 
+/// Every fixture has its schema and every wire type (`hearth_api::schemas`) its fixture; that
+/// the schemas in `docs/schema/` are the ones the types generate is `cargo xtask generate
+/// --check`'s (`xtask/tests/generated.rs`).
 #[test]
-fn every_schema_in_docs_is_the_one_its_type_generates() {
-    let dir = root()
-        .parent()
-        .expect("api/ is in the workspace")
-        .join("docs/schema");
-    let mut problems = Vec::new();
-    for (name, schema) in hearth_api::schemas() {
-        let path = dir.join(format!("{name}.schema.json"));
-        match std::fs::read_to_string(&path) {
-            Ok(text) if text == hearth_api::schema_text(&schema) => {}
-            Ok(_) => problems.push(format!(
-                "{} differs from the schema {name} generates",
-                path.display()
-            )),
-            Err(e) => problems.push(format!("cannot read {}: {e}", path.display())),
-        }
-    }
-    // Every fixture has its schema, and the other way round.
+fn every_wire_type_has_a_fixture() {
     let fixtures: std::collections::BTreeSet<String> = std::fs::read_dir(root().join("fixtures"))
         .unwrap()
         .map(|e| {
@@ -119,13 +111,6 @@ fn every_schema_in_docs_is_the_one_its_type_generates() {
     assert_eq!(
         fixtures, schemas,
         "api/fixtures/ and hearth_api::schemas() name the same types"
-    );
-    assert!(
-        problems.is_empty(),
-        "{}\nIf the change to the wire types is intended (additive within v1, see the \
-         hearth_api module documentation), rewrite the schemas with `cargo xtask generate` and \
-         commit them.",
-        problems.join("\n")
     );
 }
 
@@ -296,31 +281,9 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-const ALL: [&str; 19] = [
-    "EnrollRequest",
-    "EnrollResponse",
-    "DesiredConfig",
-    "AgentStatus",
-    "SlotRequest",
-    "SlotAnswer",
-    "NodeView",
-    "PoolView",
-    "EventList",
-    "ApplyRequest",
-    "ApplyOutcome",
-    "Status",
-    "TokenRequest",
-    "TokenAnswer",
-    "LabelRequest",
-    "LabelAnswer",
-    "PauseAnswer",
-    "DeleteAnswer",
-    "CredentialReset",
-];
-
 #[test]
 fn every_fixture_is_valid_against_its_schema() {
-    for name in ALL {
+    for (name, _) in hearth_api::schemas() {
         let p = problems(name, &fixture(name));
         assert!(p.is_empty(), "{name}:\n{}", p.join("\n"));
     }

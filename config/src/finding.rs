@@ -12,3 +12,23 @@ pub struct Finding {
     /// False for warnings.
     pub is_error: bool,
 }
+
+impl Finding {
+    /// An error at field `path`.
+    pub fn error(path: String, message: impl Into<String>) -> Finding {
+        Finding {
+            path,
+            message: message.into(),
+            is_error: true,
+        }
+    }
+
+    /// A warning at field `path`.
+    pub fn warning(path: String, message: impl Into<String>) -> Finding {
+        Finding {
+            path,
+            message: message.into(),
+            is_error: false,
+        }
+    }
+}

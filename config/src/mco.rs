@@ -164,11 +164,10 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
         );
     for (i, (path, list, kind)) in entries {
         if is_force_path(path) {
-            out.push(Finding {
-                path: format!("spec.config.storage.{list}[{i}].path"),
-                message: force(kind),
-                is_error: true,
-            });
+            out.push(Finding::error(
+                format!("spec.config.storage.{list}[{i}].path"),
+                force(kind),
+            ));
         }
     }
     // A 2.x config's keys were de-duplicated by the translation (as the MCO does), so only a
@@ -178,14 +177,13 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
             std::collections::HashMap::with_capacity(u.ssh_authorized_keys.len());
         for (j, k) in u.ssh_authorized_keys.iter().enumerate() {
             match seen.get(k.as_str()) {
-                Some(first) => out.push(Finding {
-                    path: format!("spec.config.passwd.users[{i}].sshAuthorizedKeys[{j}]"),
-                    message: format!(
+                Some(first) => out.push(Finding::error(
+                    format!("spec.config.passwd.users[{i}].sshAuthorizedKeys[{j}]"),
+                    format!(
                         "this key repeats spec.config.passwd.users[{i}].sshAuthorizedKeys[{first}]; \
                          Ignition 3 refuses repeated entries: remove one"
                     ),
-                    is_error: true,
-                }),
+                )),
                 None => {
                     seen.insert(k.as_str(), j);
                 }
@@ -198,11 +196,7 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
             .iter()
             .position(|e| e == KERNEL_DEVEL)
             .unwrap_or(0);
-        out.push(Finding {
-            path: format!("spec.extensions[{i}]"),
-            message: msg,
-            is_error: true,
-        });
+        out.push(Finding::error(format!("spec.extensions[{i}]"), msg));
     }
 }
 

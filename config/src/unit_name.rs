@@ -33,9 +33,10 @@ pub struct UnitName<'a> {
     pub suffix: &'a str,
 }
 
-/// Whether `c` may stand in a unit name (`@` only where `allow_at`: in an instance).
-pub fn valid_char(c: char, allow_at: bool) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\') || (allow_at && c == '@')
+/// Whether `c` may stand in a unit name (`@` included: it separates the instance, and [`parse`]
+/// splits the prefix off at the first one).
+pub fn valid_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\' | '@')
 }
 
 /// Splits a valid unit name into its parts; `None` when systemd would not accept it.
@@ -51,11 +52,11 @@ pub fn parse(name: &str) -> Option<UnitName<'_>> {
         Some((p, i)) => (p, Some(i)),
         None => (stem, None),
     };
-    if prefix.is_empty() || !prefix.chars().all(|c| valid_char(c, false)) {
+    if prefix.is_empty() || !prefix.chars().all(valid_char) {
         return None;
     }
     if let Some(i) = instance {
-        if !i.chars().all(|c| valid_char(c, true)) {
+        if !i.chars().all(valid_char) {
             return None;
         }
     }

@@ -12,22 +12,14 @@ use crate::unit_name;
 use sha2::{Digest, Sha256, Sha512};
 use std::collections::HashMap;
 
-pub use crate::finding::Finding;
+use crate::finding::Finding;
 
 fn error(path: String, message: impl Into<String>) -> Finding {
-    Finding {
-        path,
-        message: message.into(),
-        is_error: true,
-    }
+    Finding::error(path, message)
 }
 
 fn warning(path: String, message: impl Into<String>) -> Finding {
-    Finding {
-        path,
-        message: message.into(),
-        is_error: false,
-    }
+    Finding::warning(path, message)
 }
 
 /// Checks an absolute path: returns what is wrong with it, if anything.
@@ -143,7 +135,7 @@ pub fn check_unit_name(name: &str) -> Option<String> {
             unit_name::MAX_LEN
         ));
     }
-    if let Some(c) = name.chars().find(|&c| !unit_name::valid_char(c, true)) {
+    if let Some(c) = name.chars().find(|&c| !unit_name::valid_char(c)) {
         return Some(format!(
             "unit name {name:?} contains {c:?}, which systemd does not allow in unit names (letters, digits and \":-_.\\@\" only; systemd-escape turns other text into a valid name)"
         ));

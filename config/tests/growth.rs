@@ -44,31 +44,33 @@ fn check_growth<T>(what: &str, sizes: &[usize], build: impl Fn(usize) -> T, run:
             .unwrap()
     };
     let mut times: Vec<(usize, Duration)> = Vec::new();
-    let mut previous: Option<(usize, T)> = None;
+    // The previous size, its input and its time (the latest measurement of it).
+    let mut previous: Option<(usize, T, Duration)> = None;
     for &n in sizes {
         let input = build(n);
         let mut t = best(&input);
-        if let Some((n1, small)) = &previous {
-            let mut t1 = times.last().unwrap().1;
-            let size_ratio = n as f64 / *n1 as f64;
+        if let Some((n1, small, t1)) = &mut previous {
+            let n1 = *n1;
+            let size_ratio = n as f64 / n1 as f64;
             let over = |t1: Duration, t: Duration| {
                 let ratio = t.as_secs_f64() / t1.max(FLOOR).as_secs_f64();
                 (ratio > MAX_RATIO * size_ratio / 10.0).then_some(ratio)
             };
             let mut attempt = 1;
-            while let Some(ratio) = over(t1, t) {
+            while let Some(ratio) = over(*t1, t) {
                 assert!(
                     attempt < ATTEMPTS,
                     "{what}: {n1} -> {n} entries took {t1:?} -> {t:?} ({ratio:.1}x for {size_ratio}x the input, {ATTEMPTS} measurements): superlinear"
                 );
                 eprintln!("{what}: {n1} -> {n} took {ratio:.1}x; measuring again");
                 attempt += 1;
-                t1 = best(small);
+                *t1 = best(small);
                 t = best(&input);
             }
+            times.last_mut().unwrap().1 = *t1;
         }
         times.push((n, t));
-        previous = Some((n, input));
+        previous = Some((n, input, t));
     }
     eprintln!("{what}: {times:?}");
 }

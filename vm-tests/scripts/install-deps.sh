@@ -32,24 +32,27 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# strace: the agent's tests count its system calls (agent/tests/syscall_counts.rs);
+# libssl-dev, gcc, libc6-dev: bench/agent-apply.sh builds the floor's converge.c.
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
-    ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils)
+    ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
+    strace libssl-dev gcc libc6-dev)
+updated=
+apt_update_once() {
+    [ -n "$updated" ] || { apt-get update -qq; updated=1; }
+}
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
-    apt-get update -qq
+    apt_update_once
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Not for the tests of this crate, for the agent's: strace counts the agent's system calls
-# (agent/tests/syscall_counts.rs); and for bench/agent-apply.sh: libssl-dev (and a C compiler)
-# builds the floor's converge.c.
-apt-get install -y -qq --no-install-recommends strace libssl-dev gcc libc6-dev >/dev/null
-
 if ! command -v qemu-system-x86_64 >/dev/null; then
+    apt_update_once
     qemu_version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
     qemu_extra=()
     utils=$(dpkg-query -W -f='${Status} ${Version}' qemu-utils 2>/dev/null || true)

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use hearth_vm_tests::qemu::{refs, workspace_binary, Vm, VmOptions};
+use hearth_vm_tests::qemu::{refs, workspace_binary, Vm, VmOptions, SHARE_INSIDE};
 
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
@@ -72,10 +72,10 @@ fn vm_with_agent() -> Vm {
     .unwrap();
     vm.exec_ok(&format!(
         "set -e
-         install -D -m 0755 /run/hearth-test/bin/hearth-agent {AGENT}
-         install -D -m 0755 /run/hearth-test/bin/hearth-ostree-helper {HELPER}
-         install -D -m 0644 /run/hearth-test/os.json /etc/hearth/os.json
-         install -D -m 0644 /run/hearth-test/hearth-agent.service /etc/systemd/system/hearth-agent.service
+         install -D -m 0755 {SHARE_INSIDE}/bin/hearth-agent {AGENT}
+         install -D -m 0755 {SHARE_INSIDE}/bin/hearth-ostree-helper {HELPER}
+         install -D -m 0644 {SHARE_INSIDE}/os.json /etc/hearth/os.json
+         install -D -m 0644 {SHARE_INSIDE}/hearth-agent.service /etc/systemd/system/hearth-agent.service
          mkdir -p /etc/systemd/system/hearth-agent.service.d /etc/hearth/desired
          printf '[Service]\\nExecStart=\\nExecStart={AGENT} run --interval 1\\nRestartSec=1s\\n' \\
              >/etc/systemd/system/hearth-agent.service.d/10-test.conf
@@ -94,7 +94,7 @@ fn desire(vm: &mut Vm, name: &str, spec: &str) {
     );
     std::fs::write(vm.share_dir().join(format!("{name}.yaml")), yaml).unwrap();
     vm.exec_ok(&format!(
-        "cp /run/hearth-test/{name}.yaml /etc/hearth/desired/.next && \
+        "cp {SHARE_INSIDE}/{name}.yaml /etc/hearth/desired/.next && \
          mv /etc/hearth/desired/.next /etc/hearth/desired/config.yaml"
     ))
     .unwrap();

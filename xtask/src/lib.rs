@@ -40,7 +40,7 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The three binaries' command definitions, as their users see them.
-pub fn binaries() -> Vec<Command> {
+fn binaries() -> Vec<Command> {
     [
         hearth_cli::Cli::command(),
         hearth_agent::cli::Cli::command(),
@@ -74,6 +74,7 @@ pub fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
             let mut buf = Vec::new();
             clap_mangen::Man::new(sub.clone())
                 .title(page.to_uppercase())
+                .source(format!("{name} {}", env!("CARGO_PKG_VERSION")))
                 .render(&mut buf)
                 .expect("rendering into memory cannot fail");
             out.insert(dir.join("man").join(format!("{page}.1")), buf);
@@ -173,6 +174,7 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
 fn strays(root: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let dirs = [
+        PathBuf::from(REFERENCE_DIR),
         Path::new(REFERENCE_DIR).join("man"),
         Path::new(REFERENCE_DIR).join("completions"),
         PathBuf::from(SCHEMA_DIR),
@@ -182,10 +184,11 @@ fn strays(root: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) -> anyhow::Result<Vec
             continue;
         };
         for e in entries {
-            let path = rel.join(
-                e.with_context(|| format!("reading {}", rel.display()))?
-                    .file_name(),
-            );
+            let e = e.with_context(|| format!("reading {}", rel.display()))?;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = rel.join(e.file_name());
             if !files.contains_key(&path) {
                 out.push(path);
             }

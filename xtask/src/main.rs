@@ -7,7 +7,8 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "xtask")]
 enum Task {
-    /// Regenerate the files generated from the code (command reference, man pages, completions).
+    /// Regenerate the files generated from the code (command reference, man pages, completions,
+    /// wire schemas).
     Generate {
         /// Change nothing; exit 1 and name each file that is out of date.
         #[arg(long)]

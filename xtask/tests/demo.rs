@@ -2,33 +2,25 @@
 //! fleet, a real agent enrolled as worker-0 applying its config into a scratch root, Done as the
 //! server sees it, and the files where the config puts them. Needs root (the agent sets owners).
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The directory of this build's binaries (`target/<profile>`), with the three binaries in it
-/// (built first when `cargo test` did not build them: `cargo test -p hearth-xtask` alone).
-fn binaries() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let names = ["hearth", "hearth-server", "hearth-agent"];
-    if names.iter().any(|n| !dir.join(n).exists()) {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q"]);
-        for n in names {
-            cmd.args(["--bin", n]);
-        }
-        assert!(cmd.status().unwrap().success(), "building {names:?}");
+/// The directory of this build's binaries, with the three binaries in it (built first when
+/// `cargo test` did not build them: `cargo test -p hearth-xtask` alone).
+fn binaries() -> std::path::PathBuf {
+    let mut dir = None;
+    for (package, name) in [
+        ("hearth-cli", "hearth"),
+        ("hearth-server", "hearth-server"),
+        ("hearth-agent", "hearth-agent"),
+    ] {
+        let path = hearth_vm_tests::qemu::workspace_binary(package, name).unwrap();
+        dir = path.parent().map(std::path::Path::to_path_buf);
     }
-    dir
+    dir.unwrap()
 }
 
 #[test]
 fn the_readme_demo_reaches_done() {
-    assert!(
-        nix_is_root(),
-        "the demo needs root (the agent sets the owners of the files it writes); run as root"
-    );
     let root = hearth_xtask::workspace_root();
     let out = Command::new(root.join("examples/demo.sh"))
         .env("HEARTH_BIN_DIR", binaries())
@@ -62,13 +54,4 @@ fn the_readme_demo_reaches_done() {
         !stdout.contains('\u{1b}'),
         "escape codes in a pipe:\n{stdout}"
     );
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next().map(|u| u == "0"))
-        .unwrap()
 }

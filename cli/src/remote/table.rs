@@ -62,10 +62,7 @@ fn now() -> u64 {
 }
 
 pub(super) fn age(v: &Value) -> String {
-    v.as_str()
-        .and_then(parse_time)
-        .map(|t| human_age(now().saturating_sub(t)))
-        .unwrap_or_else(|| "<unknown>".into())
+    age_of(v.as_str())
 }
 
 /// A scalar for a table cell or a line of text, with control characters escaped (see

@@ -153,7 +153,7 @@ pub(super) fn parse_install(name: &str, text: &str, install: &mut Install) -> Re
                 let value = printf(name, value)?;
                 install.default_instance = if value.is_empty() {
                     None
-                } else if value.chars().all(|c| valid_char(c, true)) {
+                } else if value.chars().all(valid_char) {
                     Some(value)
                 } else {
                     tracing::warn!("{name}: invalid DefaultInstance={value}, ignoring");

@@ -296,7 +296,7 @@ pub(super) async fn pin_node<S: Store>(
     Path(name): Path<String>,
     Json(req): Json<PinRequest>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Pin(req.config), &by.to_string()).await
+    hold(&app, &name, HoldChange::Pin(req.config), &by).await
 }
 
 pub(super) async fn unpin_node<S: Store>(
@@ -304,7 +304,7 @@ pub(super) async fn unpin_node<S: Store>(
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Unpin, &by.to_string()).await
+    hold(&app, &name, HoldChange::Unpin, &by).await
 }
 
 pub(super) async fn exclude_node<S: Store>(
@@ -312,7 +312,7 @@ pub(super) async fn exclude_node<S: Store>(
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Exclude, &by.to_string()).await
+    hold(&app, &name, HoldChange::Exclude, &by).await
 }
 
 pub(super) async fn include_node<S: Store>(
@@ -320,7 +320,7 @@ pub(super) async fn include_node<S: Store>(
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    hold(&app, &name, HoldChange::Include, &by.to_string()).await
+    hold(&app, &name, HoldChange::Include, &by).await
 }
 
 pub(super) async fn rollback_pool<S: Store>(
@@ -337,9 +337,10 @@ async fn hold<S: Store>(
     app: &App<S>,
     name: &str,
     change: HoldChange,
-    by: &str,
+    by: &AdminId,
 ) -> Result<Json<HoldAnswer>, ApiError> {
-    let answer = app.hold_node(name, change, by).await?;
+    let by = by.to_string();
+    let answer = app.hold_node(name, change, &by).await?;
     tracing::info!(node = %name, action = %answer.action, %by, "node hold");
     Ok(Json(answer))
 }

@@ -130,13 +130,7 @@ async fn maintenance_windows_hold_reboots_until_they_open() {
     assert_eq!(r.json["reason"], waiting);
     assert_eq!(r.json["retryAfterSeconds"], 300);
     let r = api
-        .send(
-            api.client
-                .post(format!("{}/v1/pre-reboot", api.base))
-                .basic_auth("node", Some(nodes[1].token.clone()))
-                .header("fleet-lock-protocol", "true")
-                .body(json!({"client_params": {"id": "m1", "group": "worker"}}).to_string()),
-        )
+        .send(api.fleetlock(&nodes[1], "/v1/pre-reboot", "m1", "worker"))
         .await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
     assert!(r.text.contains(waiting), "{}", r.text);

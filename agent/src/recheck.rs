@@ -288,11 +288,6 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
     }
     let db = Db::load(root).ok()?;
     let mut files: Vec<Expected> = Vec::new();
-    let mut push = |e: Expected| {
-        // The last entry for a path wins, as in the verification.
-        files.retain(|x| x.path != e.path);
-        files.push(e);
-    };
     for f in &c.storage.files {
         if !f.append.is_empty() {
             continue;
@@ -300,7 +295,7 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
         let Some(content) = expected_file_content(f).ok()? else {
             continue;
         };
-        push(Expected {
+        files.push(Expected {
             path: f.path.clone(),
             mode: Some(expected_file_mode(f)),
             owner: Some(db.resolve_owner(&f.user, &f.group).ok()?),
@@ -310,7 +305,7 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
     }
     for u in &c.systemd.units {
         if let Some(contents) = u.contents.as_deref().filter(|c| !c.is_empty()) {
-            push(Expected {
+            files.push(Expected {
                 path: hearth_hostops::verify::unit_path(&u.name),
                 mode: None,
                 owner: None,
@@ -320,7 +315,7 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
         }
         for d in &u.dropins {
             if let Some(contents) = d.contents.as_deref().filter(|c| !c.is_empty()) {
-                push(Expected {
+                files.push(Expected {
                     path: hearth_hostops::verify::dropin_path(&u.name, &d.name),
                     mode: None,
                     owner: None,
@@ -330,6 +325,20 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
             }
         }
     }
+    // The last entry for a path wins, as in the verification (linear: one pass to find each
+    // path's last entry, one to keep it).
+    let last: std::collections::HashMap<&str, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.as_str(), i))
+        .collect();
+    let keep: Vec<bool> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| last.get(f.path.as_str()) == Some(&i))
+        .collect();
+    let mut keep = keep.into_iter();
+    files.retain(|_| keep.next() == Some(true));
     Some(Index {
         version: RECHECK_VERSION,
         source: sha256_hex(source),

@@ -69,6 +69,12 @@ impl Agent {
             };
             return Err(StepError::new(STEP, "the OS", cause));
         }
+        // On an ostree host every OS operation runs in hearth-ostree-helper: without it, refuse
+        // now, before any step, rather than at staging after the files and units.
+        if let hearth_hostops::os::OsBackend::Ostree(o) = &self.os {
+            o.helper()
+                .map_err(|e| StepError::new(STEP, "hearth-ostree-helper", e))?;
+        }
         let change = self
             .os
             .change_from_actions(actions)

@@ -367,8 +367,15 @@ pub fn record(root: &Root, source: &[u8], desired: &NamedConfig) {
         .flatten()
         .and_then(|b| serde_json::from_slice::<Index>(&b).ok());
     let digest = sha256_hex(source);
+    // The users digest too: after an edit of /etc/passwd or /etc/group the kept index no
+    // longer answers (`quick` refuses it), so it is rewritten here.
+    let users = users_digest(root).ok();
     if existing.as_ref().is_some_and(|i| {
-        i.version == RECHECK_VERSION && i.source == digest && i.config == config && i.name == name
+        i.version == RECHECK_VERSION
+            && i.source == digest
+            && i.config == config
+            && i.name == name
+            && users.as_ref() == Some(&i.users)
     }) {
         return;
     }

@@ -31,6 +31,28 @@ fn apply(config: &Path, root: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `apply` with `RUST_LOG=debug`: whether the quick re-check ran, and with how many files
+/// differing, is in its log (stderr).
+fn apply_logged(config: &Path, root: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth-agent"))
+        .args(["apply", "--once-from"])
+        .arg(config)
+        .arg("--root")
+        .arg(root)
+        .env_remove("INVOCATION_ID")
+        .env_remove("JOURNAL_STREAM")
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap()
+}
+
+/// Whether the run's log says the quick re-check answered with no file differing.
+fn took_quick_path(o: &Output) -> bool {
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .any(|l| l.contains("quick re-check") && l.contains("differ=0"))
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
@@ -49,10 +71,11 @@ fn the_quick_re_check_answers_as_the_full_one() {
     assert_eq!(code(&o), 0, "{o:?}");
     assert!(root.join(INDEX).exists(), "the index is kept after Done");
 
-    // The no-op: Done, nothing written.
-    let o = apply(&c1, &root, &[]);
+    // The no-op: Done, nothing written, answered by the quick path.
+    let o = apply_logged(&c1, &root);
     assert_eq!(code(&o), 0, "{o:?}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("Done"));
+    assert!(took_quick_path(&o), "{o:?}");
 
     // Content changed by hand: reported as drift (exit 4), as the full check does.
     std::fs::write(&a, "edited").unwrap();
@@ -160,4 +183,43 @@ fn the_quick_re_check_answers_as_the_full_one() {
         "no index for a config with units' enablement"
     );
     assert_eq!(code(&apply(&c3, &root, &[])), 0);
+}
+
+#[test]
+fn after_a_users_edit_the_index_is_rewritten_and_the_quick_path_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let c1 = mc(dir.path(), "c1", "one", "");
+    assert_eq!(code(&apply(&c1, &root, &[])), 0);
+    let o = apply_logged(&c1, &root);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(took_quick_path(&o), "{o:?}");
+
+    // A user added by hand: the index (keyed by the users digest) no longer answers, so this
+    // run takes the full path ...
+    std::fs::write(
+        root.join("etc/passwd"),
+        "root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n",
+    )
+    .unwrap();
+    let o = apply_logged(&c1, &root);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(!took_quick_path(&o), "{o:?}");
+    // ... and rewrites the index, so the next no-op is quick again.
+    let o = apply_logged(&c1, &root);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Done"));
+    assert!(took_quick_path(&o), "{o:?}");
+
+    // The same for /etc/group.
+    std::fs::write(root.join("etc/group"), "root:x:0:\nalice:x:1000:\n").unwrap();
+    let o = apply_logged(&c1, &root);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(!took_quick_path(&o), "{o:?}");
+    let o = apply_logged(&c1, &root);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(took_quick_path(&o), "{o:?}");
 }

@@ -25,7 +25,7 @@
 //! - `os.rs`: OS changes: planning, staging, and checking the boot into them.
 //! - `reboot.rs`: requesting the reboot and verifying after it.
 //! - `rollback.rs`: undoing a failed apply.
-//! - `step.rs`: why a step failed ([`StepError`]: the step, its object, the cause).
+//! - `step.rs`: why a step failed ([`step::StepError`]: the step, its object, the cause).
 
 use crate::drift_policy::{drift_reason, DriftPolicies};
 use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
@@ -54,7 +54,6 @@ pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
-pub use step::StepError;
 
 use os::os_fields;
 

@@ -1,6 +1,7 @@
 //! The `Applying` phase: plan, execute every step, verify, stage the OS change, then end
 //! `Done` (or drifted), go on to the reboot, or start the rollback.
 
+use super::step::StepError;
 use super::{
     execute::service_steps, managed_paths, os::is_os_action, os::os_fields, reboot::boot_id,
     reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, FORCE_FILE,
@@ -80,7 +81,7 @@ impl Agent {
             tracing::debug!(step = i + 1, %action, "step");
             crate::watchdog::beat();
             if let Err(e) = self.execute(action, &managed_before, &preexisting).await {
-                let reason = e.numbered(i + 1, total);
+                let reason = failed_step(&e, i + 1, total);
                 return self.start_rollback(j, reason, &opts.drift).await;
             }
         }
@@ -97,7 +98,7 @@ impl Agent {
                 Ok(Some(warning)) => warnings.push(warning),
                 Ok(None) => {}
                 Err(e) => {
-                    let reason = e.numbered(p.actions.len() + k + 1, total);
+                    let reason = failed_step(&e, p.actions.len() + k + 1, total);
                     return self.start_rollback(j, reason, &opts.drift).await;
                 }
             }
@@ -122,7 +123,7 @@ impl Agent {
             Some(change) => match self.stage_os(&change).await {
                 Ok(progress) => Some(progress),
                 Err(e) => {
-                    let reason = e.numbered(total, total);
+                    let reason = failed_step(&e, total, total);
                     return self.start_rollback(j, reason, &opts.drift).await;
                 }
             },
@@ -223,4 +224,19 @@ impl Agent {
             Outcome::Drifted(drift)
         })
     }
+}
+
+/// The node's reason for failed step `n` of `total` (unchanged: `step n of total (…) failed: …`),
+/// with the failure logged as structured fields — the object it acted on included, which the
+/// reason does not name — as the rollback starts.
+fn failed_step(e: &StepError, n: usize, total: usize) -> String {
+    tracing::warn!(
+        step = %e.step,
+        object = %e.object,
+        cause = %e.cause,
+        n,
+        total,
+        "apply step failed"
+    );
+    e.numbered(n, total)
 }

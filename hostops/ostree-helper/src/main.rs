@@ -55,10 +55,6 @@ use std::process::ExitCode;
 
 use hearth_hostops::os::ostree::protocol::{MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 
-/// A hidden switch for hearth's crash-containment test: with `segv`, the helper kills itself
-/// with SIGSEGV after reading the request, as the GLib crash once did.
-const TEST_CRASH_ENV: &str = "HEARTH_OSTREE_HELPER_TEST_CRASH";
-
 fn main() -> ExitCode {
     // Not for humans, but say what it is rather than wait on a terminal.
     if let Some(arg) = std::env::args().nth(1) {
@@ -93,9 +89,6 @@ fn main() -> ExitCode {
         tracing::error!("reading the request from standard input: {e}");
         return ExitCode::from(2);
     }
-    if std::env::var(TEST_CRASH_ENV).as_deref() == Ok("segv") {
-        crash();
-    }
     glib_log::route_glib_output();
     let response = serve::serve(&input);
     let mut out = std::io::stdout().lock();
@@ -110,15 +103,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Dies by SIGSEGV. Rust's runtime has a SIGSEGV handler (stack overflow detection) that, for a
-/// fault outside a guard page, restores the default action and returns: the first `raise`
-/// goes to it, the second kills the process.
-fn crash() {
-    tracing::warn!("{TEST_CRASH_ENV}=segv: raising SIGSEGV");
-    for _ in 0..2 {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSEGV);
-    }
-    std::process::abort();
 }

@@ -8,7 +8,7 @@ use nix::sys::stat::fstat;
 use std::io::Read;
 use std::os::fd::AsFd;
 
-use super::resolve::{kind_of, resolve_flags, split};
+use super::resolve::{resolve_flags, split};
 use super::{EntryKind, FsError, Root, Stat};
 
 /// An existing entry at a path.
@@ -55,13 +55,7 @@ impl Root {
             Err(e) => return Err(self.sys(path, "resolve", e)),
         };
         let st = fstat(fd.as_fd()).map_err(|e| self.sys(path, "stat", e))?;
-        let stat = Stat {
-            mode: st.st_mode & 0o7777,
-            uid: st.st_uid,
-            gid: st.st_gid,
-            size: st.st_size as u64,
-            kind: kind_of(st.st_mode),
-        };
+        let stat = Stat::from_file_stat(&st);
         Ok(Some(match stat.kind {
             EntryKind::File => Entry::File(stat, std::fs::File::from(fd)),
             _ => Entry::Other(stat),

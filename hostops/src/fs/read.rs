@@ -8,7 +8,7 @@ use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use super::resolve::{kind_of, resolve_flags, split};
+use super::resolve::{resolve_flags, split};
 use super::{FsError, Root, Stat};
 
 impl Root {
@@ -51,16 +51,7 @@ impl Root {
             Err(e) => return Err(e),
         };
         match fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => {
-                let kind = kind_of(st.st_mode);
-                Ok(Some(Stat {
-                    mode: st.st_mode & 0o7777,
-                    uid: st.st_uid,
-                    gid: st.st_gid,
-                    size: st.st_size as u64,
-                    kind,
-                }))
-            }
+            Ok(st) => Ok(Some(Stat::from_file_stat(&st))),
             Err(Errno::ENOENT) => Ok(None),
             Err(e) => Err(self.sys(path, "stat", e)),
         }

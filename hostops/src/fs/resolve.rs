@@ -4,13 +4,14 @@
 
 use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::FileStat;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{EntryKind, FsError, Root};
+use super::{EntryKind, FsError, Root, Stat};
 
 pub(super) const TMP_PREFIX: &str = ".hearth-tmp-";
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -51,6 +52,19 @@ pub(super) fn kind_of(st_mode: u32) -> EntryKind {
         0o040000 => EntryKind::Dir,
         0o120000 => EntryKind::Symlink,
         _ => EntryKind::Other,
+    }
+}
+
+impl Stat {
+    /// What a `stat(2)` of an entry says about it: permission bits, owner, size and kind.
+    pub(super) fn from_file_stat(st: &FileStat) -> Stat {
+        Stat {
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: st.st_size as u64,
+            kind: kind_of(st.st_mode),
+        }
     }
 }
 

@@ -37,7 +37,7 @@
 use crate::fs::{self, FsError};
 use crate::passwd::{self, PasswdError};
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{fchmod, fstat, Mode};
 use nix::unistd::{fchown, fsync, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::io::Write;
@@ -226,12 +226,10 @@ pub(crate) fn open_dir_beneath(root: &fs::Root, path: &str) -> Result<Option<Own
     .map_err(|e| sys(&root.path().display().to_string(), "open root", e))?;
     let rel = path.trim_start_matches('/');
     let rel = if rel.is_empty() { "." } else { rel };
-    match openat2(
+    match fs::open_beneath(
         root_fd.as_fd(),
         Path::new(rel),
-        OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS),
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
     ) {
         Ok(fd) => Ok(Some(fd)),
         Err(Errno::ENOENT) => Ok(None),

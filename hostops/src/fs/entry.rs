@@ -3,12 +3,12 @@
 //! so a check of content, mode and owner costs one `openat2` instead of a stat plus a read.
 
 use nix::errno::Errno;
-use nix::fcntl::{openat2, OFlag, OpenHow};
+use nix::fcntl::OFlag;
 use nix::sys::stat::fstat;
 use std::io::Read;
 use std::os::fd::AsFd;
 
-use super::resolve::{resolve_flags, split};
+use super::resolve::{open_beneath, split};
 use super::{EntryKind, FsError, Root, Stat};
 
 /// An existing entry at a path.
@@ -40,11 +40,7 @@ impl Root {
             | OFlag::O_NONBLOCK
             | OFlag::O_NOCTTY
             | OFlag::O_CLOEXEC;
-        let fd = match openat2(
-            self.fd.as_fd(),
-            &rel,
-            OpenHow::new().flags(flags).resolve(resolve_flags()),
-        ) {
+        let fd = match open_beneath(self.fd.as_fd(), &rel, flags) {
             Ok(fd) => fd,
             Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
             // A symbolic link (O_NOFOLLOW), a socket, a device without a driver: not a file

@@ -44,6 +44,7 @@ mod write;
 
 pub use dirsync::{DirSyncs, MAX_PENDING_DIRS};
 pub use entry::{read_all, Entry};
+pub(crate) use resolve::open_beneath;
 
 use crate::selinux::{self, Labelling};
 use nix::errno::Errno;

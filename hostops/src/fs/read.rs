@@ -2,13 +2,13 @@
 //! every path resolved beneath the root.
 
 use nix::errno::Errno;
-use nix::fcntl::{openat2, OFlag, OpenHow};
+use nix::fcntl::OFlag;
 use nix::sys::stat::fstatat;
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
-use super::resolve::{resolve_flags, split};
+use super::resolve::{open_beneath, split};
 use super::{FsError, Root, Stat};
 
 impl Root {
@@ -16,13 +16,7 @@ impl Root {
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
         let (parent, name) = split(path)?;
         let rel = parent.join(name);
-        let fd = match openat2(
-            self.fd.as_fd(),
-            &rel,
-            OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
-                .resolve(resolve_flags()),
-        ) {
+        let fd = match open_beneath(self.fd.as_fd(), &rel, OFlag::O_RDONLY | OFlag::O_CLOEXEC) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => return Ok(None),
             Err(e) => return Err(self.sys(path, "resolve", e)),

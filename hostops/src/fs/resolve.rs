@@ -6,7 +6,7 @@ use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::FileStat;
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +18,29 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 pub(super) fn resolve_flags() -> ResolveFlag {
     ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS
+}
+
+/// How often an `openat2` that the kernel answered `EAGAIN` is tried again.
+const EAGAIN_RETRIES: usize = 64;
+
+/// `openat2(dirfd, path, flags)` confined beneath `dirfd` (`RESOLVE_BENEATH |
+/// RESOLVE_NO_MAGICLINKS`). With `RESOLVE_BENEATH` the kernel answers `EAGAIN` when a rename or
+/// mount anywhere on the system raced with the resolution of a `..` (it cannot then prove the
+/// path stayed beneath), and asks the caller to retry (openat2(2)): this does, a bounded number
+/// of times, so a busy machine does not turn a valid path into an error.
+pub(crate) fn open_beneath(
+    dirfd: BorrowedFd<'_>,
+    path: &Path,
+    flags: OFlag,
+) -> nix::Result<OwnedFd> {
+    let how = || OpenHow::new().flags(flags).resolve(resolve_flags());
+    let mut tries = 0;
+    loop {
+        match openat2(dirfd, path, how()) {
+            Err(Errno::EAGAIN) if tries < EAGAIN_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
 }
 
 /// Splits `/a/b/c` into the relative parent `a/b` and the name `c`.
@@ -101,12 +124,10 @@ impl Root {
         } else {
             rel
         };
-        openat2(
+        open_beneath(
             self.fd.as_fd(),
             rel,
-            OpenHow::new()
-                .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-                .resolve(resolve_flags()),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         )
         .map_err(|e| self.sys(full, "resolve", e))
     }

@@ -163,3 +163,56 @@ fn bad_paths() {
         Err(FsError::BadPath { .. })
     ));
 }
+
+/// With `RESOLVE_BENEATH` the kernel answers `EAGAIN` when a rename anywhere raced with the
+/// resolution of a `..`; confined opens try again (openat2(2)), so a rename storm on the machine
+/// (another build, a package install) does not fail a valid path.
+#[test]
+fn a_rename_storm_does_not_fail_a_path_through_dot_dot() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (dir, r) = root();
+    std::fs::create_dir_all(dir.path().join("var/usrlocal")).unwrap();
+    std::fs::create_dir(dir.path().join("usr")).unwrap();
+    std::os::unix::fs::symlink("../var/usrlocal", dir.path().join("usr/local")).unwrap();
+    std::fs::write(dir.path().join("var/usrlocal/x"), b"x").unwrap();
+    let storm = tempfile::tempdir().unwrap();
+    let (a, b) = (storm.path().join("a"), storm.path().join("b"));
+    std::fs::write(&a, b"").unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let renamer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::rename(&a, &b).unwrap();
+                std::fs::rename(&b, &a).unwrap();
+            }
+        })
+    };
+    // The kernel does answer EAGAIN under this storm (so the check below can fail)...
+    let raw_eagain = (0..20_000).any(|_| {
+        nix::fcntl::openat2(
+            r.fd.as_fd(),
+            "usr/local/x",
+            nix::fcntl::OpenHow::new()
+                .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+                .resolve(super::resolve::resolve_flags()),
+        )
+        .err()
+            == Some(Errno::EAGAIN)
+    });
+    // ...and the confined read never fails.
+    let failures = (0..20_000)
+        .filter(|_| {
+            r.read("/usr/local/x")
+                .map(|c| c.as_deref() != Some(&b"x"[..]))
+                .unwrap_or(true)
+        })
+        .count();
+    stop.store(true, Ordering::Relaxed);
+    renamer.join().unwrap();
+    assert!(
+        raw_eagain,
+        "no EAGAIN seen: the storm did not race (the check proves nothing)"
+    );
+    assert_eq!(failures, 0);
+}

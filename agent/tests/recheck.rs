@@ -53,17 +53,23 @@ fn took_quick_path(o: &Output) -> bool {
         .any(|l| l.contains("quick re-check") && l.contains("differ=0"))
 }
 
+/// A scratch image root with the user database the configs' owners resolve against.
+fn image_root() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    (dir, root)
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
 
 #[test]
 fn the_quick_re_check_answers_as_the_full_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("etc")).unwrap();
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let (dir, root) = image_root();
     let c1 = mc(dir.path(), "c1", "one", "");
     let a = root.join("etc/rc/a.conf");
 
@@ -187,11 +193,7 @@ fn the_quick_re_check_answers_as_the_full_one() {
 
 #[test]
 fn after_a_users_edit_the_index_is_rewritten_and_the_quick_path_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("etc")).unwrap();
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let (dir, root) = image_root();
     let c1 = mc(dir.path(), "c1", "one", "");
     assert_eq!(code(&apply(&c1, &root, &[])), 0);
     let o = apply_logged(&c1, &root);

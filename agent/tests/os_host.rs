@@ -97,6 +97,25 @@ fn wait_for_state(host: &OstreeHost, state: &str, timeout: Duration) -> serde_js
     }
 }
 
+/// Waits for the agent's reboot of `host`; when none comes, fails with what the agent says
+/// (its status and log), not only the container's console.
+fn reboot(host: &mut OstreeHost, what: &str) -> hearth_vm_tests::BootInfo {
+    match host.wait_for_reboot(REBOOT) {
+        Ok(boot) => boot,
+        Err(e) => {
+            let status = host
+                .exec(&[AGENT, "status", "-o", "json"])
+                .map(|o| format!("{o}"))
+                .unwrap_or_else(|e| format!("(no status: {e:#})"));
+            let log = host
+                .exec(&["journalctl", "-u", "hearth-agent", "-n", "80", "--no-pager"])
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            panic!("{what}: {e:#}\n--- agent status ---\n{status}\n--- agent log ---\n{log}");
+        }
+    }
+}
+
 fn desire(host: &OstreeHost, name: &str, spec: &str) {
     // One file, replaced: the agent applies the newest config of the directory.
     let tmp = host.host().path("/etc/hearth/desired/.next");
@@ -140,9 +159,7 @@ fn kernel_arguments_are_staged_booted_and_verified_and_only_hearths_are_removed(
         "  kernelArguments:\n    - default_hugepagesz=1G\n    - hugepagesz=1G\n    - hugepages=32\n    - selinux=0\n    - quiet\n",
     );
     start_agent(&host);
-    let boot = host
-        .wait_for_reboot(REBOOT)
-        .expect("the agent rebooted the host");
+    let boot = reboot(&mut host, "the agent rebooted the host");
     assert_eq!(boot.boot_count, 2);
     let st = wait_for_state(&host, "Done", Duration::from_secs(60));
     assert_eq!(st["current"], "05-worker-kernelarg-hugepages");
@@ -163,7 +180,7 @@ fn kernel_arguments_are_staged_booted_and_verified_and_only_hearths_are_removed(
         "05-worker-kernelarg-hugepages-v2",
         "  kernelArguments:\n    - default_hugepagesz=1G\n    - hugepagesz=1G\n    - hugepages=16\n",
     );
-    host.wait_for_reboot(REBOOT).expect("second reboot");
+    reboot(&mut host, "second reboot");
     let st = wait_for_state(&host, "Done", Duration::from_secs(60));
     assert_eq!(st["current"], "05-worker-kernelarg-hugepages-v2");
     let mut want = strings(&DEFAULT_KARGS);
@@ -181,7 +198,7 @@ fn pivot_to_v2_then_the_realtime_kernel_keeps_the_image() {
     let mut host = boot_with_agent(120);
     desire(&host, "10-os", &format!("  osImageURL: {}\n", refs::V2));
     start_agent(&host);
-    host.wait_for_reboot(REBOOT).expect("reboot into v2");
+    reboot(&mut host, "reboot into v2");
     wait_for_state(&host, "Done", Duration::from_secs(60));
     assert_eq!(
         host.exec_ok(&["cat", "/usr/lib/hearth-image-version"])
@@ -199,7 +216,7 @@ fn pivot_to_v2_then_the_realtime_kernel_keeps_the_image() {
         "10-os-rt",
         &format!("  osImageURL: {}\n  kernelType: realtime\n", refs::V2),
     );
-    host.wait_for_reboot(REBOOT).expect("reboot into v2-rt");
+    reboot(&mut host, "reboot into v2-rt");
     let st = wait_for_state(&host, "Done", Duration::from_secs(60));
     assert_eq!(st["current"], "10-os-rt");
     assert_eq!(
@@ -229,15 +246,13 @@ fn an_unhealthy_deployment_is_rolled_back_with_its_reason_and_not_retried() {
     start_agent(&host);
     let v1 = host.images().commit(refs::V1).unwrap().to_string();
     // Boot 2: v2-broken, whose hearth-image-broken.service fails; the agent rolls back.
-    host.wait_for_reboot(REBOOT).expect("reboot into v2-broken");
+    reboot(&mut host, "reboot into v2-broken");
     assert_eq!(
         host.booted_entry().checksum,
         host.images().commit(refs::V2_BROKEN).unwrap()
     );
     // Boot 3: back in v1, by the agent's own decision.
-    let boot = host
-        .wait_for_reboot(REBOOT)
-        .expect("the agent rolled back and rebooted");
+    let boot = reboot(&mut host, "the agent rolled back and rebooted");
     assert_eq!(boot.boot_count, 3);
     assert_eq!(host.booted_entry().checksum, v1);
     let st = wait_for_state(&host, "Degraded", Duration::from_secs(60));
@@ -327,8 +342,10 @@ fn agent_killed_between_staging_and_reboot_converges() {
     assert_eq!(deployments(&host), entries_before, "nothing staged twice");
     host.exec_ok(&["systemctl", "stop", "blocker.service"])
         .unwrap();
-    host.wait_for_reboot(REBOOT)
-        .expect("the restarted agent rebooted once the inhibitor was gone");
+    reboot(
+        &mut host,
+        "the restarted agent rebooted once the inhibitor was gone",
+    );
     let st = wait_for_state(&host, "Done", Duration::from_secs(60));
     assert_eq!(st["current"], "30-kargs");
     assert!(host.kernel_args().contains(&"hugepages=8".to_string()));
@@ -364,7 +381,7 @@ fn a_host_taken_over_keeps_the_arguments_its_former_manager_appended() {
         ),
     );
     start_agent(&host);
-    host.wait_for_reboot(REBOOT).expect("reboot for nosmt");
+    reboot(&mut host, "reboot for nosmt");
     wait_for_state(&host, "Done", Duration::from_secs(60));
     let mut want = strings(&DEFAULT_KARGS);
     want.extend(strings(&["hugepages=32", "selinux=0", "nosmt"]));
@@ -383,8 +400,7 @@ fn a_host_taken_over_keeps_the_arguments_its_former_manager_appended() {
             refs::V1
         ),
     );
-    host.wait_for_reboot(REBOOT)
-        .expect("reboot without selinux=0");
+    reboot(&mut host, "reboot without selinux=0");
     wait_for_state(&host, "Done", Duration::from_secs(60));
     let mut want = strings(&DEFAULT_KARGS);
     want.extend(strings(&["hugepages=32", "nosmt"]));
@@ -417,8 +433,7 @@ fn a_oneshot_apply_during_the_boot_does_not_wait_for_itself() {
     );
     host.exec_ok(&["systemctl", "start", "--no-block", "hearth-apply.service"])
         .unwrap();
-    host.wait_for_reboot(REBOOT)
-        .expect("the one-shot rebooted the host");
+    reboot(&mut host, "the one-shot rebooted the host");
     // Boot 2: the unit runs again during the boot and finishes; the health check (600 s limit)
     // must not be what ends it.
     let st = wait_for_state(&host, "Done", Duration::from_secs(90));

@@ -15,4 +15,7 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "test-all: not root: installing nothing; the real-host tests need root (systemd-nspawn)" >&2
 fi
+# The build (about 15 GB in target/) and the cached images share the disk: say how full it is,
+# so that a failure for want of space is read as such.
+df -h . /tmp /var/tmp 2>/dev/null | awk 'NR == 1 || !seen[$1]++' >&2 || true
 exec cargo test --workspace --locked "$@"

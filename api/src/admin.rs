@@ -132,6 +132,11 @@ pub struct TokenRequest {
     /// Validity in seconds; none: the server's `--bootstrap-token-ttl`; 0: no expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<u64>,
+    /// A token bound to this one node (not yet enrolled): its first-boot config is the node's
+    /// own (the pool's plus the node's overlays), it enrolls only this name, and it does not
+    /// replace the pool's token. The node is registered if it is not known yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// `POST /api/v1/pools/{name}/bootstrap-token` answer: a new token (the previous one stops
@@ -141,6 +146,9 @@ pub struct TokenRequest {
 pub struct TokenAnswer {
     /// The pool it enrolls nodes into.
     pub pool: String,
+    /// The node a node-bound token is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The token (secret).
     pub token: String,
     /// When it expires (RFC 3339, UTC); none: never.

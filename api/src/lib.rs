@@ -5,6 +5,7 @@
 //! client or server. Field names are camelCase JSON.
 //!
 //! - [`enroll`]: `POST /api/v1/enroll` ([`EnrollRequest`], [`EnrollResponse`]).
+//! - [`firstboot`]: the paths of the files a first-boot config writes for the agent.
 //! - [`desired`]: `GET /api/v1/agent/desired` ([`DesiredConfig`]).
 //! - [`status`]: `POST /api/v1/agent/status`, the agent's status document ([`AgentStatus`],
 //!   [`NodeState`], [`HistoryItem`]).
@@ -32,6 +33,7 @@
 pub mod admin;
 pub mod desired;
 pub mod enroll;
+pub mod firstboot;
 pub mod slot;
 pub mod status;
 pub mod views;

@@ -7,10 +7,7 @@ use hearth_config::ignition::{Config, File, Resource, SpecVersion, Unit};
 /// The media type Ignition asks for.
 pub const IGNITION_MEDIA_TYPE: &str = "application/vnd.coreos.ignition+json";
 
-/// Where the agent's bootstrap settings are written.
-pub const AGENT_ENV_PATH: &str = "/etc/hearth/agent.env";
-/// Where the fleet CA is written.
-pub const CA_PATH: &str = "/etc/hearth/ca.crt";
+pub use hearth_api::firstboot::{AGENT_ENV_PATH, CA_PATH, STAMP_PATH};
 /// The agent's unit, enabled on first boot.
 pub const AGENT_UNIT: &str = "hearth-agent.service";
 
@@ -87,6 +84,10 @@ pub struct Bootstrap<'a> {
     pub pool: &'a str,
     /// The pool's bootstrap token, when the request carried it.
     pub bootstrap_token: Option<&'a str>,
+    /// The node a node-bound token is for: the agent enrolls under this name.
+    pub node: Option<&'a str>,
+    /// The rendered config served (stamped, so the agent adopts what Ignition wrote).
+    pub rendered: &'a str,
 }
 
 /// The contents of `/etc/hearth/agent.env`.
@@ -97,6 +98,9 @@ pub fn agent_env(b: &Bootstrap<'_>) -> String {
     out.push_str(&format!("HEARTH_SERVER={}\n", b.server_url));
     out.push_str(&format!("HEARTH_CA={CA_PATH}\n"));
     out.push_str(&format!("HEARTH_POOL={}\n", b.pool));
+    if let Some(node) = b.node {
+        out.push_str(&format!("HEARTH_NODE_NAME={node}\n"));
+    }
     match b.bootstrap_token {
         Some(t) => out.push_str(&format!("HEARTH_BOOTSTRAP_TOKEN={t}\n")),
         None => out.push_str(
@@ -128,6 +132,7 @@ pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
     };
     add(CA_PATH, b.ca_pem.as_bytes(), 0o644);
     add(AGENT_ENV_PATH, agent_env(b).as_bytes(), 0o600);
+    add(STAMP_PATH, format!("{}\n", b.rendered).as_bytes(), 0o644);
     if !c.systemd.units.iter().any(|u| u.name == AGENT_UNIT) {
         c.systemd.units.push(Unit {
             name: AGENT_UNIT.to_string(),
@@ -218,12 +223,14 @@ spec:
             ca_pem: "PEM",
             pool: "worker",
             bootstrap_token: None,
+            node: None,
+            rendered: "rendered-worker-x",
         };
         let served = with_bootstrap(&rendered.spec.config, &b);
         for v in ["3.0.0", "3.2.0", "3.5.0"] {
             let json = served.to_version(SpecVersion::parse(v).unwrap()).unwrap();
             let files = json["storage"]["files"].as_array().unwrap();
-            assert_eq!(files.len(), 4, "{v}");
+            assert_eq!(files.len(), 5, "{v}");
             for f in files {
                 let want = f["path"] != "/etc/keep-if-present";
                 assert_eq!(f["overwrite"], want, "{v}: {f}");
@@ -253,9 +260,11 @@ spec:
             ca_pem: "PEM",
             pool: "worker",
             bootstrap_token: Some("tok"),
+            node: None,
+            rendered: "rendered-worker-x",
         };
         let c = with_bootstrap(&with_bootstrap(&Config::default(), &b), &b);
-        assert_eq!(c.storage.files.len(), 2);
+        assert_eq!(c.storage.files.len(), 3);
         assert_eq!(c.systemd.units.len(), 1);
         let env = c
             .storage

@@ -372,6 +372,10 @@ pub enum TokenScope {
     Bootstrap {
         /// The pool.
         pool: String,
+        /// Bound to this one node: it enrolls only under this name and its first-boot config is
+        /// the node's own (its pool's plus its overlays).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
 }
 
@@ -396,6 +400,11 @@ pub const ADMIN_TOKEN: &str = "admin";
 /// The store name of a pool's bootstrap token.
 pub fn bootstrap_token_name(pool: &str) -> String {
     format!("bootstrap-{pool}")
+}
+
+/// The store name of a node's own bootstrap token (one per node; a new one replaces it).
+pub fn node_bootstrap_token_name(node: &str) -> String {
+    format!("node-bootstrap-{node}")
 }
 
 /// An event.

@@ -19,6 +19,7 @@
 //! ## Files
 //! - `mod.rs`: the agent's handle on a host, `sync` and `resume` (which phase runs next),
 //!   `verify`.
+//! - `adopt.rs`: taking over what Ignition wrote at first boot, without rewriting it.
 //! - `lock.rs`: the agent lock, temporaries of interrupted writes, the preexisting paths.
 //! - `run.rs`: the `Applying` phase, ending `Done`, drifted, `Rebooting` or rolling back.
 //! - `execute.rs`: one step of a plan, and the service steps of its disruption.
@@ -41,6 +42,7 @@ use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+mod adopt;
 mod execute;
 mod lock;
 mod os;
@@ -49,6 +51,7 @@ mod rollback;
 mod run;
 mod step;
 
+pub use adopt::FIRSTBOOT_STAMP;
 pub use execute::service_steps;
 pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;

@@ -23,8 +23,15 @@ impl Agent {
             return Ok(Outcome::Done);
         };
         let current = Self::current_spec(j);
+        // A first-booted node already has what Ignition wrote: adopted, nothing is rewritten
+        // (and no reboot for it); the OS part is still planned from what is booted, below.
+        let adopted = !force
+            && j.current.is_none()
+            && self.adopt_first_boot(&desired.name, &desired.spec).await;
         let from = if force {
             MachineConfigSpec::default()
+        } else if adopted {
+            desired.spec.clone()
         } else {
             current.clone()
         };

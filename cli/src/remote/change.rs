@@ -230,18 +230,41 @@ pub struct TokenArgs {
     /// Validity in seconds (default: the server's --bootstrap-token-ttl, 24 h; 0: no expiry).
     #[arg(long, value_name = "SECONDS")]
     ttl: Option<u64>,
+    /// A first-boot token bound to this one node (not yet enrolled): `/config/POOL` with it
+    /// serves the node's own config (its pool's plus its overlays, e.g. static addresses), and
+    /// it enrolls only this name. The pool's token stays valid.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
     #[command(flatten)]
     conn: Conn,
 }
 
-/// `hearth bootstrap-token POOL`: a new bootstrap token (the old one stops working).
+/// `hearth bootstrap-token POOL [--node NAME]`: a new bootstrap token (the pool's replaces the
+/// pool's previous one; a node's, that node's previous one).
 pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
     let c = Client::new(&a.conn)?;
     let out: TokenAnswer = c.post_as(
         &format!("/api/v1/pools/{}/bootstrap-token", enc(&a.pool)),
-        &TokenRequest { ttl_seconds: a.ttl },
+        &TokenRequest {
+            ttl_seconds: a.ttl,
+            node: a.node.clone(),
+        },
     )?;
     crate::outln!("{}", escape(&out.token));
+    if let Some(node) = &out.node {
+        let expiry = match out.expires_at.as_deref() {
+            Some(e) => format!("expires {}", escape(e)),
+            None => "no expiry".into(),
+        };
+        eprintln!(
+            "first-boot token for node {} in pool {} ({expiry}); point its Ignition at \
+             /config/{} with it; the pool's token still works",
+            escape(node),
+            escape(&a.pool),
+            escape(&a.pool)
+        );
+        return Ok(());
+    }
     match out.expires_at.as_deref() {
         Some(e) => eprintln!(
             "bootstrap token for pool {} (expires {e}); the previous one no longer works",

@@ -247,13 +247,17 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__bootstrap__subcmd__token)
-            opts="-h --ttl --server --ca --token --client-cert --client-key --help"
+            opts="-h --ttl --node --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

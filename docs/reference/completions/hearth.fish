@@ -125,6 +125,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l client-cert -
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l ttl -d 'Validity in seconds (default: the server\'s --bootstrap-token-ttl, 24 h; 0: no expiry)' -r
+complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l node -d 'A first-boot token bound to this one node (not yet enrolled): `/config/POOL` with it serves the node\'s own config (its pool\'s plus its overlays, e.g. static addresses), and it enrolls only this name. The pool\'s token stays valid' -r
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r

@@ -129,6 +129,9 @@ impl<S: Store> App<S> {
     /// Deletes a node (its credential stops working).
     pub async fn delete_node(&self, name: &str) -> Result<(), ApiError> {
         self.mutate(Scope::Full, false, |fleet, t| {
+            fleet
+                .tokens
+                .remove(&crate::records::node_bootstrap_token_name(name));
             if fleet.nodes.remove(name).is_none() {
                 return Err(ApiError::not_found(format!("node {name:?} not found")));
             }
@@ -262,6 +265,7 @@ impl<S: Store> App<S> {
                         sha256: hash.clone(),
                         scope: TokenScope::Bootstrap {
                             pool: pool.to_string(),
+                            node: None,
                         },
                         created_at: t,
                         expires_at,

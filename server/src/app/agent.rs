@@ -410,6 +410,10 @@ fn enroll_node(
     node.credential_sha256 = Some(hash.to_string());
     node.enrolled_at = Some(t);
     put(&mut fleet.nodes, &req.node, node);
+    // A first-boot token bound to this node has served its one purpose.
+    fleet
+        .tokens
+        .remove(&crate::records::node_bootstrap_token_name(&req.node));
     fleet.record_events(vec![if reenrolled {
         EventRecord::warning(
             t,

@@ -28,6 +28,7 @@ mod commit;
 mod holds;
 mod liveness;
 mod manifests;
+mod node_token;
 mod rollback;
 
 pub use manifests::read_manifests;
@@ -97,6 +98,8 @@ pub enum Caller {
         pool: String,
         /// The token.
         token: String,
+        /// The one node a node-bound token is for.
+        node: Option<String>,
     },
 }
 
@@ -263,7 +266,10 @@ impl<S: Store> App<S> {
                     &bootstrap_token_name(pool),
                     TokenRecord {
                         sha256: pki::token_hash(token),
-                        scope: TokenScope::Bootstrap { pool: pool.clone() },
+                        scope: TokenScope::Bootstrap {
+                            pool: pool.clone(),
+                            node: None,
+                        },
                         created_at: t,
                         expires_at: ttl.map(|d| t + d.as_secs()),
                     },
@@ -303,9 +309,10 @@ impl<S: Store> App<S> {
             }
             return Ok(match &rec.value.scope {
                 TokenScope::Admin => Caller::Admin,
-                TokenScope::Bootstrap { pool } => Caller::Bootstrap {
+                TokenScope::Bootstrap { pool, node } => Caller::Bootstrap {
                     pool: pool.clone(),
                     token: token.trim().to_string(),
+                    node: node.clone(),
                 },
             });
         }

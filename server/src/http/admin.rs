@@ -193,7 +193,7 @@ pub(super) async fn resume<S: Store>(
 
 pub(super) async fn bootstrap_token<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    Admin(by): Admin,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Json<TokenAnswer>, ApiError> {
@@ -208,10 +208,23 @@ pub(super) async fn bootstrap_token<S: Store>(
         Some(0) => None,
         Some(s) => Some(Duration::from_secs(s)),
     };
+    if let Some(node) = req.node {
+        let (token, expires) = app
+            .new_node_bootstrap_token(&name, &node, ttl, &by.to_string())
+            .await?;
+        tracing::info!(pool = %name, node = %node, by = %by, "new first-boot token for a node");
+        return Ok(Json(TokenAnswer {
+            pool: name,
+            node: Some(node),
+            token,
+            expires_at: expires.map(crate::time::rfc3339),
+        }));
+    }
     let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
     tracing::info!(pool = %name, "new bootstrap token");
     Ok(Json(TokenAnswer {
         pool: name,
+        node: None,
         token,
         expires_at: expires.map(crate::time::rfc3339),
     }))

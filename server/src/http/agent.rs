@@ -39,6 +39,14 @@ pub(super) async fn enroll<S: Store>(
             )
         })?;
     let pool = match app.authenticate(&token)? {
+        Caller::Bootstrap {
+            node: Some(bound), ..
+        } if bound != req.node => {
+            return Err(ApiError::forbidden(format!(
+                "this bootstrap token is bound to node {bound}: it cannot enroll {:?}",
+                req.node
+            )))
+        }
         Caller::Bootstrap { pool, .. } => pool,
         _ => {
             return Err(ApiError::forbidden(

@@ -17,6 +17,8 @@ use serde::Deserialize;
 pub(super) struct ConfigQuery {
     #[serde(default)]
     token: Option<String>,
+    #[serde(default)]
+    node: Option<String>,
 }
 
 pub(super) async fn first_boot<S: Store>(
@@ -37,9 +39,30 @@ pub(super) async fn first_boot<S: Store>(
             ))
         }
     };
-    let embed = match caller {
-        Caller::Admin => None,
-        Caller::Bootstrap { pool: p, token } if p == pool => Some(token),
+    // Whose config: the pool's, or one node's own (its pool's plus its overlays) for a token
+    // bound to that node. `?node=` with a pool-wide token is refused, not answered with the
+    // pool's config: a node whose addresses are in its overlay would boot without them.
+    let (embed, for_node) = match caller {
+        Caller::Admin => (None, q.node),
+        Caller::Bootstrap {
+            pool: p,
+            token,
+            node,
+        } if p == pool => match (node, q.node) {
+            (Some(bound), Some(asked)) if bound != asked => {
+                return Err(ApiError::forbidden(format!(
+                    "this bootstrap token is bound to node {bound}, not {asked:?}"
+                )))
+            }
+            (Some(bound), _) => (Some(token), Some(bound)),
+            (None, Some(asked)) => {
+                return Err(ApiError::forbidden(format!(
+                    "a node's own first-boot config (?node={asked:?}) needs a token bound to that \
+                     node: `hearth bootstrap-token {pool} --node NAME`; this is the pool's token"
+                )))
+            }
+            (None, None) => (Some(token), None),
+        },
         Caller::Bootstrap { pool: p, .. } => {
             return Err(ApiError::forbidden(format!(
                 "this bootstrap token is for pool {p}, not {pool}"
@@ -56,16 +79,42 @@ pub(super) async fn first_boot<S: Store>(
         .pools
         .get(&pool)
         .ok_or_else(|| ApiError::not_found(format!("MachineConfigPool {pool:?} not found")))?;
-    let Some(target) = p.value.status.target.clone() else {
-        return Err(ApiError::unavailable(format!(
-            "pool {pool} has no rendered config yet{}",
-            p.value
-                .status
-                .render_error
-                .as_deref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        )));
+    let target = match &for_node {
+        None => p.value.status.target.clone().ok_or_else(|| {
+            ApiError::unavailable(format!(
+                "pool {pool} has no rendered config yet{}",
+                p.value
+                    .status
+                    .render_error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ))
+        })?,
+        Some(name) => {
+            let n = f.nodes.get(name).ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "node {name:?} is not known: `hearth bootstrap-token {pool} --node {name}` \
+                     registers it"
+                ))
+            })?;
+            if n.value.pool.as_deref() != Some(pool.as_str()) {
+                return Err(ApiError::conflict(format!(
+                    "node {name} is in pool {}, not {pool}",
+                    n.value.pool.as_deref().unwrap_or("none")
+                )));
+            }
+            n.value.target.clone().ok_or_else(|| {
+                ApiError::unavailable(format!(
+                    "node {name} has no rendered config yet{}",
+                    n.value
+                        .error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                ))
+            })?
+        }
     };
     let rendered = f
         .rendered
@@ -101,6 +150,8 @@ pub(super) async fn first_boot<S: Store>(
             ca_pem: &app.ca_pem,
             pool: &pool,
             bootstrap_token: embed.as_deref(),
+            node: for_node.as_deref(),
+            rendered: &target,
         },
     );
     let value = config.to_version(version).map_err(|errors| {
@@ -113,7 +164,7 @@ pub(super) async fn first_boot<S: Store>(
                 .join("; ")
         ))
     })?;
-    tracing::info!(pool = %pool, config = %target, version = %version, "first-boot config served");
+    tracing::info!(pool = %pool, node = for_node.as_deref().unwrap_or(""), config = %target, version = %version, "first-boot config served");
     let body = serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((
         [(

@@ -12,6 +12,7 @@
 mod common;
 
 mod access;
+mod firstboot_node;
 mod holds;
 mod manifests;
 mod rollback;

@@ -33,6 +33,11 @@ pub struct HostOptions {
     /// Its network: its own namespace with loopback only (the default), or one shared with
     /// other hosts and processes ([`SharedNetwork`](crate::SharedNetwork)).
     pub network: HostNetwork,
+    /// Boot it as a machine's first boot: `/etc/machine-id` says `uninitialized`, so systemd
+    /// applies the unit presets (what Ignition's `20-ignition.preset` enables) and takes the
+    /// machine-id the harness passes as the container's UUID (default: false, an ordinary
+    /// boot of a machine with its own machine-id).
+    pub first_boot: bool,
 }
 
 /// Which network namespace a host gets.
@@ -55,6 +60,7 @@ impl Default for HostOptions {
             extra_nspawn_args: Vec::new(),
             keep_dir: env_flag(KEEP_ENV),
             network: HostNetwork::Private,
+            first_boot: false,
         }
     }
 }

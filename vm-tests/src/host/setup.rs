@@ -59,7 +59,13 @@ impl SystemdHost {
         self.machine_id = util::random_hex32()?;
         let machine_id_path = self.root.join("etc/machine-id");
         let _ = fs::remove_file(&machine_id_path);
-        fs::write(&machine_id_path, format!("{}\n", self.machine_id))
+        let content = if self.opts.first_boot {
+            // systemd's first-boot marker; the id comes in as the container's UUID.
+            "uninitialized\n".to_string()
+        } else {
+            format!("{}\n", self.machine_id)
+        };
+        fs::write(&machine_id_path, content)
             .with_context(|| format!("writing {}", machine_id_path.display()))?;
         self.create_cgroup()
     }

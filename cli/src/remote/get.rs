@@ -5,6 +5,7 @@
 //! not lost), made safe for the terminal.
 
 use super::conn::{enc, typed, Client, Conn};
+use super::state::node_state;
 use super::table::{age, age_of, items, opt, s, table, text, yes};
 use super::{kind_name, kind_path, Kind, Output};
 use crate::term::{escape, json_safe};
@@ -155,11 +156,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
                         .iter()
                         .map(|n| {
                             let st = &n.status;
-                            let state = match st.state {
-                                Some(state) => state.as_str(),
-                                None if st.enrolled => "Unknown",
-                                None => "NotEnrolled",
-                            };
+                            let state = node_state(st);
                             let mut r = vec![
                                 text(&n.metadata.name),
                                 opt(st.pool.as_deref()),

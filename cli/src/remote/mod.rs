@@ -10,7 +10,8 @@
 //! the server (the message is printed), 2 usage.
 //!
 //! One file per concept: `conn` (flags, login file, HTTPS client), `change` (the commands that
-//! change the fleet), `get`, `describe`, `rollout`, `table` (output helpers). Here: the object
+//! change the fleet), `get`, `describe`, `rollout`, `state` (a node's state, named once for all of them), `table` (output
+//! helpers). Here: the object
 //! kinds and output formats they share.
 
 mod change;
@@ -18,6 +19,7 @@ mod conn;
 mod describe;
 mod get;
 mod rollout;
+mod state;
 mod table;
 
 pub use change::{

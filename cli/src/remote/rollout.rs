@@ -1,6 +1,7 @@
 //! `hearth rollout status`: how far a pool's rollout is, once or followed with `--watch`.
 
 use super::conn::{enc, Client, Conn};
+use super::state::{node_state, progress};
 use super::table::{opt, table, text};
 use crate::term::escape;
 use crate::InvalidInput;
@@ -8,7 +9,6 @@ use anyhow::anyhow;
 use clap::Args;
 use hearth_api::views::{List, NodeView, PoolView};
 use hearth_api::NodeState;
-use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
 
@@ -80,27 +80,12 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|n| {
                     let ns = &n.status;
-                    let progress = ns
-                        .progress
-                        .as_ref()
-                        .and_then(Value::as_object)
-                        .map(|pr| {
-                            format!(
-                                "step {} of {}",
-                                pr.get("step").and_then(Value::as_u64).unwrap_or(0) + 1,
-                                pr.get("total").and_then(Value::as_u64).unwrap_or(0)
-                            )
-                        })
-                        .unwrap_or_else(|| "-".into());
                     let on_target = !target.is_empty()
                         && ns.current == ns.target
                         && ns.state == Some(NodeState::Done);
                     vec![
                         text(&n.metadata.name),
-                        match ns.state {
-                            Some(state) => state.to_string(),
-                            None => "-".into(),
-                        },
+                        node_state(ns).to_string(),
                         if on_target {
                             "yes".into()
                         } else if ns.desired == ns.target {
@@ -108,7 +93,7 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                         } else {
                             "waiting".into()
                         },
-                        progress,
+                        progress(ns).unwrap_or_else(|| "-".into()),
                         opt(ns.reason.as_deref()),
                     ]
                 })

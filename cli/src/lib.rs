@@ -85,7 +85,7 @@ enum Command {
     Login(remote::LoginArgs),
     /// Apply manifests to the server (all or nothing).
     Apply(remote::ApplyArgs),
-    /// List objects on the server: mc, mcp, nodes.
+    /// List objects on the server: mc, mcp, nodes, events.
     Get(remote::GetArgs),
     /// Show one node or pool in detail, with its events.
     Describe(remote::DescribeArgs),
@@ -105,6 +105,8 @@ enum Command {
     Rollout(remote::RolloutArgs),
     /// Act on one node: `hearth node reset-credential NODE`.
     Node(remote::NodeArgs),
+    /// Print the client's and the server's version and commit.
+    Version(remote::VersionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -226,6 +228,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::BootstrapToken(a) => remote::bootstrap_token(&a),
         Command::Rollout(a) => remote::rollout(&a),
         Command::Node(a) => remote::node(&a),
+        Command::Version(a) => remote::version(&a),
     }
 }
 

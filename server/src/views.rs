@@ -20,6 +20,17 @@ use serde_json::Value;
 pub const GENERATED_BY_ANNOTATION: &str =
     "machineconfiguration.openshift.io/generated-by-controller-version";
 
+/// The git commit this server was built from (`server/build.rs`): 40 hex digits, or `unknown`.
+pub const COMMIT: &str = env!("HEARTH_BUILD_COMMIT");
+
+/// This server's build, as `GET /api/v1/version` answers.
+pub fn version_info() -> hearth_api::VersionInfo {
+    hearth_api::VersionInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: COMMIT.into(),
+    }
+}
+
 /// The server's version, as written into rendered configs' annotations.
 pub fn controller_version() -> String {
     format!("hearth-server {}", env!("CARGO_PKG_VERSION"))

@@ -101,28 +101,59 @@ pub(super) fn yes(b: bool) -> String {
     if b { "True" } else { "False" }.into()
 }
 
-/// Prints rows as `kubectl` does: left-aligned columns, three spaces apart.
-pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+/// Column widths for rows printed as `kubectl` prints them: left-aligned, three spaces apart.
+/// `get -w` keeps one for the rows it prints later (a wider cell widens its column from then
+/// on).
+pub(super) struct Table {
+    widths: Vec<usize>,
+}
+
+impl Table {
+    /// Widths that fit `header` and `rows`.
+    pub(super) fn new(header: &[&str], rows: &[Vec<String>]) -> Table {
+        let mut t = Table {
+            widths: header.iter().map(|h| h.len()).collect(),
+        };
+        for r in rows {
+            t.fit(r);
+        }
+        t
+    }
+
+    fn fit<S: AsRef<str>>(&mut self, cells: &[S]) {
+        for (i, c) in cells.iter().enumerate() {
+            let n = c.as_ref().chars().count();
+            match self.widths.get_mut(i) {
+                Some(w) => *w = (*w).max(n),
+                None => self.widths.push(n),
+            }
         }
     }
-    let line = |cells: Vec<&str>| {
+
+    /// Prints one row (escaped: cells may come from nodes).
+    pub(super) fn print<S: AsRef<str>>(&mut self, cells: &[S]) {
+        self.fit(cells);
         let mut out = String::new();
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
-                out.push_str(c);
+                out.push_str(c.as_ref());
             } else {
-                out.push_str(&format!("{c:<w$}   ", w = widths[i]));
+                out.push_str(&format!("{:<w$}   ", c.as_ref(), w = self.widths[i]));
             }
         }
         crate::outln!("{}", escape(out.trim_end()));
-    };
-    line(header.to_vec());
+    }
+}
+
+/// Prints rows as `kubectl` does: left-aligned columns, three spaces apart; the header line
+/// unless `no_headers` (`--no-headers`).
+pub(super) fn table(header: &[&str], rows: &[Vec<String>], no_headers: bool) {
+    let mut t = Table::new(header, rows);
+    if !no_headers {
+        t.print(header);
+    }
     for r in rows {
-        line(r.iter().map(String::as_str).collect());
+        t.print(r);
     }
 }
 

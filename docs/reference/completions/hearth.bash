@@ -67,6 +67,9 @@ _hearth() {
             hearth,validate)
                 cmd="hearth__subcmd__validate"
                 ;;
+            hearth,version)
+                cmd="hearth__subcmd__version"
+                ;;
             hearth__subcmd__help,apply)
                 cmd="hearth__subcmd__help__subcmd__apply"
                 ;;
@@ -117,6 +120,9 @@ _hearth() {
                 ;;
             hearth__subcmd__help,validate)
                 cmd="hearth__subcmd__help__subcmd__validate"
+                ;;
+            hearth__subcmd__help,version)
+                cmd="hearth__subcmd__help__subcmd__version"
                 ;;
             hearth__subcmd__help__subcmd__node,exclude)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__exclude"
@@ -191,7 +197,7 @@ _hearth() {
 
     case "${cmd}" in
         hearth)
-            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
+            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -379,7 +385,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__get)
-            opts="-o -h --output --server --ca --token --client-cert --client-key --help mc mcp node"
+            opts="-o -l -w -h --output --selector --for --no-headers --watch --server --ca --token --client-cert --client-key --help mc mcp node events"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -391,6 +397,18 @@ _hearth() {
                     ;;
                 -o)
                     COMPREPLY=($(compgen -W "wide json yaml name" -- "${cur}"))
+                    return 0
+                    ;;
+                --selector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --server)
@@ -421,7 +439,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help)
-            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
+            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -743,6 +761,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__validate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__version)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1345,7 +1377,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__rollout__subcmd__status)
-            opts="-w -h --watch --timeout --server --ca --token --client-cert --client-key --help"
+            opts="-w -h --watch --timeout --no-headers --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1403,6 +1435,48 @@ _hearth() {
                     ;;
                 -o)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__version)
+            opts="-o -h --client --output --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

@@ -211,7 +211,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__apply)
-            opts="-f -h --filename --dry-run --server --ca --token --client-cert --client-key --help"
+            opts="-f -R -h --filename --recursive --dry-run --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1173,7 +1173,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__plan)
-            opts="-f -o -h --from --to --node --filename --output --help"
+            opts="-f -R -o -h --from --to --node --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1215,7 +1215,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__render)
-            opts="-f -o -h --pool --node --filename --output --help"
+            opts="-f -R -o -h --pool --node --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1415,7 +1415,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__validate)
-            opts="-f -o -h --filename --output --help"
+            opts="-f -R -o -h --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -44,22 +44,25 @@ complete -c hearth -n "__fish_hearth_needs_command" -f -a "rollout" -d 'Follow a
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "node" -d 'Act on one node: `hearth node reset-credential NODE`'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "version" -d 'Print the client\'s and the server\'s version and commit'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c hearth -n "__fish_hearth_using_subcommand validate" -s f -l filename -d 'Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand validate" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s o -l output -d 'Output format for the summary and problems' -r -f -a "text\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand validate" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l pool -d 'The pool to render' -r
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l node -d 'The node to render (its pool is chosen by its labels; its overlays are merged last)' -r
-complete -c hearth -n "__fish_hearth_using_subcommand render" -s f -l filename -d 'Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand render" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s o -l output -d 'Output format' -r -f -a "yaml\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand render" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l from -d 'The node\'s current config (a MachineConfig file). Omitted: a node with no config yet' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l to -d 'The desired config (a MachineConfig file)' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l node -d 'Instead of --to, render this node from the manifests given with -f' -r
-complete -c hearth -n "__fish_hearth_using_subcommand plan" -s f -l filename -d 'Manifests (with --node), also read for MachineConfiguration node-disruption policies' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand plan" -s f -l filename -d 'Manifests (with --node), also read for MachineConfiguration node-disruption policies: a file, a directory or `-`; repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s o -l output -d 'Output format' -r -f -a "text\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand plan" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -l ignition-version -d 'Ignition spec version to produce (2.2.0 to 2.4.0, 3.0.0 to 3.5.0)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -s f -l filename -d 'A MachineConfig file (rendered or not)' -r -F
@@ -70,12 +73,13 @@ complete -c hearth -n "__fish_hearth_using_subcommand login" -l token -d 'The ad
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-cert -d 'Or an admin client certificate (`hearth-server issue-admin-cert`); the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-key -d 'The client certificate\'s key; the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'Manifest files or directories (*.yaml, *.yml, *.json); `-` is stdin. All are applied together: if any is invalid, nothing is applied' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several. All are applied together: if any is invalid, nothing is applied' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l dry-run -d 'Check and report what would change, store nothing'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s o -l output -d 'Output format (default: a table)' -r -f -a "wide\t'More columns'

@@ -177,6 +177,8 @@ fn selectors_no_headers_events_and_a_halted_rollout() {
         vec!["get", "events", "x"],
         vec!["get", "nodes", "--for", "node/worker-0"],
         vec!["get", "events", "-l", "a=b"],
+        vec!["get", "nodes", "worker-0", "-l", "a=b", "-o", "json"],
+        vec!["get", "nodes", "-w", "-o", "json"],
     ] {
         let (code, _, err) = exit_code(&env, &bad);
         assert_eq!(code, Some(2), "{bad:?}: {err}");

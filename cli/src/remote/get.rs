@@ -115,6 +115,9 @@ fn check(a: &GetArgs) -> Result<(), Usage> {
     if events && a.output == Some(Output::Name) {
         return Err(Usage("events have no names: -o name does not apply".into()));
     }
+    if a.name.is_some() && a.selector.is_some() {
+        return Err(Usage("give a name or a selector (-l), not both".into()));
+    }
     if !events && a.for_object.is_some() {
         return Err(Usage("--for applies to `get events` only".into()));
     }

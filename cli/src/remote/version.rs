@@ -28,42 +28,32 @@ pub fn client_version() -> VersionInfo {
 }
 
 /// `hearth version [--client] [-o json]`. Without `--client`, a server that cannot be reached
-/// is an error (exit 1) after the client's line, as `kubectl version` does.
+/// is an error (exit 1); the text form prints the client's line first, as `kubectl version`
+/// does.
 pub fn version(a: &VersionArgs) -> anyhow::Result<()> {
     let client = client_version();
-    let server = if a.client {
-        None
-    } else {
-        match a.output {
-            crate::Format::Text => {
-                crate::outln!(
-                    "Client Version: {} (commit {})",
-                    client.version,
-                    client.commit
-                );
-                let s: VersionInfo = Client::new(&a.conn)?.get_as("/api/v1/version")?;
-                crate::outln!(
-                    "Server Version: {} (commit {})",
-                    escape(&s.version),
-                    escape(&s.commit)
-                );
-                return Ok(());
-            }
-            crate::Format::Json => Some(Client::new(&a.conn)?.get_as("/api/v1/version")?),
-        }
-    };
+    let server =
+        || -> anyhow::Result<VersionInfo> { Client::new(&a.conn)?.get_as("/api/v1/version") };
     match a.output {
         crate::Format::Text => {
             crate::outln!(
                 "Client Version: {} (commit {})",
                 client.version,
                 client.commit
-            )
+            );
+            if !a.client {
+                let s = server()?;
+                crate::outln!(
+                    "Server Version: {} (commit {})",
+                    escape(&s.version),
+                    escape(&s.commit)
+                );
+            }
         }
         crate::Format::Json => {
             let mut v = serde_json::json!({ "clientVersion": client });
-            if let Some(s) = server {
-                v["serverVersion"] = serde_json::to_value::<VersionInfo>(s)?;
+            if !a.client {
+                v["serverVersion"] = serde_json::to_value(server()?)?;
             }
             crate::outln!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
         }

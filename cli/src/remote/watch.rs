@@ -42,6 +42,43 @@ fn comparable(header: &[&str], row: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// A row as `follow` sees it.
+struct Keyed {
+    /// Which object it is ([`key`]).
+    key: String,
+    /// What a change is judged by ([`comparable`]).
+    cmp: Vec<String>,
+    /// The cells to print.
+    row: Vec<String>,
+}
+
+/// The rows of `objects` as `follow` prints them (table rows, or one name per row).
+fn keyed_rows(a: &GetArgs, objects: &[Value], wide: Option<bool>) -> anyhow::Result<Vec<Keyed>> {
+    let (header, rows) = match wide {
+        Some(wide) => rows(a.kind, objects, wide)?,
+        None => (
+            Vec::new(),
+            objects.iter().map(|o| vec![name_line(a.kind, o)]).collect(),
+        ),
+    };
+    Ok(objects
+        .iter()
+        .zip(rows)
+        .map(|(o, row)| {
+            let cmp = if header.is_empty() {
+                row.clone()
+            } else {
+                comparable(&header, &row)
+            };
+            Keyed {
+                key: key(a.kind, o),
+                cmp,
+                row,
+            }
+        })
+        .collect())
+}
+
 /// Follows `a`'s list after `first` was printed: as rows of `table` (with `-o wide` or not), or
 /// as names when `table` is none. Returns only on an error.
 pub(super) fn follow(
@@ -51,43 +88,25 @@ pub(super) fn follow(
     first: &[Value],
     table: Option<(Table, bool)>,
 ) -> anyhow::Result<()> {
-    let kind = a.kind;
-    let mut seen: HashMap<String, Vec<String>> = HashMap::new();
-    let mut table = table;
-    let remember = |seen: &mut HashMap<String, Vec<String>>,
-                    objects: &[Value],
-                    table: &mut Option<(Table, bool)>,
-                    print: bool|
-     -> anyhow::Result<()> {
-        let (header, rows) = match table {
-            Some((_, wide)) => rows(kind, objects, *wide)?,
-            None => (
-                Vec::new(),
-                objects.iter().map(|o| vec![name_line(kind, o)]).collect(),
-            ),
-        };
-        for (o, row) in objects.iter().zip(rows) {
-            let cmp = comparable(&header, &row);
-            let k = key(kind, o);
-            let cmp = if header.is_empty() { row.clone() } else { cmp };
-            if seen.get(&k) == Some(&cmp) {
-                continue;
-            }
-            if print {
-                match table {
-                    Some((t, _)) => t.print(&row),
-                    None => crate::outln!("{}", row[0]),
-                }
-            }
-            seen.insert(k, cmp);
-        }
-        Ok(())
-    };
-    remember(&mut seen, first, &mut table, false)?;
+    let wide = table.as_ref().map(|(_, w)| *w);
+    let mut table = table.map(|(t, _)| t);
+    let mut printed: HashMap<String, Vec<String>> = keyed_rows(a, first, wide)?
+        .into_iter()
+        .map(|k| (k.key, k.cmp))
+        .collect();
     loop {
         std::thread::sleep(WATCH_INTERVAL);
         let objects = fetch(c, a, sel)?;
-        remember(&mut seen, &objects, &mut table, true)?;
+        for k in keyed_rows(a, &objects, wide)? {
+            if printed.get(&k.key) == Some(&k.cmp) {
+                continue;
+            }
+            match &mut table {
+                Some(t) => t.print(&k.row),
+                None => crate::outln!("{}", k.row[0]),
+            }
+            printed.insert(k.key, k.cmp);
+        }
     }
 }
 

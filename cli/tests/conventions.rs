@@ -89,6 +89,19 @@ fn selectors_no_headers_events_and_a_halted_rollout() {
     std::fs::write(&pool, POOL).unwrap();
     env.ok(&["apply", "-f", pool.to_str().unwrap()]);
     env.ok(&["label", "node", "worker-1", "rack=r1"]);
+    // apply reads a directory's subdirectories only with -R.
+    let nested = env.dir.path().join("nested");
+    std::fs::create_dir_all(nested.join("sub")).unwrap();
+    std::fs::write(
+        nested.join("sub/silver.yaml"),
+        POOL.replace("gold", "silver"),
+    )
+    .unwrap();
+    let (code, _, err) = exit_code(&env, &["apply", "-f", nested.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no manifest files"), "{err}");
+    let out = env.ok(&["apply", "-R", "-f", nested.to_str().unwrap()]);
+    assert!(out.contains("machineconfigpool/silver created"), "{out}");
 
     // -l on nodes and pools.
     let sel = |kind: &str, s: &str| env.ok(&["get", kind, "-l", s, "-o", "name"]);

@@ -375,8 +375,8 @@ fn parse_zone(z: &str) -> Result<(TimeZone, String), String> {
     let (sign, digits) = match rest.chars().next() {
         Some('+') => (1, &rest[1..]),
         Some('-') => (-1, &rest[1..]),
-        _ if rest.len() == upper.len() => return named_zone(z),
-        _ => return Err(not_a_zone(z)),
+        // Not an offset: a name (`Europe/Berlin`, and `GMT0`, `EST5EDT`, which zoneinfo has).
+        _ => return named_zone(z),
     };
     let (h, m) = match digits.split_once(':') {
         Some((h, m)) => (h, m),
@@ -631,6 +631,8 @@ mod tests {
         // The name is read as the database spells it; a fixed offset does not move.
         let w = Windows::parse("Sun 02:00-06:00 europe/berlin").unwrap();
         assert_eq!(w.to_string(), "Sun 02:00-06:00 Europe/Berlin");
+        let w = Windows::parse("Sun 02:00-06:00 GMT0").unwrap();
+        assert_eq!(opens_at(&w, SUMMER_SUN - H), SUMMER_SUN + 2 * H);
         let fixed = Windows::parse("Sun 02:00-06:00 +01:00").unwrap();
         assert_eq!(opens_at(&fixed, SUMMER_SUN - H), SUMMER_SUN + H);
     }

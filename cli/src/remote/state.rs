@@ -6,8 +6,9 @@ use crate::term::escape;
 use hearth_api::views::NodeStatus;
 use serde_json::Value;
 
-/// The state of a node that never enrolled (a Node manifest, or a node whose credential was
-/// reset) and so never reported.
+/// The state of a node with no credential and no report: known from a Node manifest, its
+/// agent never contacted the server. (A node whose credential was reset keeps the state it
+/// last reported.)
 pub const NOT_ENROLLED: &str = "NotEnrolled";
 
 /// The state of a node that enrolled but has not reported yet.

@@ -15,6 +15,7 @@
 //! - [`admin`]: the admin API's other requests and answers (apply, pause, bootstrap tokens,
 //!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
 //!   document of every error.
+//! - [`version`]: `GET /api/v1/version` ([`VersionInfo`]).
 //!
 //! # Versioning
 //!
@@ -36,12 +37,14 @@ pub mod enroll;
 pub mod firstboot;
 pub mod slot;
 pub mod status;
+pub mod version;
 pub mod views;
 
 pub use desired::DesiredConfig;
 pub use enroll::{EnrollRequest, EnrollResponse};
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{AgentStatus, HistoryItem, NodeState};
+pub use version::VersionInfo;
 pub use views::{
     Condition, ConfigRef, EventView, HoldView, List, Maintenance, NodeMeta, NodeStatus, NodeView,
     PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView, SlotHolder,
@@ -83,6 +86,7 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("PinRequest", schema_for!(PinRequest)),
         ("HoldAnswer", schema_for!(HoldAnswer)),
         ("RollbackAnswer", schema_for!(RollbackAnswer)),
+        ("VersionInfo", schema_for!(VersionInfo)),
     ]
 }
 

@@ -87,6 +87,8 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     let r: RollbackAnswer = lossless("RollbackAnswer");
     assert_ne!(r.to, r.from);
     assert!(c.credential_revoked);
+    let v: VersionInfo = lossless("VersionInfo");
+    assert_eq!(v.commit.len(), 40);
 }
 
 /// Every fixture has its schema and every wire type (`hearth_api::schemas`) its fixture; that

@@ -4,6 +4,7 @@
 //! `validate`, `render`, `plan` and `convert`. Exit codes: 0 success, 1 invalid input (every
 //! problem is printed to stderr, one per line, with file, line, object and field), 2 usage error.
 
+pub mod files;
 pub mod out;
 pub mod remote;
 pub mod term;
@@ -65,9 +66,13 @@ enum Command {
         /// Instead of --to, render this node from the manifests given with -f.
         #[arg(long, value_name = "NAME", requires = "files")]
         node: Option<String>,
-        /// Manifests (with --node), also read for MachineConfiguration node-disruption policies.
+        /// Manifests (with --node), also read for MachineConfiguration node-disruption policies:
+        /// a file, a directory or `-`; repeat -f for several.
         #[arg(short = 'f', long = "filename", value_name = "PATH")]
         files: Vec<PathBuf>,
+        /// Also read the subdirectories of -f directories.
+        #[arg(short = 'R', long)]
+        recursive: bool,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -85,7 +90,7 @@ enum Command {
     Login(remote::LoginArgs),
     /// Apply manifests to the server (all or nothing).
     Apply(remote::ApplyArgs),
-    /// List objects on the server: mc, mcp, nodes.
+    /// List objects on the server: mc, mcp, nodes, events.
     Get(remote::GetArgs),
     /// Show one node or pool in detail, with its events.
     Describe(remote::DescribeArgs),
@@ -105,13 +110,19 @@ enum Command {
     Rollout(remote::RolloutArgs),
     /// Act on one node: `hearth node reset-credential NODE`.
     Node(remote::NodeArgs),
+    /// Print the client's and the server's version and commit.
+    Version(remote::VersionArgs),
 }
 
 #[derive(Debug, Args)]
 struct Input {
-    /// Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin.
+    /// A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin);
+    /// repeat -f for several.
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     files: Vec<PathBuf>,
+    /// Also read the subdirectories of -f directories.
+    #[arg(short = 'R', long)]
+    recursive: bool,
 }
 
 #[derive(Debug, Args)]
@@ -191,23 +202,24 @@ where
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Validate { input, output } => validate(&input.files, output),
+        Command::Validate { input, output } => validate(&input, output),
         Command::Render {
             target,
             input,
             output,
-        } => render_cmd(&target, &input.files, output),
+        } => render_cmd(&target, &input, output),
         Command::Plan {
             from,
             to,
             node,
             files,
+            recursive,
             output,
         } => plan_cmd(
             from.as_deref(),
             to.as_deref(),
             node.as_deref(),
-            &files,
+            &Input { files, recursive },
             output,
         ),
         Command::Convert {
@@ -226,40 +238,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::BootstrapToken(a) => remote::bootstrap_token(&a),
         Command::Rollout(a) => remote::rollout(&a),
         Command::Node(a) => remote::node(&a),
+        Command::Version(a) => remote::version(&a),
     }
-}
-
-/// Lists the manifest files under `path`: the file itself, or the *.yaml/*.yml/*.json files of a
-/// directory tree, sorted.
-fn manifest_files(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    if path.as_os_str() == "-" {
-        out.push(path.to_path_buf());
-        return Ok(());
-    }
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if !meta.is_dir() {
-        out.push(path.to_path_buf());
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .with_context(|| format!("cannot list {}", path.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("cannot list {}", path.display()))?;
-    entries.sort();
-    for entry in entries {
-        if entry.is_dir() {
-            manifest_files(&entry, out)?;
-        } else if entry
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-        {
-            out.push(entry);
-        }
-    }
-    Ok(())
 }
 
 fn read_text(path: &Path) -> anyhow::Result<String> {
@@ -274,12 +254,9 @@ fn read_text(path: &Path) -> anyhow::Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))
 }
 
-/// Reads every manifest under `paths`.
-fn load(paths: &[PathBuf]) -> anyhow::Result<(Manifests, Vec<Diagnostic>, usize)> {
-    let mut files = Vec::new();
-    for p in paths {
-        manifest_files(p, &mut files)?;
-    }
+/// Reads every manifest `input` names (see [`files`]).
+fn load(input: &Input) -> anyhow::Result<(Manifests, Vec<Diagnostic>, usize)> {
+    let files = files::manifest_files(&input.files, input.recursive)?;
     let mut all = Manifests::default();
     let mut diags = Vec::new();
     for f in &files {
@@ -309,8 +286,8 @@ fn check(diags: &[Diagnostic]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn validate(paths: &[PathBuf], output: Format) -> anyhow::Result<()> {
-    let (m, diags, files) = load(paths)?;
+fn validate(input: &Input, output: Format) -> anyhow::Result<()> {
+    let (m, diags, files) = load(input)?;
     let errors = diags.iter().filter(|d| d.is_error()).count();
     let warnings = diags.len() - errors;
     match output {
@@ -390,8 +367,8 @@ fn print_doc(value: &serde_json::Value, format: DocFormat) -> anyhow::Result<()>
     Ok(())
 }
 
-fn render_cmd(target: &Target, paths: &[PathBuf], output: DocFormat) -> anyhow::Result<()> {
-    let (m, diags, _) = load(paths)?;
+fn render_cmd(target: &Target, input: &Input, output: DocFormat) -> anyhow::Result<()> {
+    let (m, diags, _) = load(input)?;
     check(&diags)?;
     let rendered = render_target(&m, target.pool.as_deref(), target.node.as_deref())?;
     print_doc(&rendered.to_manifest(), output)
@@ -415,13 +392,13 @@ fn plan_cmd(
     from: Option<&Path>,
     to: Option<&Path>,
     node: Option<&str>,
-    files: &[PathBuf],
+    input: &Input,
     output: Format,
 ) -> anyhow::Result<()> {
-    let (m, diags, _) = if files.is_empty() {
+    let (m, diags, _) = if input.files.is_empty() {
         (Manifests::default(), Vec::new(), 0)
     } else {
-        load(files)?
+        load(input)?
     };
     check(&diags)?;
     let current = match from {

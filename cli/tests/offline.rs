@@ -220,3 +220,58 @@ fn a_closed_pipe_ends_output_quietly() {
     assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// `-f` as kubectl reads it: repeated for several paths, a directory's manifests (sorted, its
+/// other files left out), its subdirectories only with `-R`; the same for `render` and `plan`.
+#[test]
+fn f_takes_several_paths_and_directories_recursive_only_with_r() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/fleet"));
+    let copy = |from: &str, to: &str| {
+        let to = d.path().join(to);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fleet.join(from), to).unwrap();
+    };
+    copy("00-pools.yaml", "top/00-pools.yaml");
+    copy("10-nodes.yaml", "top/10-nodes.yaml");
+    copy("50-worker-chrony.yaml", "top/sub/50-worker-chrony.yaml");
+    copy("60-worker-units.yaml", "other/60-worker-units.yaml");
+    std::fs::write(d.path().join("top/README.md"), "not a manifest").unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+
+    let (code, out, err) = hearth(&["validate", "-f", &p("top")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok: 0 MachineConfig(s), 2 pool(s), 3 node(s) in 2 file(s)"),
+        "{out}"
+    );
+    let (code, out, err) = hearth(&["validate", "-R", "-f", &p("top")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok: 1 MachineConfig(s), 2 pool(s), 3 node(s) in 3 file(s)"),
+        "{out}"
+    );
+    let (code, out, err) = hearth(&[
+        "validate",
+        "-f",
+        &p("top"),
+        "-f",
+        &p("other/60-worker-units.yaml"),
+        "--recursive",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok: 2 MachineConfig(s), 2 pool(s), 3 node(s) in 4 file(s)"),
+        "{out}"
+    );
+    // render reads the same way: the chrony config (in sub/) is found only with -R.
+    let (code, _, err) = hearth(&["render", "--pool", "worker", "-f", &p("top")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("selects no MachineConfigs"), "{err}");
+    let (code, out, err) = hearth(&["render", "--pool", "worker", "-R", "-f", &p("top")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("rendered-from: 50-examplecorp-chrony"),
+        "{out}"
+    );
+}

@@ -1,4 +1,6 @@
-//! `hearth-config`: the MachineConfig model, pure (no I/O, no global state). Everything a
+//! `hearth-config`: the MachineConfig model, pure (no I/O, no global state, but for one read:
+//! a maintenance window's named time zone comes from the system's zoneinfo, see [`window`],
+//! through `jiff`'s cached database). Everything a
 //! manifest controls is bounded (size, depth, alias expansion, decoded contents) and no work
 //! grows faster than `n log n` in it (`config/tests/growth.rs`).
 //!

@@ -15,14 +15,23 @@
 //!   `daily` / `*`; the day is the day the window **starts**;
 //! - `START-END`: `HH:MM-HH:MM`; an end before (or at) the start crosses midnight
 //!   (`Fri 22:00-02:00` ends Saturday 02:00); `24:00` ends at midnight;
-//! - `ZONE`: `UTC` (the default, also `Z`/`GMT`), or a fixed offset `+01:00`, `-05:30`,
-//!   `UTC+2`. Named zones (`Europe/Berlin`) are refused: a fixed offset does not follow
-//!   daylight saving time, and saying so beats guessing.
+//! - `ZONE`: `UTC` (the default, also `Z`/`GMT`), a fixed offset `+01:00`, `-05:30`, `UTC+2`,
+//!   or a named IANA time zone (`Europe/Berlin`, `America/New_York`) from the system's zoneinfo
+//!   (`/usr/share/zoneinfo`, Debian's `tzdata`, read through `jiff`), which follows daylight
+//!   saving time. Times are wall-clock times in the zone: on the day clocks spring forward, a
+//!   time in the skipped hour is read as if the clocks had not moved yet (`02:30` in Berlin on
+//!   2026-03-29 is 03:30 CEST, 01:30 UTC), so a window that lies wholly in the skipped hour does
+//!   not open that day; on the day they fall back, a time that occurs twice is its first
+//!   occurrence. This is RFC 5545's ("compatible") reading.
 //!
-//! Pure logic: reading the annotation (the manifest reader refuses a pool whose windows cannot
-//! be read, so `hearth validate` and `hearth apply` say the same) and the window arithmetic.
-//! hearth-server's `window::gate` decides with it, by its clock.
+//! Reading the annotation (the manifest reader refuses a pool whose windows cannot be read, so
+//! `hearth validate` and `hearth apply` say the same) and the window arithmetic; the only I/O is
+//! the zoneinfo lookup of a named zone. hearth-server's `window::gate` decides with it, by its
+//! clock.
 
+use jiff::civil::{Date, DateTime};
+use jiff::tz::{Offset, TimeZone};
+use jiff::{Span, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -42,7 +51,7 @@ const FULL_DAY_NAMES: [&str; 7] = [
     "saturday",
     "sunday",
 ];
-const EXAMPLE: &str = "e.g. \"Sat 02:00-06:00 UTC; Mon-Fri 22:00-02:00 +01:00\"";
+const EXAMPLE: &str = "e.g. \"Sat 02:00-06:00 Europe/Berlin; Mon-Fri 22:00-02:00 +01:00\"";
 
 /// A maintenance-window text that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,10 +72,10 @@ pub struct Window {
     days: [bool; 7],
     /// Start, minutes after local midnight.
     start: u32,
-    /// Length in minutes (1..=1440).
+    /// Length in minutes (1..=1440), in the zone's wall-clock time.
     length: u32,
-    /// The zone's offset from UTC, minutes.
-    offset: i32,
+    /// The zone: a fixed offset or a named zone from the system's zoneinfo.
+    zone: TimeZone,
     /// Normalized text, e.g. `Sat 02:00-06:00 UTC`.
     text: String,
 }
@@ -233,8 +242,8 @@ impl Window {
         } else {
             end_m + 1440 - start_m
         };
-        let (offset, zone_text) = match zone {
-            None => (0, "UTC".to_string()),
+        let (zone, zone_text) = match zone {
+            None => (TimeZone::UTC, "UTC".to_string()),
             Some(z) => parse_zone(z)?,
         };
         let norm_days = normalize_days(&day_set);
@@ -242,7 +251,7 @@ impl Window {
             days: day_set,
             start: start_m,
             length,
-            offset,
+            zone,
             text: format!(
                 "{norm_days} {}-{} {zone_text}",
                 fmt_time(start_m),
@@ -252,17 +261,35 @@ impl Window {
     }
 
     /// Occurrences `(start, end)` in Unix seconds from the local day before `now` to a week
-    /// after.
+    /// after. Start and end are wall-clock times in the zone, each turned into an instant the
+    /// RFC 5545 way (see the module doc); an occurrence that is empty that day (wholly in a
+    /// skipped hour) is left out.
     fn occurrences(&self, now: i64) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let off = i64::from(self.offset) * 60;
-        let today = (now + off).div_euclid(86400);
-        (today - 1..=today + 7).filter_map(move |d| {
-            // 1970-01-01 was a Thursday (index 3, Monday first).
-            let weekday = (d + 3).rem_euclid(7) as usize;
-            self.days[weekday].then(|| {
-                let s = d * 86400 + i64::from(self.start) * 60 - off;
-                (s, s + i64::from(self.length) * 60)
-            })
+        let today = Timestamp::from_second(now)
+            .ok()
+            .map(|t| self.zone.to_datetime(t).date());
+        let instant = |dt: DateTime| {
+            self.zone
+                .to_ambiguous_timestamp(dt)
+                .compatible()
+                .ok()
+                .map(Timestamp::as_second)
+        };
+        (-1i64..=7).filter_map(move |k| {
+            let day: Date = today?.checked_add(Span::new().days(k)).ok()?;
+            let weekday = usize::try_from(day.weekday().to_monday_zero_offset()).ok()?;
+            if !self.days[weekday] {
+                return None;
+            }
+            let start = day
+                .to_datetime(jiff::civil::Time::midnight())
+                .checked_add(Span::new().minutes(i64::from(self.start)))
+                .ok()?;
+            let end = start
+                .checked_add(Span::new().minutes(i64::from(self.length)))
+                .ok()?;
+            let (s, e) = (instant(start)?, instant(end)?);
+            (e > s).then_some((s, e))
         })
     }
 }
@@ -333,34 +360,31 @@ fn fmt_time(m: u32) -> String {
     format!("{:02}:{:02}", m / 60, m % 60)
 }
 
-fn parse_zone(z: &str) -> Result<(i32, String), String> {
+/// At most this many bytes in a zone name (the longest IANA name is 32).
+const MAX_ZONE_NAME: usize = 64;
+
+fn parse_zone(z: &str) -> Result<(TimeZone, String), String> {
     let upper = z.to_ascii_uppercase();
     if matches!(upper.as_str(), "UTC" | "Z" | "GMT") {
-        return Ok((0, "UTC".into()));
+        return Ok((TimeZone::UTC, "UTC".into()));
     }
     let rest = upper
         .strip_prefix("UTC")
         .or_else(|| upper.strip_prefix("GMT"))
         .unwrap_or(&upper);
-    let bad = || {
-        if z.contains('/') || z.chars().all(|c| c.is_ascii_alphabetic()) {
-            format!("{z:?}: named time zones are not supported (a fixed offset does not follow daylight saving time): give UTC or an offset such as +01:00")
-        } else {
-            format!("{z:?} is not a zone: give UTC or an offset such as +01:00, -05:30, UTC+2")
-        }
-    };
     let (sign, digits) = match rest.chars().next() {
         Some('+') => (1, &rest[1..]),
         Some('-') => (-1, &rest[1..]),
-        _ => return Err(bad()),
+        // Not an offset: a name (`Europe/Berlin`, and `GMT0`, `EST5EDT`, which zoneinfo has).
+        _ => return named_zone(z),
     };
     let (h, m) = match digits.split_once(':') {
         Some((h, m)) => (h, m),
         None if digits.len() == 4 => (&digits[..2], &digits[2..]),
         None => (digits, "0"),
     };
-    let h: i32 = h.parse().map_err(|_| bad())?;
-    let m: i32 = m.parse().map_err(|_| bad())?;
+    let h: i32 = h.parse().map_err(|_| not_a_zone(z))?;
+    let m: i32 = m.parse().map_err(|_| not_a_zone(z))?;
     if !(0..=14).contains(&h) || !(0..60).contains(&m) {
         return Err(format!(
             "{z:?}: an offset is at most 14 hours (and minutes below 60)"
@@ -368,12 +392,34 @@ fn parse_zone(z: &str) -> Result<(i32, String), String> {
     }
     let offset = sign * (h * 60 + m);
     if offset == 0 {
-        return Ok((0, "UTC".into()));
+        return Ok((TimeZone::UTC, "UTC".into()));
     }
+    let fixed = Offset::from_seconds(offset * 60).map_err(|e| format!("{z:?}: {e}"))?;
     Ok((
-        offset,
+        TimeZone::fixed(fixed),
         format!("UTC{}{:02}:{:02}", if sign > 0 { '+' } else { '-' }, h, m),
     ))
+}
+
+fn not_a_zone(z: &str) -> String {
+    format!("{z:?} is not a zone: give UTC, an offset such as +01:00, -05:30, UTC+2, or an IANA name such as Europe/Berlin")
+}
+
+/// A named zone from the system's zoneinfo; its text is the IANA name as the database spells it.
+fn named_zone(z: &str) -> Result<(TimeZone, String), String> {
+    let plausible = z.len() <= MAX_ZONE_NAME
+        && z.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && z.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '+'))
+        && !z.split('/').any(|part| part.is_empty() || part == "..");
+    if !plausible {
+        return Err(not_a_zone(z));
+    }
+    let tz = jiff::tz::db().get(z).map_err(|_| {
+        format!("{z:?} is not a time zone of this system's zoneinfo (/usr/share/zoneinfo, the tzdata package): check the IANA name (Europe/Berlin, America/New_York) or install tzdata")
+    })?;
+    let name = tz.iana_name().unwrap_or(z).to_string();
+    Ok((tz, name))
 }
 
 #[cfg(test)]
@@ -526,10 +572,15 @@ mod tests {
             ("Sat 24:00-02:00", "\"24:00\" is not a time"),
             ("Sat 02:00-02:00", "starts and ends at the same time"),
             (
-                "Sat 02:00-06:00 Europe/Berlin",
-                "named time zones are not supported",
+                "Sat 02:00-06:00 Mars/Olympus_Mons",
+                "is not a time zone of this system's zoneinfo",
             ),
-            ("Sat 02:00-06:00 CEST", "named time zones are not supported"),
+            (
+                "Sat 02:00-06:00 CEST",
+                "is not a time zone of this system's zoneinfo",
+            ),
+            ("Sat 02:00-06:00 ../../etc/passwd", "is not a zone"),
+            ("Sat 02:00-06:00 Europe//Berlin", "is not a zone"),
             ("Sat 02:00-06:00 +15:00", "at most 14 hours"),
             ("Sat 02:00-06:00 +1x", "is not a zone"),
             ("Sat 02:00-06:00 UTC extra", "expected 2 or 3 words"),
@@ -542,6 +593,75 @@ mod tests {
         let e = Windows::parse("Sat 02:00-06:00; Sun 3:00-99:00").unwrap_err();
         assert_eq!(e.index, 2);
         assert_eq!(e.text, "Sun 3:00-99:00");
+    }
+
+    /// 2026-03-29, a Sunday, 00:00 UTC: Europe/Berlin springs forward at 01:00 UTC (02:00 CET
+    /// becomes 03:00 CEST).
+    const SPRING: u64 = 1_774_742_400;
+    /// 2026-10-25, a Sunday, 00:00 UTC: Europe/Berlin falls back at 01:00 UTC (03:00 CEST
+    /// becomes 02:00 CET).
+    const FALL: u64 = 1_792_886_400;
+    /// 2026-01-04 (winter) and 2026-07-05 (summer), Sundays, 00:00 UTC.
+    const WINTER_SUN: u64 = 1_767_484_800;
+    const SUMMER_SUN: u64 = 1_783_209_600;
+
+    fn opens_at(w: &Windows, now: u64) -> u64 {
+        match w.state(now) {
+            WindowState::Closed(wait) => wait.opens_at.unwrap(),
+            other => panic!("open at {now}: {other:?}"),
+        }
+    }
+
+    fn closes_at(w: &Windows, now: u64) -> u64 {
+        match w.state(now) {
+            WindowState::Open { closes_at, .. } => closes_at,
+            other => panic!("closed at {now}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn named_zones_follow_daylight_saving_time() {
+        let w = Windows::parse("Sun 02:00-06:00 Europe/Berlin").unwrap();
+        assert_eq!(w.to_string(), "Sun 02:00-06:00 Europe/Berlin");
+        // 02:00 local is 01:00 UTC in winter (CET) and 00:00 UTC in summer (CEST).
+        assert_eq!(opens_at(&w, WINTER_SUN), WINTER_SUN + H);
+        assert_eq!(closes_at(&w, WINTER_SUN + H), WINTER_SUN + 5 * H);
+        assert_eq!(opens_at(&w, SUMMER_SUN - H), SUMMER_SUN);
+        assert_eq!(closes_at(&w, SUMMER_SUN), SUMMER_SUN + 4 * H);
+        // The name is read as the database spells it; a fixed offset does not move.
+        let w = Windows::parse("Sun 02:00-06:00 europe/berlin").unwrap();
+        assert_eq!(w.to_string(), "Sun 02:00-06:00 Europe/Berlin");
+        let w = Windows::parse("Sun 02:00-06:00 GMT0").unwrap();
+        assert_eq!(opens_at(&w, SUMMER_SUN - H), SUMMER_SUN + 2 * H);
+        let fixed = Windows::parse("Sun 02:00-06:00 +01:00").unwrap();
+        assert_eq!(opens_at(&fixed, SUMMER_SUN - H), SUMMER_SUN + H);
+    }
+
+    #[test]
+    fn a_window_in_the_skipped_hour_opens_as_if_the_clocks_had_not_moved() {
+        // 02:30 does not exist in Berlin on 2026-03-29: read as 02:30 CET = 01:30 UTC (03:30
+        // CEST); 04:00 is CEST = 02:00 UTC. Half an hour of wall-clock window is left.
+        let w = Windows::parse("Sun 02:30-04:00 Europe/Berlin").unwrap();
+        assert_eq!(opens_at(&w, SPRING), SPRING + H + 30 * 60);
+        assert_eq!(closes_at(&w, SPRING + H + 30 * 60), SPRING + 2 * H);
+        // Just before the shifted start it is closed, and it does not open twice that day.
+        assert_eq!(opens_at(&w, SPRING + H + 29 * 60), SPRING + H + 30 * 60);
+        assert_eq!(opens_at(&w, SPRING + 2 * H), SPRING + 7 * 24 * H + 30 * 60);
+        // A window wholly inside the skipped hour does not open that day: the next one is a
+        // week later (02:00 CEST then = 00:00 UTC).
+        let w = Windows::parse("Sun 02:00-03:00 Europe/Berlin").unwrap();
+        assert_eq!(opens_at(&w, SPRING), SPRING + 7 * 24 * H);
+        // On an ordinary day the same window opens at 02:00 local.
+        assert_eq!(opens_at(&w, WINTER_SUN), WINTER_SUN + H);
+    }
+
+    #[test]
+    fn a_time_that_occurs_twice_is_its_first_occurrence() {
+        // 02:30 happens twice in Berlin on 2026-10-25: first at 00:30 UTC (CEST), again at 01:30
+        // UTC (CET). The window starts at the first; 03:30 CET is 02:30 UTC.
+        let w = Windows::parse("Sun 02:30-03:30 Europe/Berlin").unwrap();
+        assert_eq!(opens_at(&w, FALL), FALL + 30 * 60);
+        assert_eq!(closes_at(&w, FALL + 30 * 60), FALL + 2 * H + 30 * 60);
     }
 
     #[test]

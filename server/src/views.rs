@@ -20,6 +20,17 @@ use serde_json::Value;
 pub const GENERATED_BY_ANNOTATION: &str =
     "machineconfiguration.openshift.io/generated-by-controller-version";
 
+/// The git commit this server was built from (`server/build.rs`): 40 hex digits, or `unknown`.
+pub const COMMIT: &str = env!("HEARTH_BUILD_COMMIT");
+
+/// This server's build, as `GET /api/v1/version` answers.
+pub fn version_info() -> hearth_api::VersionInfo {
+    hearth_api::VersionInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: COMMIT.into(),
+    }
+}
+
 /// The server's version, as written into rendered configs' annotations.
 pub fn controller_version() -> String {
     format!("hearth-server {}", env!("CARGO_PKG_VERSION"))
@@ -71,6 +82,12 @@ pub struct PoolCounts {
     pub unavailable: usize,
 }
 
+/// Ready, as both a node's `ready` and its pool's `readyMachineCount` count it: in its target
+/// config, Done, and heard from recently (`fresh`). A node rebooting into its target is not.
+pub fn is_ready(n: &NodeRecord, fresh: bool) -> bool {
+    fresh && n.is_updated_to(n.target.as_deref())
+}
+
 /// Counts a pool's nodes; `fresh` says whether a node was heard from recently.
 pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> bool) -> PoolCounts {
     let mut c = PoolCounts::default();
@@ -80,12 +97,11 @@ pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> boo
             continue;
         }
         c.machine += 1;
-        let updated = n.is_updated_to(n.target.as_deref());
-        if updated {
+        if n.is_updated_to(n.target.as_deref()) {
             c.updated += 1;
-            if fresh(n) {
-                c.ready += 1;
-            }
+        }
+        if is_ready(n, fresh(n)) {
+            c.ready += 1;
         }
         if n.state().is_some_and(NodeState::is_degraded) || n.error.is_some() {
             c.degraded += 1;
@@ -247,9 +263,11 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
     }
 }
 
-/// A node; `now` is the maintenance windows' clock.
-pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, ready: bool, now: u64) -> NodeView {
+/// A node; `fresh`: heard from recently (its `ready` is [`is_ready`]); `now` is the maintenance
+/// windows' clock.
+pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64) -> NodeView {
     let n = &rec.value;
+    let ready = is_ready(n, fresh);
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
     let r = n.report.as_ref();
     NodeView {

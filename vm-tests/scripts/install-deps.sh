@@ -17,6 +17,8 @@
 #   libglib2.0-dev          and its GLib headers, found with pkg-config
 #   pkg-config
 #   ca-certificates         cargo fetches crates over TLS
+#   tzdata                  /usr/share/zoneinfo: maintenance windows in named time zones
+#                           (Europe/Berlin) and their tests (config/src/window.rs)
 #   selinux-utils           libselinux's selabel_lookup: hostops/tests/selinux_labels.rs checks
 #                           hearth's file_contexts lookup against it (no policy is installed)
 #   qemu-system-x86         the VM tier (src/qemu/): QEMU with software emulation (TCG); the
@@ -36,7 +38,7 @@ export DEBIAN_FRONTEND=noninteractive
 # libssl-dev, gcc, libc6-dev: bench/agent-apply.sh builds the floor's converge.c.
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
-    strace libssl-dev gcc libc6-dev ignition policycoreutils)
+    strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils)
 updated=
 apt_update_once() {
     [ -n "$updated" ] || { apt-get update -qq; updated=1; }

@@ -4,7 +4,7 @@
 use super::conn::{enc, typed, Client, Conn, ServerError};
 use super::{kind_name, kind_path, Kind};
 use crate::term::escape;
-use crate::{manifest_files, read_text, InvalidInput, Usage};
+use crate::{read_text, InvalidInput, Usage};
 use clap::Args;
 use hearth_api::admin::{
     ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, HoldAnswer,
@@ -18,10 +18,13 @@ use std::path::PathBuf;
 /// `hearth apply`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// Manifest files or directories (*.yaml, *.yml, *.json); `-` is stdin. All are applied
-    /// together: if any is invalid, nothing is applied.
+    /// A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin);
+    /// repeat -f for several. All are applied together: if any is invalid, nothing is applied.
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     files: Vec<PathBuf>,
+    /// Also read the subdirectories of -f directories.
+    #[arg(short = 'R', long)]
+    recursive: bool,
     /// Check and report what would change, store nothing.
     #[arg(long)]
     dry_run: bool,
@@ -31,10 +34,7 @@ pub struct ApplyArgs {
 
 /// `hearth apply -f`.
 pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
-    let mut paths = Vec::new();
-    for p in &a.files {
-        manifest_files(p, &mut paths)?;
-    }
+    let paths = crate::files::manifest_files(&a.files, a.recursive)?;
     if paths.is_empty() {
         return Err(Usage("no manifest files (*.yaml, *.yml, *.json) found".into()).into());
     }

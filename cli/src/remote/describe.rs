@@ -1,12 +1,13 @@
 //! `hearth describe`: one object in detail, with its conditions, nodes and recent events.
 
 use super::conn::{enc, Client, Conn};
+use super::state::{no_state_reason, node_state, progress};
 use super::table::{age_of, opt, text, yes};
 use super::Kind;
 use crate::term::{escape, escape_keep_newlines};
 use clap::Args;
 use hearth_api::views::{EventView, List, NodeView, PoolView};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// The object `describe` shows.
@@ -66,21 +67,17 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             let st = &n.status;
             field(&mut out, "Pool", opt(st.pool.as_deref()));
             field(&mut out, "Labels", labels(&n.metadata.labels));
-            let state = match st.state {
-                Some(state) => state.to_string(),
-                None => "Unknown (no report yet)".to_string(),
-            };
-            field(&mut out, "State", state);
-            field(&mut out, "Reason", opt(st.reason.as_deref()));
-            if let Some(p) = st.progress.as_ref().and_then(Value::as_object) {
-                let phase = escape(p.get("phase").and_then(Value::as_str).unwrap_or("?"));
-                let step = p.get("step").and_then(Value::as_u64).unwrap_or(0);
-                let total = p.get("total").and_then(Value::as_u64).unwrap_or(0);
-                let mut text = format!("{phase}, step {} of {total}", step + 1);
-                if let Some(f) = p.get("failure").and_then(Value::as_str) {
-                    text.push_str(&format!(" (undoing: {})", escape(f)));
-                }
-                field(&mut out, "Progress", text);
+            field(&mut out, "State", node_state(st).to_string());
+            field(
+                &mut out,
+                "Reason",
+                match no_state_reason(st) {
+                    Some(why) if st.reason.is_none() => why.to_string(),
+                    _ => opt(st.reason.as_deref()),
+                },
+            );
+            if let Some(p) = progress(st) {
+                field(&mut out, "Progress", p);
             }
             field(&mut out, "Current config", opt(st.current.as_deref()));
             field(&mut out, "Desired config", opt(st.desired.as_deref()));

@@ -1,51 +1,315 @@
-//! `hearth get`: list or show MachineConfigs, pools and nodes as a table, JSON, YAML or names.
+//! `hearth get`: list or show MachineConfigs, pools, nodes and events as a table, JSON, YAML or
+//! names; `-l` selects by label, `--no-headers` drops the header line, `-w` follows changes
+//! (see [`super::watch`]).
 //!
-//! Tables of pools and nodes read the server's answers as `hearth_api`'s views; `-o json` and
-//! `-o yaml` print the server's documents as they came (so a field a newer v1 server adds is
-//! not lost), made safe for the terminal.
+//! Tables of pools, nodes and events read the server's answers as `hearth_api`'s views;
+//! `-o json` and `-o yaml` print the server's documents as they came (so a field a newer v1
+//! server adds is not lost), made safe for the terminal.
 
 use super::conn::{enc, typed, Client, Conn};
-use super::table::{age, age_of, items, opt, s, table, text, yes};
+use super::select::Selector;
+use super::state::node_state;
+use super::table::{age, age_of, items, opt, s, text, yes, Table};
 use super::{kind_name, kind_path, Kind, Output};
 use crate::term::{escape, json_safe};
-use clap::Args;
-use hearth_api::views::{Maintenance, NodeView, PoolView, WindowState};
+use crate::Usage;
+use clap::{Args, ValueEnum};
+use hearth_api::views::{EventView, Maintenance, NodeView, PoolView, WindowState};
 use serde_json::{json, Value};
+
+/// What `get` lists: the object kinds, and events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GetKind {
+    /// MachineConfigs (and rendered configs).
+    #[value(name = "mc", alias = "machineconfig", alias = "machineconfigs")]
+    Mc,
+    /// MachineConfigPools.
+    #[value(
+        name = "mcp",
+        alias = "machineconfigpool",
+        alias = "machineconfigpools",
+        alias = "pool",
+        alias = "pools"
+    )]
+    Mcp,
+    /// Nodes.
+    #[value(name = "node", alias = "nodes", alias = "no")]
+    Node,
+    /// Events (the newest 200, oldest first; `--for` one object's).
+    #[value(name = "events", alias = "event", alias = "ev")]
+    Events,
+}
+
+impl GetKind {
+    fn object_kind(self) -> Option<Kind> {
+        match self {
+            GetKind::Mc => Some(Kind::Mc),
+            GetKind::Mcp => Some(Kind::Mcp),
+            GetKind::Node => Some(Kind::Node),
+            GetKind::Events => None,
+        }
+    }
+}
 
 /// `hearth get`.
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// mc, mcp or nodes.
+    /// mc, mcp, nodes or events.
     #[arg(value_enum)]
-    kind: Kind,
-    /// One object.
+    pub(super) kind: GetKind,
+    /// One object (not for events).
     name: Option<String>,
     /// Output format (default: a table).
     #[arg(short = 'o', long = "output", value_enum)]
     output: Option<Output>,
+    /// Only objects whose labels match: `key=value`, `key!=value`, `key`, `!key`, separated by
+    /// commas (all must match).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    selector: Option<String>,
+    /// Events: only those of one object, `node/NAME` or `pool/NAME` (`mcp/NAME`).
+    #[arg(long = "for", value_name = "KIND/NAME")]
+    for_object: Option<String>,
+    /// Tables: leave out the header line.
+    #[arg(long)]
+    no_headers: bool,
+    /// After the list, print each row that changes (or, for events, each new event) until
+    /// interrupted; the server is asked every 2 seconds.
+    #[arg(short = 'w', long)]
+    watch: bool,
     #[command(flatten)]
     conn: Conn,
 }
 
-/// `hearth get`.
-pub fn get(a: &GetArgs) -> anyhow::Result<()> {
-    let c = Client::new(&a.conn)?;
-    let mut objects: Vec<Value> = match (&a.name, a.kind) {
-        (Some(n), k) => vec![c.get(&format!("/api/v1/{}/{}", kind_path(k), enc(n)))?],
-        (None, Kind::Mc) => {
+/// The `involvedObject` of `--for`: `node/worker-0` is `Node/worker-0`.
+fn event_object(spec: &str) -> Result<String, Usage> {
+    let (kind, name) = spec.split_once('/').unwrap_or(("", ""));
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "node" | "nodes" | "no" => "Node",
+        "pool" | "pools" | "mcp" | "machineconfigpool" | "machineconfigpools" => {
+            "MachineConfigPool"
+        }
+        _ => "",
+    };
+    if kind.is_empty() || name.is_empty() {
+        return Err(Usage(format!(
+            "--for {:?}: give node/NAME or pool/NAME",
+            escape(spec)
+        )));
+    }
+    Ok(format!("{kind}/{name}"))
+}
+
+/// What `a` asks for that cannot be: a usage error.
+fn check(a: &GetArgs) -> Result<(), Usage> {
+    let events = a.kind == GetKind::Events;
+    if events && a.name.is_some() {
+        return Err(Usage(
+            "events have no names: `hearth get events --for node/NAME` lists one node's".into(),
+        ));
+    }
+    if events && a.selector.is_some() {
+        return Err(Usage(
+            "events have no labels: -l does not apply; use --for".into(),
+        ));
+    }
+    if events && a.output == Some(Output::Name) {
+        return Err(Usage("events have no names: -o name does not apply".into()));
+    }
+    if a.name.is_some() && a.selector.is_some() {
+        return Err(Usage("give a name or a selector (-l), not both".into()));
+    }
+    if !events && a.for_object.is_some() {
+        return Err(Usage("--for applies to `get events` only".into()));
+    }
+    if a.watch && matches!(a.output, Some(Output::Json | Output::Yaml)) {
+        return Err(Usage(
+            "-w prints table rows (or names): it does not go with -o json or -o yaml".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The objects `a` asks for, as the server's documents, filtered by `sel`.
+pub(super) fn fetch(c: &Client, a: &GetArgs, sel: &Selector) -> anyhow::Result<Vec<Value>> {
+    let mut objects = match (a.kind.object_kind(), &a.name) {
+        (None, _) => {
+            let path = match &a.for_object {
+                Some(f) => format!("/api/v1/events?object={}", enc(&event_object(f)?)),
+                None => "/api/v1/events".into(),
+            };
+            items(&c.get(&path)?)
+        }
+        (Some(k), Some(n)) => vec![c.get(&format!("/api/v1/{}/{}", kind_path(k), enc(n)))?],
+        (Some(Kind::Mc), None) => {
             let mut v = items(&c.get("/api/v1/machineconfigs")?);
             v.extend(items(&c.get("/api/v1/renderedconfigs")?));
             v.sort_by(|x, y| s(&x["metadata"]["name"]).cmp(&s(&y["metadata"]["name"])));
             v
         }
-        (None, k) => items(&c.get(&format!("/api/v1/{}", kind_path(k)))?),
+        (Some(k), None) => items(&c.get(&format!("/api/v1/{}", kind_path(k)))?),
     };
+    objects.retain(|o| sel.matches(o));
+    Ok(objects)
+}
+
+/// The `-o name` line of an object.
+pub(super) fn name_line(kind: GetKind, o: &Value) -> String {
+    let k = kind.object_kind().map(kind_name).unwrap_or("event");
+    format!("{k}/{}", s(&o["metadata"]["name"]))
+}
+
+/// The table of `objects`: its header and one row per object (the first cell names it).
+pub(super) fn rows(
+    kind: GetKind,
+    objects: &[Value],
+    wide: bool,
+) -> anyhow::Result<(Vec<&'static str>, Vec<Vec<String>>)> {
+    Ok(match kind {
+        GetKind::Mcp => {
+            let mut header = vec![
+                "NAME",
+                "CONFIG",
+                "UPDATED",
+                "UPDATING",
+                "DEGRADED",
+                "MACHINECOUNT",
+                "READYMACHINECOUNT",
+                "UPDATEDMACHINECOUNT",
+                "DEGRADEDMACHINECOUNT",
+                "AGE",
+            ];
+            if wide {
+                header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE"]);
+            }
+            let pools: Vec<PoolView> = typed(Value::Array(objects.to_vec()), "/api/v1/pools")?;
+            let condition = |p: &PoolView, t: &str| {
+                p.status
+                    .condition(t)
+                    .map(text)
+                    .unwrap_or_else(|| "Unknown".into())
+            };
+            let rows = pools
+                .iter()
+                .map(|p| {
+                    let st = &p.status;
+                    let mut r = vec![
+                        text(&p.metadata.name),
+                        opt(st.configuration.name.as_deref()),
+                        condition(p, "Updated"),
+                        condition(p, "Updating"),
+                        condition(p, "Degraded"),
+                        st.machine_count.to_string(),
+                        st.ready_machine_count.to_string(),
+                        st.updated_machine_count.to_string(),
+                        st.degraded_machine_count.to_string(),
+                        age_of(p.metadata.creation_timestamp.as_deref()),
+                    ];
+                    if wide {
+                        r.push(yes(p.spec.paused));
+                        r.push(s(&json!(p.spec.max_unavailable)));
+                        r.push(text(p.spec.configuration.name.as_deref().unwrap_or("")));
+                        r.push(maintenance_cell(st.maintenance.as_ref()));
+                    }
+                    r
+                })
+                .collect();
+            (header, rows)
+        }
+        GetKind::Mc => {
+            let mut header = vec!["NAME", "GENERATEDBYCONTROLLER", "IGNITIONVERSION", "AGE"];
+            if wide {
+                header.push("ROLE");
+            }
+            let rows = objects
+                .iter()
+                .map(|m| {
+                    let mut r = vec![
+                        s(&m["metadata"]["name"]),
+                        s(&m["metadata"]["annotations"]
+                            ["machineconfiguration.openshift.io/generated-by-controller-version"]),
+                        s(&m["spec"]["config"]["ignition"]["version"]),
+                        age(&m["metadata"]["creationTimestamp"]),
+                    ];
+                    if wide {
+                        r.push(s(
+                            &m["metadata"]["labels"]["machineconfiguration.openshift.io/role"]
+                        ));
+                    }
+                    r
+                })
+                .collect();
+            (header, rows)
+        }
+        GetKind::Node => {
+            let mut header = vec![
+                "NAME", "POOL", "STATE", "READY", "CURRENT", "DESIRED", "AGE",
+            ];
+            if wide {
+                header.extend(["LASTREPORT", "REASON"]);
+            }
+            let nodes: Vec<NodeView> = typed(Value::Array(objects.to_vec()), "/api/v1/nodes")?;
+            let rows = nodes
+                .iter()
+                .map(|n| {
+                    let st = &n.status;
+                    let mut r = vec![
+                        text(&n.metadata.name),
+                        opt(st.pool.as_deref()),
+                        node_state(st).to_string(),
+                        yes(st.ready),
+                        opt(st.current.as_deref()),
+                        opt(st.desired.as_deref()),
+                        age_of(n.metadata.creation_timestamp.as_deref()),
+                    ];
+                    if wide {
+                        r.push(match &st.last_report {
+                            None => "-".into(),
+                            Some(t) => age_of(Some(t)),
+                        });
+                        let reason = st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
+                        r.push(text(reason));
+                    }
+                    r
+                })
+                .collect();
+            (header, rows)
+        }
+        GetKind::Events => {
+            let header = vec!["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"];
+            let events: Vec<EventView> = typed(Value::Array(objects.to_vec()), "/api/v1/events")?;
+            let rows = events
+                .iter()
+                .map(|e| {
+                    vec![
+                        age_of(Some(&e.time)),
+                        text(&e.kind),
+                        text(&e.reason),
+                        text(&e.object),
+                        text(&e.message),
+                    ]
+                })
+                .collect();
+            (header, rows)
+        }
+    })
+}
+
+/// `hearth get`.
+pub fn get(a: &GetArgs) -> anyhow::Result<()> {
+    check(a)?;
+    let sel = match &a.selector {
+        Some(t) => Selector::parse(t)?,
+        None => Selector::default(),
+    };
+    let c = Client::new(&a.conn)?;
+    let mut objects = fetch(&c, a, &sel)?;
+    let list = |objects: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": objects});
     match a.output {
         Some(Output::Json) => {
             let v = if a.name.is_some() {
                 objects.remove(0)
             } else {
-                json!({"apiVersion": "v1", "kind": "List", "items": objects})
+                list(objects)
             };
             crate::outln!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
         }
@@ -53,136 +317,34 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             let v = if a.name.is_some() {
                 objects.remove(0)
             } else {
-                json!({"apiVersion": "v1", "kind": "List", "items": objects})
+                list(objects)
             };
             crate::out!("{}", crate::yaml::to_string(&v));
         }
         Some(Output::Name) => {
             for o in &objects {
-                crate::outln!("{}/{}", kind_name(a.kind), s(&o["metadata"]["name"]));
+                crate::outln!("{}", name_line(a.kind, o));
+            }
+            if a.watch {
+                super::watch::follow(&c, a, &sel, &objects, None)?;
             }
         }
         None | Some(Output::Wide) => {
             let wide = a.output == Some(Output::Wide);
-            if objects.is_empty() {
+            if objects.is_empty() && !a.watch {
                 eprintln!("No resources found");
                 return Ok(());
             }
-            match a.kind {
-                Kind::Mcp => {
-                    let mut header = vec![
-                        "NAME",
-                        "CONFIG",
-                        "UPDATED",
-                        "UPDATING",
-                        "DEGRADED",
-                        "MACHINECOUNT",
-                        "READYMACHINECOUNT",
-                        "UPDATEDMACHINECOUNT",
-                        "DEGRADEDMACHINECOUNT",
-                        "AGE",
-                    ];
-                    if wide {
-                        header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE"]);
-                    }
-                    let pools: Vec<PoolView> = typed(Value::Array(objects), "/api/v1/pools")?;
-                    let condition = |p: &PoolView, t: &str| {
-                        p.status
-                            .condition(t)
-                            .map(text)
-                            .unwrap_or_else(|| "Unknown".into())
-                    };
-                    let rows: Vec<Vec<String>> = pools
-                        .iter()
-                        .map(|p| {
-                            let st = &p.status;
-                            let mut r = vec![
-                                text(&p.metadata.name),
-                                opt(st.configuration.name.as_deref()),
-                                condition(p, "Updated"),
-                                condition(p, "Updating"),
-                                condition(p, "Degraded"),
-                                st.machine_count.to_string(),
-                                st.ready_machine_count.to_string(),
-                                st.updated_machine_count.to_string(),
-                                st.degraded_machine_count.to_string(),
-                                age_of(p.metadata.creation_timestamp.as_deref()),
-                            ];
-                            if wide {
-                                r.push(yes(p.spec.paused));
-                                r.push(s(&json!(p.spec.max_unavailable)));
-                                r.push(text(p.spec.configuration.name.as_deref().unwrap_or("")));
-                                r.push(maintenance_cell(st.maintenance.as_ref()));
-                            }
-                            r
-                        })
-                        .collect();
-                    table(&header, &rows);
-                }
-                Kind::Mc => {
-                    let mut header =
-                        vec!["NAME", "GENERATEDBYCONTROLLER", "IGNITIONVERSION", "AGE"];
-                    if wide {
-                        header.push("ROLE");
-                    }
-                    let rows: Vec<Vec<String>> = objects
-                        .iter()
-                        .map(|m| {
-                            let mut r = vec![
-                                s(&m["metadata"]["name"]),
-                                s(&m["metadata"]["annotations"]
-                                    ["machineconfiguration.openshift.io/generated-by-controller-version"]),
-                                s(&m["spec"]["config"]["ignition"]["version"]),
-                                age(&m["metadata"]["creationTimestamp"]),
-                            ];
-                            if wide {
-                                r.push(s(&m["metadata"]["labels"]["machineconfiguration.openshift.io/role"]));
-                            }
-                            r
-                        })
-                        .collect();
-                    table(&header, &rows);
-                }
-                Kind::Node => {
-                    let mut header = vec![
-                        "NAME", "POOL", "STATE", "READY", "CURRENT", "DESIRED", "AGE",
-                    ];
-                    if wide {
-                        header.extend(["LASTREPORT", "REASON"]);
-                    }
-                    let nodes: Vec<NodeView> = typed(Value::Array(objects), "/api/v1/nodes")?;
-                    let rows: Vec<Vec<String>> = nodes
-                        .iter()
-                        .map(|n| {
-                            let st = &n.status;
-                            let state = match st.state {
-                                Some(state) => state.as_str(),
-                                None if st.enrolled => "Unknown",
-                                None => "NotEnrolled",
-                            };
-                            let mut r = vec![
-                                text(&n.metadata.name),
-                                opt(st.pool.as_deref()),
-                                state.to_string(),
-                                yes(st.ready),
-                                opt(st.current.as_deref()),
-                                opt(st.desired.as_deref()),
-                                age_of(n.metadata.creation_timestamp.as_deref()),
-                            ];
-                            if wide {
-                                r.push(match &st.last_report {
-                                    None => "-".into(),
-                                    Some(t) => age_of(Some(t)),
-                                });
-                                let reason =
-                                    st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
-                                r.push(text(reason));
-                            }
-                            r
-                        })
-                        .collect();
-                    table(&header, &rows);
-                }
+            let (header, rows) = rows(a.kind, &objects, wide)?;
+            let mut t = Table::new(&header, &rows);
+            if !a.no_headers {
+                t.print(&header);
+            }
+            for r in &rows {
+                t.print(r);
+            }
+            if a.watch {
+                super::watch::follow(&c, a, &sel, &objects, Some((t, wide)))?;
             }
         }
     }
@@ -200,5 +362,26 @@ fn maintenance_cell(m: Option<&Maintenance>) -> String {
         (WindowState::Open, _) => "open".into(),
         (WindowState::Closed, _) => format!("closed ({})", text(&m.message)),
         (WindowState::Invalid, _) => text(&m.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_names_an_object() {
+        assert_eq!(event_object("node/w0").unwrap(), "Node/w0");
+        assert_eq!(
+            event_object("pool/worker").unwrap(),
+            "MachineConfigPool/worker"
+        );
+        assert_eq!(
+            event_object("mcp/worker").unwrap(),
+            "MachineConfigPool/worker"
+        );
+        for bad in ["w0", "node/", "mc/x", "/w0"] {
+            assert!(event_object(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -10,7 +10,9 @@
 //! the server (the message is printed), 2 usage.
 //!
 //! One file per concept: `conn` (flags, login file, HTTPS client), `change` (the commands that
-//! change the fleet), `get`, `describe`, `rollout`, `table` (output helpers). Here: the object
+//! change the fleet), `get` (with `select`, label selectors, and `watch`, `get -w`), `describe`,
+//! `rollout`, `version`, `state` (a node's state, named once for all of them), `table` (output
+//! helpers). Here: the object
 //! kinds and output formats they share.
 
 mod change;
@@ -18,7 +20,11 @@ mod conn;
 mod describe;
 mod get;
 mod rollout;
+mod select;
+mod state;
 mod table;
+mod version;
+mod watch;
 
 pub use change::{
     apply, bootstrap_token, delete, label, node, pause, rollback, ApplyArgs, DeleteArgs, LabelArgs,
@@ -26,9 +32,11 @@ pub use change::{
 };
 pub use conn::{config_path, login, Conn, LoginArgs};
 pub use describe::{describe, DescribeArgs};
-pub use get::{get, GetArgs};
+pub use get::{get, GetArgs, GetKind};
 pub use rollout::{rollout, RolloutArgs};
 pub use table::{human_age, parse_time};
+pub use version::{client_version, version, VersionArgs};
+pub use watch::WATCH_INTERVAL;
 
 use clap::ValueEnum;
 

@@ -1,6 +1,7 @@
 //! `hearth rollout status`: how far a pool's rollout is, once or followed with `--watch`.
 
 use super::conn::{enc, Client, Conn};
+use super::state::{node_state, progress};
 use super::table::{opt, table, text};
 use crate::term::escape;
 use crate::InvalidInput;
@@ -8,7 +9,6 @@ use anyhow::anyhow;
 use clap::Args;
 use hearth_api::views::{List, NodeView, PoolView};
 use hearth_api::NodeState;
-use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
 
@@ -21,9 +21,9 @@ pub struct RolloutArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum RolloutCommand {
-    /// How far a pool's rollout is: per node, and the pool's counts. With --watch, follow it
-    /// until every node runs the target (exit 0), it halts on a degraded node or --timeout
-    /// passes (exit 1).
+    /// How far a pool's rollout is: per node, and the pool's counts; exit 1 when it is halted
+    /// by a degraded node. With --watch, follow it until every node runs the target (exit 0),
+    /// it halts on a degraded node or --timeout passes (exit 1).
     Status {
         /// The pool.
         pool: String,
@@ -33,6 +33,9 @@ enum RolloutCommand {
         /// With --watch: give up after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
+        /// Leave out the header line of the node table.
+        #[arg(long)]
+        no_headers: bool,
         #[command(flatten)]
         conn: Conn,
     },
@@ -44,6 +47,7 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         pool,
         watch,
         timeout,
+        no_headers,
         conn,
     } = &a.command;
     let c = Client::new(conn)?;
@@ -73,6 +77,12 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 let n = escape(n);
                 crate::outln!("rollout halted: node {n} is degraded (hearth describe node {n})");
             }
+            // A halted rollout is a failure to a script, with --watch or without.
+            let exit = if halted.is_some() {
+                Err(InvalidInput.into())
+            } else {
+                Ok(())
+            };
             if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
                 crate::outln!("reboots {}", escape(w));
             }
@@ -80,27 +90,12 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|n| {
                     let ns = &n.status;
-                    let progress = ns
-                        .progress
-                        .as_ref()
-                        .and_then(Value::as_object)
-                        .map(|pr| {
-                            format!(
-                                "step {} of {}",
-                                pr.get("step").and_then(Value::as_u64).unwrap_or(0) + 1,
-                                pr.get("total").and_then(Value::as_u64).unwrap_or(0)
-                            )
-                        })
-                        .unwrap_or_else(|| "-".into());
                     let on_target = !target.is_empty()
                         && ns.current == ns.target
                         && ns.state == Some(NodeState::Done);
                     vec![
                         text(&n.metadata.name),
-                        match ns.state {
-                            Some(state) => state.to_string(),
-                            None => "-".into(),
-                        },
+                        node_state(ns).to_string(),
                         if on_target {
                             "yes".into()
                         } else if ns.desired == ns.target {
@@ -108,15 +103,19 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                         } else {
                             "waiting".into()
                         },
-                        progress,
+                        progress(ns).unwrap_or_else(|| "-".into()),
                         opt(ns.reason.as_deref()),
                     ]
                 })
                 .collect();
             if !rows.is_empty() {
-                table(&["NODE", "STATE", "UPDATED", "PROGRESS", "REASON"], &rows);
+                table(
+                    &["NODE", "STATE", "UPDATED", "PROGRESS", "REASON"],
+                    &rows,
+                    *no_headers,
+                );
             }
-            return Ok(());
+            return exit;
         }
         let width = 30usize;
         let filled = if total == 0 {

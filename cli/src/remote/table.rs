@@ -3,33 +3,13 @@
 
 use crate::term::escape;
 use serde_json::Value;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Seconds since the epoch of an RFC 3339 UTC time as the server writes it
-/// (`2026-11-22T08:00:00Z`).
+/// Seconds since the epoch of an RFC 3339 time as the server writes it
+/// (`2026-11-22T08:00:00Z`; any offset is read, through `jiff`); none for a time before the
+/// epoch or text that is not one.
 pub fn parse_time(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
-    let (h, mi, se) = (n(11..13)?, n(14..16)?, n(17..19)?);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + h * 3600 + mi * 60 + se).ok()
+    let t: jiff::Timestamp = s.parse().ok()?;
+    u64::try_from(t.as_second()).ok()
 }
 
 /// `kubectl`'s way of showing an age.
@@ -55,10 +35,7 @@ pub fn human_age(secs: u64) -> String {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    u64::try_from(jiff::Timestamp::now().as_second()).unwrap_or(0)
 }
 
 pub(super) fn age(v: &Value) -> String {
@@ -101,28 +78,59 @@ pub(super) fn yes(b: bool) -> String {
     if b { "True" } else { "False" }.into()
 }
 
-/// Prints rows as `kubectl` does: left-aligned columns, three spaces apart.
-pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+/// Column widths for rows printed as `kubectl` prints them: left-aligned, three spaces apart.
+/// `get -w` keeps one for the rows it prints later (a wider cell widens its column from then
+/// on).
+pub(super) struct Table {
+    widths: Vec<usize>,
+}
+
+impl Table {
+    /// Widths that fit `header` and `rows`.
+    pub(super) fn new(header: &[&str], rows: &[Vec<String>]) -> Table {
+        let mut t = Table {
+            widths: header.iter().map(|h| h.len()).collect(),
+        };
+        for r in rows {
+            t.fit(r);
+        }
+        t
+    }
+
+    fn fit<S: AsRef<str>>(&mut self, cells: &[S]) {
+        for (i, c) in cells.iter().enumerate() {
+            let n = c.as_ref().chars().count();
+            match self.widths.get_mut(i) {
+                Some(w) => *w = (*w).max(n),
+                None => self.widths.push(n),
+            }
         }
     }
-    let line = |cells: Vec<&str>| {
+
+    /// Prints one row (escaped: cells may come from nodes).
+    pub(super) fn print<S: AsRef<str>>(&mut self, cells: &[S]) {
+        self.fit(cells);
         let mut out = String::new();
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
-                out.push_str(c);
+                out.push_str(c.as_ref());
             } else {
-                out.push_str(&format!("{c:<w$}   ", w = widths[i]));
+                out.push_str(&format!("{:<w$}   ", c.as_ref(), w = self.widths[i]));
             }
         }
         crate::outln!("{}", escape(out.trim_end()));
-    };
-    line(header.to_vec());
+    }
+}
+
+/// Prints rows as `kubectl` does: left-aligned columns, three spaces apart; the header line
+/// unless `no_headers` (`--no-headers`).
+pub(super) fn table(header: &[&str], rows: &[Vec<String>], no_headers: bool) {
+    let mut t = Table::new(header, rows);
+    if !no_headers {
+        t.print(header);
+    }
     for r in rows {
-        line(r.iter().map(String::as_str).collect());
+        t.print(r);
     }
 }
 
@@ -143,6 +151,12 @@ mod tests {
             Some(1_795_305_600 + 3661)
         );
         assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(
+            parse_time("2026-11-22T02:01:01+01:00"),
+            Some(1_795_305_600 + 3661)
+        );
+        assert_eq!(parse_time("1969-12-31T23:59:59Z"), None);
+        assert_eq!(parse_time("2026-02-30T00:00:00Z"), None);
         assert_eq!(human_age(5), "5s");
         assert_eq!(human_age(300), "5m0s");
         assert_eq!(human_age(3600), "60m");

@@ -67,6 +67,9 @@ _hearth() {
             hearth,validate)
                 cmd="hearth__subcmd__validate"
                 ;;
+            hearth,version)
+                cmd="hearth__subcmd__version"
+                ;;
             hearth__subcmd__help,apply)
                 cmd="hearth__subcmd__help__subcmd__apply"
                 ;;
@@ -117,6 +120,9 @@ _hearth() {
                 ;;
             hearth__subcmd__help,validate)
                 cmd="hearth__subcmd__help__subcmd__validate"
+                ;;
+            hearth__subcmd__help,version)
+                cmd="hearth__subcmd__help__subcmd__version"
                 ;;
             hearth__subcmd__help__subcmd__node,exclude)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__exclude"
@@ -191,7 +197,7 @@ _hearth() {
 
     case "${cmd}" in
         hearth)
-            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
+            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,7 +211,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__apply)
-            opts="-f -h --filename --dry-run --server --ca --token --client-cert --client-key --help"
+            opts="-f -R -h --filename --recursive --dry-run --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -383,7 +389,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__get)
-            opts="-o -h --output --server --ca --token --client-cert --client-key --help mc mcp node"
+            opts="-o -l -w -h --output --selector --for --no-headers --watch --server --ca --token --client-cert --client-key --help mc mcp node events"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -395,6 +401,18 @@ _hearth() {
                     ;;
                 -o)
                     COMPREPLY=($(compgen -W "wide json yaml name" -- "${cur}"))
+                    return 0
+                    ;;
+                --selector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --server)
@@ -425,7 +443,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help)
-            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help"
+            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -747,6 +765,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__validate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__version)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1145,7 +1177,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__plan)
-            opts="-f -o -h --from --to --node --filename --output --help"
+            opts="-f -R -o -h --from --to --node --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1187,7 +1219,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__render)
-            opts="-f -o -h --pool --node --filename --output --help"
+            opts="-f -R -o -h --pool --node --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1349,7 +1381,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__rollout__subcmd__status)
-            opts="-w -h --watch --timeout --server --ca --token --client-cert --client-key --help"
+            opts="-w -h --watch --timeout --no-headers --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1387,7 +1419,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__validate)
-            opts="-f -o -h --filename --output --help"
+            opts="-f -R -o -h --filename --recursive --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1407,6 +1439,48 @@ _hearth() {
                     ;;
                 -o)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__version)
+            opts="-o -h --client --output --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

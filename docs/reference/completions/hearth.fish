@@ -32,7 +32,7 @@ complete -c hearth -n "__fish_hearth_needs_command" -f -a "plan" -d 'Show what a
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "convert" -d 'Print the Ignition config a first-booting node of a given spec version would receive'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "login" -d 'Save the server\'s URL, CA and admin token for the commands below'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "apply" -d 'Apply manifests to the server (all or nothing)'
-complete -c hearth -n "__fish_hearth_needs_command" -f -a "get" -d 'List objects on the server: mc, mcp, nodes'
+complete -c hearth -n "__fish_hearth_needs_command" -f -a "get" -d 'List objects on the server: mc, mcp, nodes, events'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "describe" -d 'Show one node or pool in detail, with its events'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "delete" -d 'Delete MachineConfigs, pools or nodes on the server'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "label" -d 'Set (k=v) or remove (k-) labels of a node'
@@ -42,23 +42,27 @@ complete -c hearth -n "__fish_hearth_needs_command" -f -a "rollback" -d 'Roll a 
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "bootstrap-token" -d 'Make a new bootstrap token for a pool (replacing the old one) and print it'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "rollout" -d 'Follow a pool\'s rollout: `hearth rollout status POOL [--watch]`'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "node" -d 'Act on one node: `hearth node reset-credential NODE`'
+complete -c hearth -n "__fish_hearth_needs_command" -f -a "version" -d 'Print the client\'s and the server\'s version and commit'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c hearth -n "__fish_hearth_using_subcommand validate" -s f -l filename -d 'Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand validate" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s o -l output -d 'Output format for the summary and problems' -r -f -a "text\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand validate" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l pool -d 'The pool to render' -r
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l node -d 'The node to render (its pool is chosen by its labels; its overlays are merged last)' -r
-complete -c hearth -n "__fish_hearth_using_subcommand render" -s f -l filename -d 'Manifest files or directories (read recursively: *.yaml, *.yml, *.json); `-` is stdin' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand render" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s o -l output -d 'Output format' -r -f -a "yaml\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand render" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l from -d 'The node\'s current config (a MachineConfig file). Omitted: a node with no config yet' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l to -d 'The desired config (a MachineConfig file)' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l node -d 'Instead of --to, render this node from the manifests given with -f' -r
-complete -c hearth -n "__fish_hearth_using_subcommand plan" -s f -l filename -d 'Manifests (with --node), also read for MachineConfiguration node-disruption policies' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand plan" -s f -l filename -d 'Manifests (with --node), also read for MachineConfiguration node-disruption policies: a file, a directory or `-`; repeat -f for several' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s o -l output -d 'Output format' -r -f -a "text\t''
 json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand plan" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -l ignition-version -d 'Ignition spec version to produce (2.2.0 to 2.4.0, 3.0.0 to 3.5.0)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -s f -l filename -d 'A MachineConfig file (rendered or not)' -r -F
@@ -69,23 +73,28 @@ complete -c hearth -n "__fish_hearth_using_subcommand login" -l token -d 'The ad
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-cert -d 'Or an admin client certificate (`hearth-server issue-admin-cert`); the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-key -d 'The client certificate\'s key; the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'Manifest files or directories (*.yaml, *.yml, *.json); `-` is stdin. All are applied together: if any is invalid, nothing is applied' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several. All are applied together: if any is invalid, nothing is applied' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -s R -l recursive -d 'Also read the subdirectories of -f directories'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l dry-run -d 'Check and report what would change, store nothing'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s o -l output -d 'Output format (default: a table)' -r -f -a "wide\t'More columns'
 json\t'JSON'
 yaml\t'YAML'
 name\t'`kind/name` per line'"
+complete -c hearth -n "__fish_hearth_using_subcommand get" -s l -l selector -d 'Only objects whose labels match: `key=value`, `key!=value`, `key`, `!key`, separated by commas (all must match)' -r
+complete -c hearth -n "__fish_hearth_using_subcommand get" -l for -d 'Events: only those of one object, `node/NAME` or `pool/NAME` (`mcp/NAME`)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand get" -l no-headers -d 'Tables: leave out the header line'
+complete -c hearth -n "__fish_hearth_using_subcommand get" -s w -l watch -d 'After the list, print each row that changes (or, for events, each new event) until interrupted; the server is asked every 2 seconds'
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
@@ -133,7 +142,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l client
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
+complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts; exit 1 when it is halted by a degraded node. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l timeout -d 'With --watch: give up after this many seconds' -r
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
@@ -142,8 +151,9 @@ complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_s
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -s w -l watch -d 'Follow the rollout'
+complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l no-headers -d 'Leave out the header line of the node table'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from help" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
+complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from help" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts; exit 1 when it is halted by a degraded node. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_subcommand_from reset-credential pin unpin exclude include help" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_subcommand_from reset-credential pin unpin exclude include help" -f -a "reset-credential" -d 'Revoke a node\'s credential (a reinstalled machine that lost it) so that it can enroll again with its pool\'s bootstrap token; its labels, status and reboot slot are kept'
@@ -188,24 +198,34 @@ complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subc
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "exclude" -d 'Take a node out of rollouts (hardware under repair): it gets no new desired config, and neither its state nor its silence holds up or halts its pool\'s rollout. Recorded as an event with your identity; `hearth node include` puts it back'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "include" -d 'Put an excluded node back into rollouts'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "validate" -d 'Check manifests: one line per problem on stderr, exit 1 if any error'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "render" -d 'Render a pool (or one node) into a single rendered MachineConfig'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "plan" -d 'Show what a node must do to go from one rendered config to another, and the disruption'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "convert" -d 'Print the Ignition config a first-booting node of a given spec version would receive'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "login" -d 'Save the server\'s URL, CA and admin token for the commands below'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "apply" -d 'Apply manifests to the server (all or nothing)'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "get" -d 'List objects on the server: mc, mcp, nodes'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "describe" -d 'Show one node or pool in detail, with its events'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "delete" -d 'Delete MachineConfigs, pools or nodes on the server'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "label" -d 'Set (k=v) or remove (k-) labels of a node'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "pause" -d 'Pause a pool\'s rollouts'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "resume" -d 'Resume a pool\'s rollouts'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "rollback" -d 'Roll a pool back to its previous rendered config: `hearth rollback mcp POOL`'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "bootstrap-token" -d 'Make a new bootstrap token for a pool (replacing the old one) and print it'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "rollout" -d 'Follow a pool\'s rollout: `hearth rollout status POOL [--watch]`'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "node" -d 'Act on one node: `hearth node reset-credential NODE`'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c hearth -n "__fish_hearth_using_subcommand help; and __fish_seen_subcommand_from rollout" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
+complete -c hearth -n "__fish_hearth_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
+json\t''"
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l client -d 'Only the client\'s version (no server needed)'
+complete -c hearth -n "__fish_hearth_using_subcommand version" -s h -l help -d 'Print help'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "validate" -d 'Check manifests: one line per problem on stderr, exit 1 if any error'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "render" -d 'Render a pool (or one node) into a single rendered MachineConfig'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "plan" -d 'Show what a node must do to go from one rendered config to another, and the disruption'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "convert" -d 'Print the Ignition config a first-booting node of a given spec version would receive'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "login" -d 'Save the server\'s URL, CA and admin token for the commands below'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "apply" -d 'Apply manifests to the server (all or nothing)'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "get" -d 'List objects on the server: mc, mcp, nodes, events'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "describe" -d 'Show one node or pool in detail, with its events'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "delete" -d 'Delete MachineConfigs, pools or nodes on the server'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "label" -d 'Set (k=v) or remove (k-) labels of a node'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "pause" -d 'Pause a pool\'s rollouts'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "resume" -d 'Resume a pool\'s rollouts'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "rollback" -d 'Roll a pool back to its previous rendered config: `hearth rollback mcp POOL`'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "bootstrap-token" -d 'Make a new bootstrap token for a pool (replacing the old one) and print it'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "rollout" -d 'Follow a pool\'s rollout: `hearth rollout status POOL [--watch]`'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "node" -d 'Act on one node: `hearth node reset-credential NODE`'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "version" -d 'Print the client\'s and the server\'s version and commit'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and not __fish_seen_subcommand_from validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c hearth -n "__fish_hearth_using_subcommand help; and __fish_seen_subcommand_from rollout" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts; exit 1 when it is halted by a degraded node. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
 complete -c hearth -n "__fish_hearth_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "reset-credential" -d 'Revoke a node\'s credential (a reinstalled machine that lost it) so that it can enroll again with its pool\'s bootstrap token; its labels, status and reboot slot are kept'
 complete -c hearth -n "__fish_hearth_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "pin" -d 'Hold a node on one rendered config of its pool, whatever the pool renders later (it is moved there under the pool\'s rollout rules if it runs another). Recorded as an event with your identity; `hearth node unpin` lets it follow its pool again'
 complete -c hearth -n "__fish_hearth_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "unpin" -d 'Let a pinned node follow its pool again'

@@ -17,6 +17,7 @@ use hearth_api::admin::{
     LabelRequest, PauseAnswer, PinRequest, RollbackAnswer, TokenAnswer, TokenRequest,
 };
 use hearth_api::views::{EventView, List, NodeView, PoolView};
+use hearth_api::VersionInfo;
 use serde::Deserialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -420,4 +421,10 @@ pub(super) async fn events<S: Store>(
         .collect();
     items.reverse();
     Ok(list(items))
+}
+
+/// `GET /api/v1/version`: this server's version and commit (admins only, like the rest of the
+/// admin API: which build runs is of use to an attacker too).
+pub(super) async fn version(_: Admin) -> Json<VersionInfo> {
+    Json(views::version_info())
 }

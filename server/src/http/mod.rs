@@ -92,6 +92,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             get(admin::get_rendered::<S>),
         )
         .route("/api/v1/events", get(admin::events::<S>))
+        .route("/api/v1/version", get(admin::version))
         .route("/api/v1/enroll", post(agent::enroll::<S>))
         .route("/api/v1/agent/desired", get(agent::desired::<S>))
         .route("/api/v1/agent/status", post(agent::report::<S>))

@@ -19,8 +19,8 @@ async fn invalid_maintenance_windows_are_refused_naming_pool_field_and_cause() {
     let api = Api::admin(&s);
     for (windows, cause) in [
         (
-            "Sat 02:00-06:00 Europe/Berlin",
-            "named time zones are not supported",
+            "Sat 02:00-06:00 Mars/Olympus_Mons",
+            "is not a time zone of this system's zoneinfo",
         ),
         ("Sat 02:00-06:00; Sun 3:00-99:00", "window 2"),
         ("Caturday 02:00-06:00", "\\\"Caturday\\\" is not a day"),
@@ -42,6 +42,17 @@ async fn invalid_maintenance_windows_are_refused_naming_pool_field_and_cause() {
     // Nothing was stored.
     let p = pool(&api, "worker").await;
     assert_eq!(p["status"]["maintenance"], Value::Null, "{p:#}");
+    // A named zone from the system's zoneinfo is taken, as the database spells it.
+    let r = api
+        .apply_text(
+            "pools/worker.yaml",
+            &windowed_pool("Sat 02:00-06:00 europe/berlin"),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let p = pool(&api, "worker").await;
+    let message = p["status"]["maintenance"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("Sat 02:00-06:00 Europe/Berlin"), "{p:#}");
     s.shutdown().await;
 }
 

@@ -60,6 +60,12 @@ pub struct Cli {
     /// made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires.
     #[arg(long, value_name = "SECONDS", default_value_t = 86400)]
     pub bootstrap_token_ttl: u64,
+    /// Serve the agent to first-booting machines: DIR holds `hearth-agent` (and, for ostree
+    /// hosts, `hearth-ostree-helper`); every first-boot config writes them to /usr/local/bin,
+    /// checked against their sha512, with the agent's unit. A stock OS image then needs only
+    /// the pointer Ignition config. Read at start: restart the server to serve new binaries.
+    #[arg(long, value_name = "DIR")]
+    pub serve_agent: Option<PathBuf>,
     /// For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and
     /// waits (to prove that nothing else waits for a render).
     #[arg(long, value_name = "DIR", hide = true)]
@@ -170,6 +176,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         cli.sans.clone()
     };
+    let served_agent = match &cli.serve_agent {
+        Some(dir) => {
+            let served = crate::served_agent::ServedAgent::load(dir).map_err(anyhow::Error::msg)?;
+            for b in &served.binaries {
+                tracing::info!(binary = b.name, bytes = b.bytes.len(), sha512 = %b.sha512, "served to first-booting machines");
+            }
+            Some(std::sync::Arc::new(served))
+        }
+        None => None,
+    };
     let config = serve::Config {
         state_dir: cli.state_dir.clone(),
         listen: cli.listen,
@@ -194,6 +210,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             stale_after: Duration::from_secs(cli.stale_after),
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
+            served_agent,
             render_gate: cli.test_render_gate.clone(),
             bootstrap_ttl: (cli.bootstrap_token_ttl > 0)
                 .then(|| Duration::from_secs(cli.bootstrap_token_ttl)),

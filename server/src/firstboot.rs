@@ -7,7 +7,9 @@ use hearth_config::ignition::{Config, File, Resource, SpecVersion, Unit};
 /// The media type Ignition asks for.
 pub const IGNITION_MEDIA_TYPE: &str = "application/vnd.coreos.ignition+json";
 
+use crate::served_agent::{self, ServedAgent};
 pub use hearth_api::firstboot::{AGENT_ENV_PATH, CA_PATH, STAMP_PATH};
+use hearth_config::ignition::Verification;
 /// The agent's unit, enabled on first boot.
 pub const AGENT_UNIT: &str = "hearth-agent.service";
 
@@ -88,6 +90,8 @@ pub struct Bootstrap<'a> {
     pub node: Option<&'a str>,
     /// The rendered config served (stamped, so the agent adopts what Ignition wrote).
     pub rendered: &'a str,
+    /// The agent's binaries to install (`--serve-agent`), fetched from `server_url`.
+    pub agent: Option<&'a ServedAgent>,
 }
 
 /// The contents of `/etc/hearth/agent.env`.
@@ -133,10 +137,46 @@ pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
     add(CA_PATH, b.ca_pem.as_bytes(), 0o644);
     add(AGENT_ENV_PATH, agent_env(b).as_bytes(), 0o600);
     add(STAMP_PATH, format!("{}\n", b.rendered).as_bytes(), 0o644);
+    if let Some(agent) = b.agent {
+        // The binaries, fetched from this server and checked against their hash; the server
+        // is trusted through the fleet CA (Ignition's own TLS trust for this config's fetches).
+        for bin in &agent.binaries {
+            let path = format!("{}/{}", served_agent::INSTALL_DIR, bin.name);
+            c.storage.files.retain(|f| f.path != path);
+            c.storage.files.push(File {
+                path,
+                overwrite: Some(true),
+                contents: Resource {
+                    source: Some(format!(
+                        "{}{}/{}",
+                        b.server_url.trim_end_matches('/'),
+                        served_agent::URL_PATH,
+                        bin.name
+                    )),
+                    verification: Verification {
+                        hash: Some(format!("sha512-{}", bin.sha512)),
+                    },
+                    ..Default::default()
+                },
+                mode: Some(0o755),
+                ..Default::default()
+            });
+        }
+        let ca = Resource {
+            source: Some(dataurl::encode(b.ca_pem.as_bytes())),
+            ..Default::default()
+        };
+        let cas = &mut c.ignition.security.tls.certificate_authorities;
+        if !cas.contains(&ca) {
+            cas.push(ca);
+        }
+    }
     if !c.systemd.units.iter().any(|u| u.name == AGENT_UNIT) {
         c.systemd.units.push(Unit {
             name: AGENT_UNIT.to_string(),
             enabled: Some(true),
+            // With the agent served, its unit is served too (a stock image has neither).
+            contents: b.agent.map(|_| served_agent::unit_text()),
             ..Default::default()
         });
     }
@@ -225,6 +265,7 @@ spec:
             bootstrap_token: None,
             node: None,
             rendered: "rendered-worker-x",
+            agent: None,
         };
         let served = with_bootstrap(&rendered.spec.config, &b);
         for v in ["3.0.0", "3.2.0", "3.5.0"] {
@@ -262,6 +303,7 @@ spec:
             bootstrap_token: Some("tok"),
             node: None,
             rendered: "rendered-worker-x",
+            agent: None,
         };
         let c = with_bootstrap(&with_bootstrap(&Config::default(), &b), &b);
         assert_eq!(c.storage.files.len(), 3);

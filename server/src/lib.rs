@@ -30,6 +30,7 @@ pub mod records;
 pub mod render_memo;
 pub mod rollout;
 pub mod serve;
+pub mod served_agent;
 pub mod store;
 pub mod time;
 pub mod views;

@@ -8,13 +8,16 @@
 //!   Ignition wrote: it reaches Done in the node's render without rewriting a file (same inodes)
 //!   and without the reboot a re-apply would cost under the default disruption policy.
 //!
+//! - the image is stock (the cached Debian tree, without hearth): the server serves the agent
+//!   (`--serve-agent`), Ignition fetches it over TLS into `/usr/local/bin`, checks its sha512
+//!   and writes its unit.
+//!
 //! hearth-server runs on the test machine in a network namespace shared with the container
-//! (as in `fleet.rs`); the CLI makes the token. The agent binary and its unit are put in the
-//! root tree beforehand, as in an OS image that ships them.
+//! (as in `fleet.rs`); the CLI makes the token.
 
 mod common;
 
-use common::hosts::{agent_unit, binary, wait_for};
+use common::hosts::{binary, wait_for};
 use hearth_vm_tests::{HostOptions, SharedNetwork, SystemdHost};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
@@ -101,7 +104,8 @@ fn inode(path: &Path) -> u64 {
 }
 
 #[test]
-fn a_node_first_booted_by_ignition_gets_its_overlay_and_is_done_without_a_rewrite_or_reboot() {
+fn a_stock_image_first_booted_by_ignition_gets_the_agent_its_overlay_and_is_done_without_a_reboot()
+{
     assert!(
         Path::new(IGNITION).exists(),
         "{IGNITION} is missing: install Debian's ignition package (vm-tests/scripts/install-deps.sh)"
@@ -111,11 +115,17 @@ fn a_node_first_booted_by_ignition_gets_its_overlay_and_is_done_without_a_rewrit
     let net = SharedNetwork::create().expect("a shared network namespace (root, iproute2)");
     let state = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(state.path().join("server.log")).unwrap();
+    // What the server hands out to first-booting machines: this build's agent.
+    let served = state.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::copy(&agent, served.join("hearth-agent")).unwrap();
     let mut server = net
         .command(env!("CARGO_BIN_EXE_hearth-server"))
         .arg("--state-dir")
         .arg(state.path())
         .args(["--listen", "127.0.0.1:22623", "--san", "127.0.0.1"])
+        .arg("--serve-agent")
+        .arg(&served)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(log)
@@ -147,7 +157,7 @@ fn a_node_first_booted_by_ignition_gets_its_overlay_and_is_done_without_a_rewrit
     let token = hearth(&["bootstrap-token", "worker", "--node", "worker-7"]);
     let token = token.trim();
 
-    // The machine's disk: the OS image (Debian, with the agent and its unit), then Ignition.
+    // The machine's disk: a stock OS image (Debian, no hearth), then Ignition.
     let image = hearth_vm_tests::cached_rootfs().expect("the test root file system");
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("root");
@@ -155,12 +165,8 @@ fn a_node_first_booted_by_ignition_gets_its_overlay_and_is_done_without_a_rewrit
         Command::new("cp").arg("-a").arg(&image).arg(&root),
         "copying the root file system",
     );
-    std::fs::copy(&agent, root.join("usr/bin/hearth-agent")).unwrap();
-    std::fs::write(
-        root.join("usr/lib/systemd/system/hearth-agent.service"),
-        agent_unit(),
-    )
-    .unwrap();
+    assert!(!root.join("usr/bin/hearth-agent").exists());
+    assert!(!root.join("usr/local/bin/hearth-agent").exists());
     // Ignition relabels what it wrote with `setfiles` (Debian's policycoreutils) and the root's
     // policy; Debian runs without SELinux: a policy type with no file contexts labels nothing.
     std::fs::create_dir_all(root.join("etc/selinux/targeted/contexts/files")).unwrap();
@@ -214,6 +220,17 @@ fn a_node_first_booted_by_ignition_gets_its_overlay_and_is_done_without_a_rewrit
     let env = std::fs::read_to_string(root.join("etc/hearth/agent.env")).unwrap();
     assert!(env.contains("HEARTH_NODE_NAME=worker-7\n"), "{env}");
     let stamp = std::fs::read_to_string(root.join("etc/hearth/firstboot-config")).unwrap();
+    // The agent, as served (Ignition checked its sha512), and its unit running it from there.
+    assert_eq!(
+        std::fs::read(root.join("usr/local/bin/hearth-agent")).unwrap(),
+        std::fs::read(&agent).unwrap()
+    );
+    let unit =
+        std::fs::read_to_string(root.join("etc/systemd/system/hearth-agent.service")).unwrap();
+    assert!(
+        unit.contains("ExecStart=/usr/local/bin/hearth-agent run"),
+        "{unit}"
+    );
     assert!(stamp.starts_with("rendered-worker-worker-7-"), "{stamp}");
     let inodes = (
         inode(&root.join(&BASE_FILE[1..])),

@@ -35,7 +35,7 @@ _hearth__server() {
 
     case "${cmd}" in
         hearth__server)
-            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --test-render-gate --help --version issue-admin-cert help"
+            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --help --version issue-admin-cert help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -78,6 +78,10 @@ _hearth__server() {
                     return 0
                     ;;
                 --bootstrap-token-ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --serve-agent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

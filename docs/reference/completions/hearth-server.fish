@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_hearth_server_global_optspecs
-    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= test-render-gate= h/help V/version
+    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= h/help V/version
 end
 
 function __fish_hearth_server_needs_command
@@ -34,6 +34,7 @@ complete -c hearth-server -n "__fish_hearth_server_needs_command" -l stale-after
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l ostree-repo -d 'Serve this ostree repository (archive mode) to enrolled nodes and admins under /ostree/repo/, for OS image pivots in disconnected sites' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l window-clock-start -d 'For tests only (hidden): judge maintenance windows as if the clock read this many Unix seconds at start (and ran on from there). Nothing else uses this clock' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l bootstrap-token-ttl -d 'How long a bootstrap token is valid unless told otherwise: the built-in pools\' tokens made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l serve-agent -d 'Serve the agent to first-booting machines: DIR holds `hearth-agent` (and, for ostree hosts, `hearth-ostree-helper`); every first-boot config writes them to /usr/local/bin, checked against their sha512, with the agent\'s unit. A stock OS image then needs only the pointer Ignition config. Read at start: restart the server to serve new binaries' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l test-render-gate -d 'For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and waits (to prove that nothing else waits for a render)' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s h -l help -d 'Print help'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s V -l version -d 'Print version'

@@ -50,6 +50,9 @@ pub struct Options {
     /// An ostree repository (archive mode) served to authenticated nodes and admins under
     /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
     pub ostree_repo: Option<std::path::PathBuf>,
+    /// The agent's binaries written by first-boot configs (`--serve-agent DIR`), so that a stock
+    /// image becomes a node ([`crate::served_agent`]).
+    pub served_agent: Option<Arc<crate::served_agent::ServedAgent>>,
     /// For tests only: a directory; while `<dir>/hold` exists, every render writes
     /// `<dir>/rendering` and waits ([`RenderMemo::with_gate`]).
     pub render_gate: Option<std::path::PathBuf>,
@@ -77,6 +80,7 @@ impl Default for Options {
             stale_after: Duration::from_secs(600),
             tick: Duration::from_secs(10),
             ostree_repo: None,
+            served_agent: None,
             render_gate: None,
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
             token_dir: None,

@@ -152,6 +152,7 @@ pub(super) async fn first_boot<S: Store>(
             bootstrap_token: embed.as_deref(),
             node: for_node.as_deref(),
             rendered: &target,
+            agent: app.options.served_agent.as_deref(),
         },
     );
     let value = config.to_version(version).map_err(|errors| {
@@ -172,6 +173,35 @@ pub(super) async fn first_boot<S: Store>(
             format!("{IGNITION_MEDIA_TYPE};version={version}"),
         )],
         body,
+    )
+        .into_response())
+}
+
+/// `GET /firstboot/bin/{name}`: a binary of `--serve-agent DIR`, which first-boot configs
+/// fetch with its sha512 (public: it carries no secret; see [`crate::served_agent`]).
+pub(super) async fn agent_binary<S: Store>(
+    State(app): AppState<S>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let Some(served) = &app.options.served_agent else {
+        return Err(ApiError::not_found(
+            "this server serves no agent binaries (start it with --serve-agent DIR)",
+        ));
+    };
+    let Some(binary) = served.get(&name) else {
+        return Err(ApiError::not_found(format!(
+            "no served binary {name:?}: {}",
+            served
+                .binaries
+                .iter()
+                .map(|b| b.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        binary.bytes.clone(),
     )
         .into_response())
 }

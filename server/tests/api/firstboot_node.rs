@@ -164,3 +164,90 @@ async fn a_node_bound_token_serves_the_nodes_own_first_boot_config_and_enrolls_o
     assert!(a.text.contains("belongs to pool master"), "{}", a.text);
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_agent_is_in_every_first_boot_config_with_its_hash_and_unit() {
+    use sha2::{Digest, Sha512};
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::write(served.join("hearth-agent"), b"\x7fELF the agent").unwrap();
+    let mut opts = options(5);
+    opts.served_agent = Some(std::sync::Arc::new(
+        hearth_server::served_agent::ServedAgent::load(&served).unwrap(),
+    ));
+    let s = start(&dir.path().join("state"), opts).await;
+    let api = Api::admin(&s);
+    let a = api
+        .apply_text("base.yaml", &worker_mc("50-base", "base"))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let boot = api.with_token(&bootstrap_token(&s, "worker"));
+    let a = boot
+        .get_with(
+            "/config/worker",
+            &[(
+                "accept",
+                "application/vnd.coreos.ignition+json;version=3.3.0",
+            )],
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let file = a.json["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/usr/local/bin/hearth-agent")
+        .cloned()
+        .expect("the agent is written");
+    assert_eq!(file["mode"], 0o755);
+    let hash = format!(
+        "sha512-{}",
+        hex::encode(Sha512::digest(b"\x7fELF the agent"))
+    );
+    assert_eq!(file["contents"]["verification"]["hash"], hash.as_str());
+    let source = file["contents"]["source"].as_str().unwrap();
+    assert!(source.ends_with("/firstboot/bin/hearth-agent"), "{source}");
+    // Ignition trusts the server for that fetch through the fleet CA.
+    assert_eq!(
+        a.json["ignition"]["security"]["tls"]["certificateAuthorities"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let unit = a.json["systemd"]["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "hearth-agent.service")
+        .unwrap();
+    assert_eq!(unit["enabled"], true);
+    assert!(unit["contents"]
+        .as_str()
+        .unwrap()
+        .contains("ExecStart=/usr/local/bin/hearth-agent run"));
+    // The binary itself needs no credential; unknown names are 404.
+    let anon = api.with_token("");
+    let b = anon.get("/firstboot/bin/hearth-agent").await;
+    assert_eq!(b.status, StatusCode::OK);
+    assert_eq!(b.text.as_bytes(), b"\x7fELF the agent");
+    assert_eq!(
+        anon.get("/firstboot/bin/hearth-server").await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.shutdown().await;
+
+    // Without --serve-agent: no binary, and the unit is only enabled (the image has it).
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply_text("base.yaml", &worker_mc("50-base", "base"))
+        .await;
+    let a = api.with_token("").get("/firstboot/bin/hearth-agent").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.text.contains("--serve-agent"), "{}", a.text);
+    let boot = api.with_token(&bootstrap_token(&s, "worker"));
+    let a = boot.get("/config/worker").await;
+    assert!(!paths(&a.json).contains(&"/usr/local/bin/hearth-agent".to_string()));
+    s.shutdown().await;
+}

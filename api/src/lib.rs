@@ -11,6 +11,9 @@
 //! - [`slot`]: `POST /api/v1/agent/reboot-slot` ([`SlotRequest`], [`SlotAnswer`]).
 //! - [`views`]: what the admin API shows: [`NodeView`], [`PoolView`], [`EventView`] and the
 //!   [`List`] around them.
+//! - [`request`]: an admin's one-off requests to a node (force, restore-file): asked for on the
+//!   admin API ([`RestoreFileRequest`], [`RequestAnswer`]), carried in [`DesiredConfig`], reported
+//!   in [`AgentStatus`], shown in [`NodeView`].
 //! - [`admin`]: the admin API's other requests and answers (apply, pause, bootstrap tokens,
 //!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
 //!   document of every error.
@@ -32,12 +35,16 @@
 pub mod admin;
 pub mod desired;
 pub mod enroll;
+pub mod request;
 pub mod slot;
 pub mod status;
 pub mod views;
 
 pub use desired::DesiredConfig;
 pub use enroll::{EnrollRequest, EnrollResponse};
+pub use request::{
+    NodeRequest, RequestAction, RequestAnswer, RequestResult, RequestView, RestoreFileRequest,
+};
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{AgentStatus, HistoryItem, NodeState};
 pub use views::{
@@ -81,6 +88,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("PinRequest", schema_for!(PinRequest)),
         ("HoldAnswer", schema_for!(HoldAnswer)),
         ("RollbackAnswer", schema_for!(RollbackAnswer)),
+        ("RestoreFileRequest", schema_for!(RestoreFileRequest)),
+        ("RequestAnswer", schema_for!(RequestAnswer)),
     ]
 }
 

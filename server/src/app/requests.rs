@@ -113,7 +113,10 @@ impl<S: Store> App<S> {
                      node {name}` lists them; an agent that does not follow the server never will)"
                 )));
             }
-            let id = node.requests.last_id + 1;
+            // Above what the node reported too: a node deleted and enrolled again keeps its
+            // journal, and would take a reused id for one it already acted on.
+            let reported = node.report.as_ref().map_or(0, |r| r.requests_done);
+            let id = node.requests.last_id.max(reported) + 1;
             update(&mut fleet.nodes, name, |n| {
                 n.requests.last_id = id;
                 n.requests.items.push(RequestRecord {

@@ -200,3 +200,32 @@ async fn requests_ride_the_desired_answer_until_the_node_reports_them() {
     assert_eq!(r.json["id"].as_u64(), Some(9));
     s.shutdown().await;
 }
+
+/// A node deleted and enrolled again keeps its agent's journal: its next request's id is above
+/// what it reported acting on, or the agent would take it for one it already did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_stay_above_what_the_node_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply_text("mc.yaml", &files_mc(1)).await;
+    let token = bootstrap_token(&s, "worker");
+    let w0 = api.enroll(&token, "w0", json!({})).await;
+    let current = w0.desired_name().await.unwrap();
+    let r = w0
+        .post(
+            "/api/v1/agent/status",
+            &json!({"state": "Done", "current": current, "desired": current, "requestsDone": 5}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let r = api.post("/api/v1/nodes/w0/force", &json!({})).await;
+    assert_eq!(r.json["id"].as_u64(), Some(6), "{}", r.text);
+    let r = w0
+        .get(&format!(
+            "/api/v1/agent/desired?known={current}&done=5&wait=0"
+        ))
+        .await;
+    assert_eq!(requests(&r.json), [(6, "force".into(), String::new())]);
+    s.shutdown().await;
+}

@@ -256,6 +256,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 force,
                 no_reboot,
                 drift,
+                force_request: None,
             };
             let config = desired.spec.config.clone();
             let desired_for_index = desired.clone();

@@ -11,6 +11,7 @@ use crate::remote::{DesiredConfigExt, Remote, RemoteError};
 use crate::state::State;
 use crate::status::status_line;
 use anyhow::Result;
+use hearth_api::RequestAction;
 use hearth_hostops::fs::Root;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -202,26 +203,51 @@ pub async fn reboot_with_slot(
 }
 
 /// Applies a desired config from the server (never rebooting by itself: reboots wait for a
-/// slot).
+/// slot), then acts on the admin's requests it carries that this node has not acted on yet, in
+/// id order (`apply/request.rs`). A force request is itself the apply of the config, so with one
+/// the config is not applied a second time. `None`: only restore requests were acted on.
 pub async fn apply(
     agent: &Agent,
-    desired: crate::remote::DesiredConfig,
+    mut desired: crate::remote::DesiredConfig,
     drift: &crate::drift_policy::DriftPolicies,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Option<Outcome>> {
+    let requests = std::mem::take(&mut desired.requests);
     let (config, policies) = desired.into_parts();
     let mut config = config;
     config.spec.source_version = None;
-    Ok(agent
-        .sync(
-            config,
-            policies,
-            &Options {
-                force: false,
-                no_reboot: true,
-                drift: drift.clone(),
-            },
-        )
-        .await?)
+    let opts = Options {
+        force: false,
+        no_reboot: true,
+        drift: drift.clone(),
+        force_request: None,
+    };
+    let j = Journal::load(agent.root())?;
+    let requests = crate::apply::new_requests(&j, requests);
+    let known = j.desired.as_ref().is_some_and(|d| d.name == config.name);
+    drop(j);
+    let forced = requests.iter().any(|r| r.action == RequestAction::Force);
+    let mut outcome = if forced || (known && !requests.is_empty()) {
+        // Only requests: the config is the one the node has.
+        None
+    } else {
+        Some(agent.sync(config.clone(), policies.clone(), &opts).await?)
+    };
+    for r in requests {
+        match (r.action, r.path.as_deref()) {
+            (RequestAction::Force, _) => {
+                outcome = Some(
+                    agent
+                        .force(r.id, config.clone(), policies.clone(), &opts)
+                        .await?,
+                );
+            }
+            (RequestAction::RestoreFile, Some(path)) => agent.restore_file(r.id, path)?,
+            (RequestAction::RestoreFile, None) => {
+                tracing::warn!(request = r.id, "a restore request without a path: ignored");
+            }
+        }
+    }
+    Ok(outcome)
 }
 
 impl Daemon<'_> {
@@ -237,13 +263,19 @@ impl Daemon<'_> {
         let mut backoff = Duration::from_secs(1);
         loop {
             crate::watchdog::beat();
+            // A force request whose apply a crash interrupted (finished by the resume) or
+            // whose reboot is now done.
+            if let Err(e) = self.agent.settle_requests() {
+                tracing::warn!(error = %e, "cannot record a finished request");
+            }
             // What this turn needs of the journal; the configs are not kept while waiting.
-            let (doc, known) = {
+            let (doc, known, done) = {
                 let j = Journal::load(self.agent.root())?;
                 self.metrics.set_state(j.state);
                 notify.status(&status_line(&j));
                 let known = j.desired.as_ref().map(|d| d.name.clone());
-                (crate::status::status_document(&j), known)
+                let done = j.requests_done.max(j.forcing.unwrap_or(0));
+                (crate::status::status_document(&j), known, done)
             };
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
@@ -266,7 +298,7 @@ impl Daemon<'_> {
                 wait + backoff + Duration::from_secs(40),
             );
             tokio::select! {
-                r = remote.desired(known.as_deref(), wait) => match r {
+                r = remote.desired_and_requests(known.as_deref(), Some(done), wait) => match r {
                     Ok(Some(desired)) => {
                         drop(idle);
                         backoff = Duration::from_secs(1);
@@ -276,7 +308,9 @@ impl Daemon<'_> {
                         let outcome = apply(self.agent, desired, &self.drift).await;
                         drift.set_expected(self.expected());
                         drift.resume();
-                        self.count(&name, &outcome?);
+                        if let Some(outcome) = outcome? {
+                            self.count(&name, &outcome);
+                        }
                     }
                     Ok(None) => backoff = Duration::from_secs(1),
                     Err(e) if e.needs_enrollment() => {

@@ -172,6 +172,22 @@ pub struct Journal {
     /// Recent transitions, oldest first.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// The highest id of an admin's request (`hearth node force`, `restore-file`) acted on:
+    /// every request up to it is finished and never acted on again (`requests.rs`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests_done: u64,
+    /// The force request whose re-apply is under way: written with the apply's start, so a
+    /// crash neither loses nor repeats it; finished (moved to `requests_done`) once the apply
+    /// ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forcing: Option<u64>,
+    /// The outcomes of the last requests acted on, oldest first (reported to the server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_results: Vec<hearth_api::RequestResult>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Default for Journal {
@@ -191,6 +207,9 @@ impl Default for Journal {
             failed_os: None,
             os_base: None,
             history: Vec::new(),
+            requests_done: 0,
+            forcing: None,
+            request_results: Vec::new(),
         }
     }
 }

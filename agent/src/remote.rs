@@ -285,12 +285,27 @@ impl Remote {
         known: Option<&str>,
         wait: Duration,
     ) -> Result<Option<DesiredConfig>, RemoteError> {
+        self.desired_and_requests(known, None, wait).await
+    }
+
+    /// [`Remote::desired`], also asking for the admin's requests to this node with an id above
+    /// `done` (`DesiredConfig::requests`): the answer comes at once (not 304) while there is
+    /// one.
+    pub async fn desired_and_requests(
+        &self,
+        known: Option<&str>,
+        done: Option<u64>,
+        wait: Duration,
+    ) -> Result<Option<DesiredConfig>, RemoteError> {
         let mut url = reqwest::Url::parse(&format!("{}/api/v1/agent/desired", self.base_url))
             .map_err(|e| RemoteError::Invalid(format!("bad server URL: {e}")))?;
         {
             let mut q = url.query_pairs_mut();
             if let Some(k) = known {
                 q.append_pair("known", k);
+            }
+            if let Some(done) = done {
+                q.append_pair("done", &done.to_string());
             }
             q.append_pair("wait", &wait.as_secs().to_string());
         }

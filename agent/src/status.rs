@@ -31,6 +31,8 @@ pub fn status_document(j: &Journal) -> AgentStatus {
             .and_then(|p| serde_json::to_value(p).ok()),
         drift: j.drift.clone(),
         history: j.history.clone(),
+        requests_done: j.requests_done,
+        request_results: j.request_results.clone(),
     }
 }
 

@@ -20,6 +20,11 @@ pub struct DesiredConfig {
     #[serde(default)]
     #[schemars(schema_with = "policies_schema")]
     pub policies: DisruptionPolicies,
+    /// The admin's requests to this node it has not reported done (`hearth node force`,
+    /// `restore-file`), oldest first; only sent to an agent that says which it did (the
+    /// `done` query parameter).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<crate::request::NodeRequest>,
 }
 
 // hearth-config's model has no JSON Schema derive (it is read and checked by hearth-config's

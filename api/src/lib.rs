@@ -12,6 +12,9 @@
 //! - [`slot`]: `POST /api/v1/agent/reboot-slot` ([`SlotRequest`], [`SlotAnswer`]).
 //! - [`views`]: what the admin API shows: [`NodeView`], [`PoolView`], [`EventView`] and the
 //!   [`List`] around them.
+//! - [`request`]: an admin's one-off requests to a node (force, restore-file): asked for on the
+//!   admin API ([`RestoreFileRequest`], [`RequestAnswer`]), carried in [`DesiredConfig`], reported
+//!   in [`AgentStatus`], shown in [`NodeView`].
 //! - [`admin`]: the admin API's other requests and answers (apply, pause, bootstrap tokens,
 //!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
 //!   document of every error.
@@ -35,6 +38,7 @@ pub mod admin;
 pub mod desired;
 pub mod enroll;
 pub mod firstboot;
+pub mod request;
 pub mod slot;
 pub mod status;
 pub mod version;
@@ -42,6 +46,9 @@ pub mod views;
 
 pub use desired::DesiredConfig;
 pub use enroll::{EnrollRequest, EnrollResponse};
+pub use request::{
+    NodeRequest, RequestAction, RequestAnswer, RequestResult, RequestView, RestoreFileRequest,
+};
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{AgentStatus, HistoryItem, NodeState};
 pub use version::VersionInfo;
@@ -87,6 +94,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("HoldAnswer", schema_for!(HoldAnswer)),
         ("RollbackAnswer", schema_for!(RollbackAnswer)),
         ("VersionInfo", schema_for!(VersionInfo)),
+        ("RestoreFileRequest", schema_for!(RestoreFileRequest)),
+        ("RequestAnswer", schema_for!(RequestAnswer)),
     ]
 }
 

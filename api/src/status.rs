@@ -110,4 +110,15 @@ pub struct AgentStatus {
     /// Recent transitions, oldest first (always written).
     #[serde(default)]
     pub history: Vec<HistoryItem>,
+    /// The highest id of an admin's request (`DesiredConfig::requests`) the agent has acted
+    /// on; every request up to it is finished.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests_done: u64,
+    /// The outcomes of the last requests it acted on, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_results: Vec<crate::request::RequestResult>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

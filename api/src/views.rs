@@ -146,6 +146,10 @@ pub struct NodeStatus {
     /// config and counts for nothing in its pool's rollout.
     #[serde(default)]
     pub excluded: Option<HoldView>,
+    /// An admin's one-off requests (`hearth node force`, `restore-file`): the pending ones and
+    /// the last finished ones, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<crate::request::RequestView>,
 }
 
 /// A node pinned to a rendered config.

@@ -89,6 +89,10 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     assert!(c.credential_revoked);
     let v: VersionInfo = lossless("VersionInfo");
     assert_eq!(v.commit.len(), 40);
+    let f: RestoreFileRequest = lossless("RestoreFileRequest");
+    assert!(f.path.starts_with('/'));
+    let q: RequestAnswer = lossless("RequestAnswer");
+    assert_eq!(q.action, RequestAction::RestoreFile);
 }
 
 /// Every fixture has its schema and every wire type (`hearth_api::schemas`) its fixture; that
@@ -122,6 +126,7 @@ fn every_wire_type_has_a_fixture() {
 fn minimal_v1_documents_still_read() {
     let s: AgentStatus = serde_json::from_str(r#"{"state": "Done"}"#).unwrap();
     assert!(s.drift.is_empty() && s.history.is_empty() && !s.pending_reboot);
+    assert!(s.requests_done == 0 && s.request_results.is_empty());
     let a: SlotAnswer = serde_json::from_str(r#"{"granted": true}"#).unwrap();
     assert_eq!(a.retry_after_seconds, 0);
     let n: NodeView = serde_json::from_str(

@@ -626,3 +626,69 @@ fn rollback_mcp_shows_in_describe() {
     let o = env.hearth(&["rollback", "node", "w0"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `hearth node force` and `hearth node restore-file` against a real server: the lines name
+/// the request's id (the same one while pending), an unmanaged path is refused naming it, and
+/// `describe node` lists the requests with the node's outcome escaped.
+#[test]
+fn node_force_and_restore_file_show_in_describe() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a.conf\n        contents:\n          source: data:,a\n").unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let cred = env.enroll("w0");
+    let config = env.desired(&cred);
+    env.report(
+        &cred,
+        json!({"state": "Done", "current": config, "desired": config}),
+    );
+    let out = env.ok(&["node", "force", "w0"]);
+    assert_eq!(
+        out.trim(),
+        "node/w0 re-apply in full (force) requested (request 1): the node acts on it once; `hearth describe node w0` shows its outcome"
+    );
+    let out = env.ok(&["node", "force", "w0"]);
+    assert!(out.contains("already requested (request 1)"), "{out}");
+    let out = env.ok(&["node", "restore-file", "w0", "/etc/a.conf"]);
+    assert!(
+        out.starts_with("node/w0 restore of /etc/a.conf requested (request 2)"),
+        "{out}"
+    );
+    let o = env.hearth(&["node", "restore-file", "w0", "/etc/shadow"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("HTTP 400") && err.contains("/etc/shadow") && err.contains(&config),
+        "{err}"
+    );
+    // The node reports the force done, with a message that tries to reach the terminal.
+    env.report(
+        &cred,
+        json!({"state": "Done", "current": config, "desired": config, "requestsDone": 1,
+               "requestResults": [{"id": 1, "action": "force", "ok": true,
+                                   "message": "re-applied\u{1b}[2J in full"}]}),
+    );
+    let out = env.ok(&["describe", "node", "w0"]);
+    assert!(out.contains("Requests:"), "{out}");
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    assert!(out.contains("re-applied\\x1b[2J in full"), "{out}");
+    let row = |id: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        row("1").contains("force") && row("1").contains("Done"),
+        "{out}"
+    );
+    assert!(
+        row("2").contains("restoreFile /etc/a.conf") && row("2").contains("Pending"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ForceRequested") && out.contains("ForceDone"),
+        "{out}"
+    );
+}

@@ -25,6 +25,8 @@ pub const MAX_LABELS: usize = 64;
 pub const MAX_LABEL_KEY: usize = 317;
 /// A label value.
 pub const MAX_LABEL_VALUE: usize = 63;
+/// Request outcomes a status report may carry (the newest are kept; the agent keeps 8).
+pub const MAX_REQUEST_RESULTS: usize = 16;
 /// A FleetLock client's `id` and `group`.
 pub const MAX_FLEETLOCK_FIELD: usize = 256;
 
@@ -94,6 +96,14 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
             desired: h.desired.map(|d| cut(&d, MAX_NAME)),
         })
         .collect();
+    if s.request_results.len() > MAX_REQUEST_RESULTS {
+        s.request_results
+            .drain(..s.request_results.len() - MAX_REQUEST_RESULTS);
+    }
+    for r in &mut s.request_results {
+        r.message = cut(&r.message, MAX_LINE);
+        r.path = r.path.as_ref().map(|p| cut(p, MAX_LINE));
+    }
     Ok(s)
 }
 

@@ -237,6 +237,63 @@ pub struct NodeRecord {
     /// Set while its update (or its reboot) waits for its pool's maintenance window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<hearth_config::window::WindowWait>,
+    /// An admin's one-off requests (`hearth node force`, `restore-file`; `app/requests.rs`).
+    #[serde(default, skip_serializing_if = "NodeRequests::is_empty")]
+    pub requests: NodeRequests,
+}
+
+/// A node's one-off requests: the pending ones and the last finished ones, by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRequests {
+    /// The last id given out (ids are per node and only grow).
+    pub last_id: u64,
+    /// Pending ones and the last finished ones, oldest first.
+    #[serde(default)]
+    pub items: Vec<RequestRecord>,
+}
+
+impl NodeRequests {
+    /// No request was ever made.
+    pub fn is_empty(&self) -> bool {
+        self.last_id == 0 && self.items.is_empty()
+    }
+
+    /// The requests the node has not reported done.
+    pub fn pending(&self) -> impl Iterator<Item = &RequestRecord> {
+        self.items.iter().filter(|r| r.finished.is_none())
+    }
+}
+
+/// One request to a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRecord {
+    /// Its id.
+    pub id: u64,
+    /// What it asks.
+    pub action: hearth_api::RequestAction,
+    /// The file (restore requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Who asked, when.
+    #[serde(flatten)]
+    pub hold: Hold,
+    /// Set once the node reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<RequestFinish>,
+}
+
+/// How a request ended, as its node reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestFinish {
+    /// Whether it did what was asked.
+    pub ok: bool,
+    /// What the node said (bounded).
+    pub message: String,
+    /// When the report arrived (seconds since the epoch).
+    pub at: u64,
 }
 
 pub use hearth_api::SlotHolder;

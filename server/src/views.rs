@@ -311,6 +311,26 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
                 by: h.by.clone(),
                 since: rfc3339(h.at),
             }),
+            requests: n
+                .requests
+                .items
+                .iter()
+                .map(|q| hearth_api::RequestView {
+                    id: q.id,
+                    action: q.action,
+                    path: q.path.clone(),
+                    state: match &q.finished {
+                        None => "Pending",
+                        Some(f) if f.ok => "Done",
+                        Some(_) => "Failed",
+                    }
+                    .into(),
+                    by: q.hold.by.clone(),
+                    requested_at: rfc3339(q.hold.at),
+                    finished_at: q.finished.as_ref().map(|f| rfc3339(f.at)),
+                    message: q.finished.as_ref().map(|f| f.message.clone()),
+                })
+                .collect(),
         },
     }
 }

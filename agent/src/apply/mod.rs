@@ -26,6 +26,7 @@
 //! - `os.rs`: OS changes: planning, staging, and checking the boot into them.
 //! - `reboot.rs`: requesting the reboot and verifying after it.
 //! - `rollback.rs`: undoing a failed apply.
+//! - `request.rs`: an admin's force and restore-file requests, each acted on once.
 //! - `step.rs`: why a step failed ([`step::StepError`]: the step, its object, the cause).
 
 use crate::drift_policy::{drift_reason, DriftPolicies};
@@ -47,6 +48,7 @@ mod execute;
 mod lock;
 mod os;
 mod reboot;
+mod request;
 mod rollback;
 mod run;
 mod step;
@@ -57,6 +59,7 @@ pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
+pub use request::{new_requests, MAX_REQUEST_RESULTS};
 
 use os::os_fields;
 
@@ -85,6 +88,10 @@ pub struct Options {
     /// The drift policies: which paths that differ without the apply having written them are
     /// exempt (`ignore`) or reported as drift (`report`, `revert`) instead of failing it.
     pub drift: DriftPolicies,
+    /// An admin's force request (`hearth node force`) this sync serves: it re-applies
+    /// everything, and the request's id is written into the journal with the apply's start
+    /// (`Journal::forcing`), so that it is acted on once, also across a crash.
+    pub force_request: Option<u64>,
 }
 
 /// How a sync ended.
@@ -258,7 +265,8 @@ impl Agent {
             .progress
             .as_ref()
             .is_some_and(|p| p.phase == Phase::Rebooting && !self.rebooted_since(p));
-        let force = opts.force || self.root.stat(FORCE_FILE)?.is_some();
+        let force =
+            opts.force || opts.force_request.is_some() || self.root.stat(FORCE_FILE)?.is_some();
         if waiting_for_reboot && (!pending_same || force) {
             // A new config (or the force file) supersedes the one waiting for its reboot: what
             // is on disk is the applied config, and its reboot stays pending until the new one
@@ -274,7 +282,10 @@ impl Agent {
             j.progress = None;
         } else if let Some(outcome) = self.resume_locked(&mut j, opts).await? {
             // An interrupted apply finished first; then carry on with this config.
-            if pending_same && !matches!(outcome, Outcome::Degraded(_)) {
+            if pending_same
+                && opts.force_request.is_none()
+                && !matches!(outcome, Outcome::Degraded(_))
+            {
                 return Ok(outcome);
             }
         }
@@ -334,6 +345,9 @@ impl Agent {
             reboot_requests: 0,
             os: None,
         });
+        if let Some(id) = opts.force_request {
+            j.forcing = Some(id);
+        }
         j.save(&self.root)?;
         // The preexisting set is part of the apply: kept in the journal for a resume.
         self.save_preexisting(&preexisting)?;
@@ -364,7 +378,8 @@ impl Agent {
         let outcome = match progress.phase {
             Phase::Applying => {
                 j.transition(Event::Resume, None)?;
-                let force = self.root.stat(FORCE_FILE)?.is_some();
+                // A forced apply (the force file, or an admin's request) resumes forced.
+                let force = self.root.stat(FORCE_FILE)?.is_some() || j.forcing.is_some();
                 self.run_apply(j, force, opts).await?
             }
             Phase::RollingBack => {

@@ -65,6 +65,8 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
         progress: None,
         drift: Vec::new(),
         history: Vec::new(),
+        requests_done: 0,
+        request_results: Vec::new(),
     })
     .unwrap_or_default()
 }

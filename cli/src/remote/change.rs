@@ -1,5 +1,6 @@
 //! The commands that change the fleet: `apply`, `delete`, `label`, `pause`, `resume`,
-//! `bootstrap-token`, `node reset-credential`.
+//! `bootstrap-token`, `node reset-credential|pin|unpin|exclude|include|force|restore-file`,
+//! `rollback`.
 
 use super::conn::{enc, typed, Client, Conn, ServerError};
 use super::{kind_name, kind_path, Kind};
@@ -11,6 +12,7 @@ use hearth_api::admin::{
     LabelAnswer, LabelRequest, PauseAnswer, PinRequest, RollbackAnswer, Severity, Status,
     TokenAnswer, TokenRequest,
 };
+use hearth_api::{RequestAnswer, RestoreFileRequest};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -363,9 +365,29 @@ enum NodeCommand {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Make a node re-apply its config in full over drift, once (the MCO's force file,
+    /// remotely), through its journal-guarded apply. Recorded as an event with your identity;
+    /// `hearth describe node` shows the request and, once the node reported it, its outcome.
+    Force {
+        /// The node.
+        name: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Put one drifted file back as the node's current config has it, once. Refused for a path
+    /// the config does not write (its files, unit files and drop-ins). Recorded as an event
+    /// with your identity; `hearth describe node` shows the outcome.
+    RestoreFile {
+        /// The node.
+        name: String,
+        /// The file's absolute path, as the config names it.
+        path: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
 
-/// `hearth node reset-credential|pin|unpin|exclude|include NODE`.
+/// `hearth node reset-credential|pin|unpin|exclude|include|force|restore-file NODE`.
 pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
     match &a.command {
         NodeCommand::ResetCredential { name, conn } => {
@@ -410,8 +432,42 @@ pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
             let out: HoldAnswer = c.delete_as(&format!("/api/v1/nodes/{}/exclude", enc(name)))?;
             print_hold(name, &out);
         }
+        NodeCommand::Force { name, conn } => {
+            let c = Client::new(conn)?;
+            let out: RequestAnswer = c.post_as(
+                &format!("/api/v1/nodes/{}/force", enc(name)),
+                &serde_json::json!({}),
+            )?;
+            print_request(name, &out);
+        }
+        NodeCommand::RestoreFile { name, path, conn } => {
+            let c = Client::new(conn)?;
+            let out: RequestAnswer = c.post_as(
+                &format!("/api/v1/nodes/{}/restore-file", enc(name)),
+                &RestoreFileRequest { path: path.clone() },
+            )?;
+            print_request(name, &out);
+        }
     }
     Ok(())
+}
+
+/// One line: the request, its id, and where to see its outcome. Nothing is done yet: the node
+/// acts on it when it next hears from the server.
+fn print_request(name: &str, out: &RequestAnswer) {
+    let what = match &out.path {
+        Some(p) => format!("restore of {}", escape(p)),
+        None => "re-apply in full (force)".into(),
+    };
+    let state = if out.outcome == "unchanged" {
+        "already requested"
+    } else {
+        "requested"
+    };
+    crate::outln!(
+        "node/{name} {what} {state} (request {}): the node acts on it once; `hearth describe node {name}` shows its outcome",
+        out.id
+    );
 }
 
 /// One line: what changed, and where the node stands now.

@@ -154,6 +154,32 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     out.push_str(&format!("  - {}\n", text(d)));
                 }
             }
+            if !st.requests.is_empty() {
+                out.push_str("Requests:\n");
+                let mut rows = vec![vec![
+                    "ID".to_string(),
+                    "ACTION".into(),
+                    "STATE".into(),
+                    "BY".into(),
+                    "REQUESTED".into(),
+                    "OUTCOME".into(),
+                ]];
+                for r in &st.requests {
+                    let action = match &r.path {
+                        Some(p) => format!("{} {}", r.action, text(p)),
+                        None => r.action.to_string(),
+                    };
+                    rows.push(vec![
+                        r.id.to_string(),
+                        action,
+                        text(&r.state),
+                        text(&r.by),
+                        text(&r.requested_at),
+                        opt(r.message.as_deref()),
+                    ]);
+                }
+                out.push_str(&indent_table(&rows));
+            }
             if !st.history.is_empty() {
                 out.push_str("History:\n");
                 let mut rows = vec![vec![

@@ -127,6 +127,9 @@ _hearth() {
             hearth__subcmd__help__subcmd__node,exclude)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__exclude"
                 ;;
+            hearth__subcmd__help__subcmd__node,force)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__force"
+                ;;
             hearth__subcmd__help__subcmd__node,include)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__include"
                 ;;
@@ -136,6 +139,9 @@ _hearth() {
             hearth__subcmd__help__subcmd__node,reset-credential)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__reset__subcmd__credential"
                 ;;
+            hearth__subcmd__help__subcmd__node,restore-file)
+                cmd="hearth__subcmd__help__subcmd__node__subcmd__restore__subcmd__file"
+                ;;
             hearth__subcmd__help__subcmd__node,unpin)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__unpin"
                 ;;
@@ -144,6 +150,9 @@ _hearth() {
                 ;;
             hearth__subcmd__node,exclude)
                 cmd="hearth__subcmd__node__subcmd__exclude"
+                ;;
+            hearth__subcmd__node,force)
+                cmd="hearth__subcmd__node__subcmd__force"
                 ;;
             hearth__subcmd__node,help)
                 cmd="hearth__subcmd__node__subcmd__help"
@@ -157,11 +166,17 @@ _hearth() {
             hearth__subcmd__node,reset-credential)
                 cmd="hearth__subcmd__node__subcmd__reset__subcmd__credential"
                 ;;
+            hearth__subcmd__node,restore-file)
+                cmd="hearth__subcmd__node__subcmd__restore__subcmd__file"
+                ;;
             hearth__subcmd__node,unpin)
                 cmd="hearth__subcmd__node__subcmd__unpin"
                 ;;
             hearth__subcmd__node__subcmd__help,exclude)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__exclude"
+                ;;
+            hearth__subcmd__node__subcmd__help,force)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__force"
                 ;;
             hearth__subcmd__node__subcmd__help,help)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__help"
@@ -174,6 +189,9 @@ _hearth() {
                 ;;
             hearth__subcmd__node__subcmd__help,reset-credential)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__reset__subcmd__credential"
+                ;;
+            hearth__subcmd__node__subcmd__help,restore-file)
+                cmd="hearth__subcmd__node__subcmd__help__subcmd__restore__subcmd__file"
                 ;;
             hearth__subcmd__node__subcmd__help,unpin)
                 cmd="hearth__subcmd__node__subcmd__help__subcmd__unpin"
@@ -583,7 +601,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__node)
-            opts="reset-credential pin unpin exclude include"
+            opts="reset-credential pin unpin exclude include force restore-file"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -597,6 +615,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__node__subcmd__exclude)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__node__subcmd__force)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -639,6 +671,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help__subcmd__node__subcmd__reset__subcmd__credential)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__node__subcmd__restore__subcmd__file)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -861,7 +907,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__node)
-            opts="-h --help reset-credential pin unpin exclude include help"
+            opts="-h --help reset-credential pin unpin exclude include force restore-file help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -908,8 +954,42 @@ _hearth() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__node__subcmd__force)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__node__subcmd__help)
-            opts="reset-credential pin unpin exclude include help"
+            opts="reset-credential pin unpin exclude include force restore-file help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -923,6 +1003,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__node__subcmd__help__subcmd__exclude)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__help__subcmd__force)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -979,6 +1073,20 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__node__subcmd__help__subcmd__reset__subcmd__credential)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__help__subcmd__restore__subcmd__file)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1075,6 +1183,40 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__node__subcmd__reset__subcmd__credential)
+            opts="-h --server --ca --token --client-cert --client-key --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__node__subcmd__restore__subcmd__file)
             opts="-h --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

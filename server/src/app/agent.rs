@@ -79,8 +79,34 @@ impl<S: Store> App<S> {
         })
     }
 
-    /// The desired config of `node` as a JSON body (cached per rendered config).
-    pub fn desired_body(&self, node: &str) -> Result<Option<DesiredBody>, ApiError> {
+    /// The desired config of `node` as a JSON body (cached per rendered config), and whether
+    /// it carries requests. The admin's pending requests to the node with an id above `done`
+    /// are in it (not cached) when the node says which it did (`done`: an older agent, which
+    /// does not, never gets them).
+    pub fn desired_body(
+        &self,
+        node: &str,
+        done: Option<u64>,
+    ) -> Result<Option<(DesiredBody, bool)>, ApiError> {
+        let Some((name, body)) = self.config_body(node)? else {
+            return Ok(None);
+        };
+        let fleet = self.snapshot();
+        let requests = match (done, fleet.nodes.get(node)) {
+            (Some(done), Some(n)) => super::requests::requests_for(&n.value, done),
+            _ => Vec::new(),
+        };
+        if requests.is_empty() {
+            return Ok(Some(((name, body), false)));
+        }
+        let mut desired: DesiredConfig = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::internal(format!("a cached desired config: {e}")))?;
+        desired.requests = requests;
+        let body = serde_json::to_vec(&desired).map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(Some(((name, Arc::new(body)), true)))
+    }
+
+    fn config_body(&self, node: &str) -> Result<Option<DesiredBody>, ApiError> {
         let fleet = self.snapshot();
         let Some(n) = fleet.nodes.get(node) else {
             return Err(ApiError::unauthorized(format!(
@@ -113,6 +139,7 @@ impl<S: Store> App<S> {
             name: name.clone(),
             spec: r.value.spec.clone(),
             policies: fleet.policies(),
+            requests: Vec::new(),
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
         let body = Arc::new(body);
@@ -306,6 +333,7 @@ fn record_report(
         && status.current.is_some()
         && status.current == n.desired
         && n.reboot_slot.is_some();
+    events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
         n.report = Some(status.clone());
         n.report_at = Some(t);

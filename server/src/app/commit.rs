@@ -239,7 +239,7 @@ impl<S: Store> App<S> {
     }
 }
 
-/// The nodes whose desired config or credential changed between two snapshots (including
+/// The nodes whose desired config, credential or requests changed between two snapshots (including
 /// nodes added and removed), and whether some credential did.
 fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
     // Both maps are sorted by name: one walk, no lookups (this runs after every commit).
@@ -275,7 +275,11 @@ fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
                     if !Arc::ptr_eq(ov, nv) {
                         let cred = ov.value.credential_sha256 != nv.value.credential_sha256;
                         credentials |= cred;
-                        if cred || ov.value.desired != nv.value.desired {
+                        // A new request wakes the node's long-poll too.
+                        if cred
+                            || ov.value.desired != nv.value.desired
+                            || ov.value.requests.last_id != nv.value.requests.last_id
+                        {
                             changed.push((*nn).clone());
                         }
                     }

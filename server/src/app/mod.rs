@@ -5,7 +5,8 @@
 //! This file holds the state ([`App`], [`Options`], [`Caller`]), start-up and authentication;
 //! the operations live in one file per concept: `commit` (the commit path), `admin`,
 //! `agent`, `holds` (an admin's pins and exclusions of nodes), `rollback` (a
-//! pool back to its previous rendered config), `liveness` (last seen, stale
+//! pool back to its previous rendered config), `requests` (an admin's force and restore-file
+//! requests to a node), `liveness` (last seen, stale
 //! nodes, the tick), `manifests` (reading an apply).
 
 use crate::controller::{Scope, Settings};
@@ -29,6 +30,7 @@ mod holds;
 mod liveness;
 mod manifests;
 mod node_token;
+mod requests;
 mod rollback;
 
 pub use manifests::read_manifests;
@@ -109,6 +111,7 @@ pub enum Caller {
 
 pub use hearth_api::admin::{ApplyFile, ApplyOutcome, ApplyResult, PoolTarget};
 pub use holds::HoldChange;
+pub use requests::{MAX_FINISHED_REQUESTS, MAX_PENDING_REQUESTS, MAX_REQUEST_PATH};
 
 /// How often a change is rendered again when the fleet changed while it was being rendered.
 const RENDER_ATTEMPTS: usize = 5;

@@ -73,6 +73,8 @@ fn report(f: &mut Fleet, node: &str, state: NodeState) {
             progress: None,
             drift: vec![],
             history: vec![],
+            requests_done: 0,
+            request_results: vec![],
         })
     });
 }

@@ -1,6 +1,6 @@
 //! The admin API: apply and delete manifests; read MachineConfigs, pools, nodes, rendered
 //! configs and events; pause, resume, bootstrap tokens, labels, credential resets, pins and
-//! exclusions of nodes.
+//! exclusions of nodes, force and restore-file requests.
 
 use super::auth::{Admin, AdminId};
 use super::{AppState, APPLY_MEDIA_TYPE};
@@ -18,6 +18,7 @@ use hearth_api::admin::{
 };
 use hearth_api::views::{EventView, List, NodeView, PoolView};
 use hearth_api::VersionInfo;
+use hearth_api::{RequestAction, RequestAnswer, RestoreFileRequest};
 use serde::Deserialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -344,6 +345,36 @@ pub(super) async fn rollback_pool<S: Store>(
 ) -> Result<Json<RollbackAnswer>, ApiError> {
     let answer = app.rollback_pool(&name, &by.to_string()).await?;
     tracing::info!(pool = %name, to = %answer.to, from = %answer.from, by = %by, "pool rolled back");
+    Ok(Json(answer))
+}
+
+pub(super) async fn force_node<S: Store>(
+    State(app): AppState<S>,
+    Admin(by): Admin,
+    Path(name): Path<String>,
+) -> Result<Json<RequestAnswer>, ApiError> {
+    request(&app, &name, RequestAction::Force, None, &by).await
+}
+
+pub(super) async fn restore_file<S: Store>(
+    State(app): AppState<S>,
+    Admin(by): Admin,
+    Path(name): Path<String>,
+    Json(req): Json<RestoreFileRequest>,
+) -> Result<Json<RequestAnswer>, ApiError> {
+    request(&app, &name, RequestAction::RestoreFile, Some(req.path), &by).await
+}
+
+async fn request<S: Store>(
+    app: &App<S>,
+    name: &str,
+    action: RequestAction,
+    path: Option<String>,
+    by: &AdminId,
+) -> Result<Json<RequestAnswer>, ApiError> {
+    let by = by.to_string();
+    let answer = app.request_node(name, action, path, &by).await?;
+    tracing::info!(node = %name, %action, path = answer.path.as_deref().unwrap_or(""), id = answer.id, outcome = %answer.outcome, %by, "node request");
     Ok(Json(answer))
 }
 

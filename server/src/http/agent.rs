@@ -69,6 +69,9 @@ pub(super) struct DesiredQuery {
     wait: Option<u64>,
     #[serde(default)]
     node: Option<String>,
+    /// The highest request id the agent acted on (it takes requests).
+    #[serde(default)]
+    done: Option<u64>,
 }
 
 fn not_modified(known: Option<&str>) -> Response {
@@ -111,8 +114,8 @@ pub(super) async fn desired<S: Store>(
             )));
         }
         first = false;
-        if let Some((name, body)) = app.desired_body(&me)? {
-            if q.known.as_deref() != Some(name.as_str()) {
+        if let Some(((name, body), requests)) = app.desired_body(&me, q.done)? {
+            if requests || q.known.as_deref() != Some(name.as_str()) {
                 app.metrics.desired_served();
                 let mut resp = (
                     [(header::CONTENT_TYPE, "application/json")],

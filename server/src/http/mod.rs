@@ -86,6 +86,11 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             "/api/v1/nodes/{name}/exclude",
             post(admin::exclude_node::<S>).delete(admin::include_node::<S>),
         )
+        .route("/api/v1/nodes/{name}/force", post(admin::force_node::<S>))
+        .route(
+            "/api/v1/nodes/{name}/restore-file",
+            post(admin::restore_file::<S>),
+        )
         .route("/api/v1/renderedconfigs", get(admin::list_rendered::<S>))
         .route(
             "/api/v1/renderedconfigs/{name}",

@@ -6,7 +6,8 @@
 //! deletion), `access` (enrollment, long-polls, authorization, first boot), `rollout` (status
 //! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
 //! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
-//! pool back to its previous rendered config).
+//! pool back to its previous rendered config), `requests` (an admin's force and restore-file
+//! requests to a node).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -15,6 +16,7 @@ mod access;
 mod firstboot_node;
 mod holds;
 mod manifests;
+mod requests;
 mod rollback;
 mod rollout;
 mod windows;

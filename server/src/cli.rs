@@ -238,7 +238,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     });
     // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
     println!("{}", running.instructions(&url));
-    tracing::info!(addr = %running.addr, first_start = running.first_start, "hearth-server started");
+    tracing::info!(MESSAGE_ID = crate::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
     let _ = libsystemd::daemon::notify(
         false,
         &[

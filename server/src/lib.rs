@@ -23,6 +23,7 @@ pub mod firstboot;
 pub mod fleet;
 pub mod http;
 pub mod limits;
+pub mod logging;
 pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;

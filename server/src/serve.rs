@@ -181,6 +181,9 @@ pub async fn start(config: Config) -> Result<Running> {
                         if let Err(e) = app.tick().await {
                             tracing::warn!(error = %e, "periodic reconcile failed");
                         }
+                        // The tick ran (even when it failed: the store's trouble is logged, and
+                        // a restart would not mend it): the runtime and the write path are alive.
+                        crate::logging::watchdog();
                     }
                 }
             }

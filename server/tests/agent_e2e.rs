@@ -61,7 +61,7 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
     put(
         &host,
         "/etc/systemd/system/hearth-test-server.service",
-        "[Unit]\nDescription=hearth-server for the test\n[Service]\nExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n",
+        "[Unit]\nDescription=hearth-server for the test\n[Service]\nType=notify\nWatchdogSec=30s\nExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n",
     );
     host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
     host.exec_ok(&["systemctl", "enable", "--now", "hearth-test-server.service"])
@@ -121,6 +121,43 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
         .unwrap_or_default()
         .to_string();
     assert!(worker.contains("rendered-worker-"), "{}", pools.stdout);
+
+    // The server logs every event it commits to the journal, with a MESSAGE_ID and fields.
+    let logged = host
+        .exec_ok(&[
+            "journalctl",
+            "-u",
+            "hearth-test-server.service",
+            &format!("MESSAGE_ID={}", hearth_server::logging::MSG_EVENT),
+            "REASON=Enrolled",
+            "-o",
+            "cat",
+            "--no-pager",
+        ])
+        .unwrap();
+    assert!(
+        logged.contains("Node/node-a: enrolled into pool worker"),
+        "{logged}"
+    );
+    // It feeds systemd's watchdog from its periodic reconcile (every 10 s): the timestamp
+    // systemd keeps of the last ping moves on (it is first set when the service is ready).
+    let last_ping = || {
+        host.exec(&[
+            "systemctl",
+            "show",
+            "hearth-test-server.service",
+            "-p",
+            "WatchdogTimestampMonotonic",
+            "--value",
+        ])
+        .ok()
+        .and_then(|o| o.stdout.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+    };
+    let first = last_ping();
+    wait_for("a watchdog ping", Duration::from_secs(30), || {
+        last_ping() > first
+    });
 
     // A change with no disruption policy: the node reboots, through a reboot slot.
     put(

@@ -191,6 +191,7 @@ impl<S: Store> App<S> {
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
                     self.metrics.commit();
+                    crate::logging::committed_events(&ops);
                     new.stamp(&ops, revision);
                     let (changed, credentials) = node_changes(&old, &new);
                     let new = Arc::new(new);

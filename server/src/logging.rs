@@ -1,0 +1,106 @@
+//! Logging and service notification of the server, as the agent does it: under systemd (and
+//! when the journal socket exists) logs go to the journal through `tracing-journald` with
+//! structured fields, otherwise to stderr (coloured only on a terminal). Every event the server
+//! commits (`hearth get events`) is also logged with a `MESSAGE_ID`, its reason and object, so
+//! `journalctl MESSAGE_ID=…` finds a fleet's warnings without the API. The periodic tick feeds
+//! systemd's watchdog (`WatchdogSec=` in `units/hearth-server.service`): a server whose
+//! runtime or reconcile loop hangs is restarted.
+
+use crate::records::EventRecord;
+use crate::store::{Kind, Op};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::EnvFilter;
+
+/// `MESSAGE_ID` of a committed `Normal` event.
+pub const MSG_EVENT: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b0";
+/// `MESSAGE_ID` of a committed `Warning` event (a degraded node, a halted rollout, a failed
+/// render, ...).
+pub const MSG_EVENT_WARNING: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b1";
+/// `MESSAGE_ID` of "the server is serving".
+pub const MSG_STARTED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b2";
+
+/// Sets up logging once: journald under systemd, stderr otherwise. `RUST_LOG` filters.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let under_systemd =
+        std::env::var_os("INVOCATION_ID").is_some() || std::env::var_os("JOURNAL_STREAM").is_some();
+    if under_systemd {
+        if let Ok(layer) = tracing_journald::layer() {
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(layer.with_field_prefix(None))
+                .try_init();
+            return;
+        }
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Logs the events a successful commit wrote (the `Event` puts among its ops).
+pub fn committed_events(ops: &[Op]) {
+    for op in ops {
+        let Op::Put {
+            kind: Kind::Event,
+            value,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let Ok(e) = serde_json::from_slice::<EventRecord>(value) else {
+            continue;
+        };
+        // A node's words (its reason) reach a terminal through journalctl: escaped.
+        let (object, message) = (printable(&e.object), printable(&e.message));
+        if e.kind == "Warning" {
+            tracing::warn!(
+                MESSAGE_ID = MSG_EVENT_WARNING,
+                REASON = %printable(&e.reason),
+                OBJECT = %object,
+                "{object}: {message}"
+            );
+        } else {
+            tracing::info!(
+                MESSAGE_ID = MSG_EVENT,
+                REASON = %printable(&e.reason),
+                OBJECT = %object,
+                "{object}: {message}"
+            );
+        }
+    }
+}
+
+/// `s` with control characters written as escapes (`\u{1b}`), so that nothing a node said can
+/// drive a terminal.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Tells systemd's watchdog the server is alive (nothing when it runs without one).
+pub fn watchdog() {
+    if std::env::var_os("WATCHDOG_USEC").is_some() {
+        let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Watchdog]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("a\x1b[31mb\nc"), "a\\u{1b}[31mb\\u{a}c");
+    }
+}

@@ -257,3 +257,26 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// `POST /api/v1/viewer-tokens` body (optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewerTokenRequest {
+    /// Validity in seconds; none or 0: no expiry (revoke it by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// `POST /api/v1/viewer-tokens` answer: a new read-only token for the dashboard and the admin
+/// API's reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewerTokenAnswer {
+    /// Its name, to revoke it (`DELETE /api/v1/viewer-tokens/{name}`).
+    pub name: String,
+    /// The token (secret, shown once).
+    pub token: String,
+    /// When it expires (RFC 3339, UTC); none: never.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}

@@ -96,6 +96,8 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         ("VersionInfo", schema_for!(VersionInfo)),
         ("RestoreFileRequest", schema_for!(RestoreFileRequest)),
         ("RequestAnswer", schema_for!(RequestAnswer)),
+        ("ViewerTokenRequest", schema_for!(ViewerTokenRequest)),
+        ("ViewerTokenAnswer", schema_for!(ViewerTokenAnswer)),
     ]
 }
 

@@ -71,6 +71,10 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     assert_eq!(t.ttl_seconds, Some(3600));
     let t: TokenAnswer = lossless("TokenAnswer");
     assert!(t.expires_at.is_some());
+    let v: ViewerTokenRequest = lossless("ViewerTokenRequest");
+    assert_eq!(v.ttl_seconds, Some(86400));
+    let v: ViewerTokenAnswer = lossless("ViewerTokenAnswer");
+    assert!(v.token.starts_with("hearth-viewer-"));
     let l: LabelRequest = lossless("LabelRequest");
     assert_eq!(l.remove.len(), 1);
     let l: LabelAnswer = lossless("LabelAnswer");

@@ -106,6 +106,8 @@ enum Command {
     Rollback(remote::RollbackArgs),
     /// Make a new bootstrap token for a pool (replacing the old one) and print it.
     BootstrapToken(remote::TokenArgs),
+    /// Read-only tokens for the dashboard (`<server>/ui/`): `hearth viewer-token create|delete`.
+    ViewerToken(remote::ViewerArgs),
     /// Follow a pool's rollout: `hearth rollout status POOL [--watch]`.
     Rollout(remote::RolloutArgs),
     /// Act on one node: `hearth node reset-credential NODE`.
@@ -236,6 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Resume(a) => remote::pause(&a, false),
         Command::Rollback(a) => remote::rollback(&a),
         Command::BootstrapToken(a) => remote::bootstrap_token(&a),
+        Command::ViewerToken(a) => remote::viewer_token(&a),
         Command::Rollout(a) => remote::rollout(&a),
         Command::Node(a) => remote::node(&a),
         Command::Version(a) => remote::version(&a),

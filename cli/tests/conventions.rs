@@ -305,3 +305,39 @@ fn get_watch_prints_changed_rows_and_new_events() {
     assert_eq!(count("infra-0 "), 1, "{seen:?}");
     assert_eq!(count("NAME"), 1, "{seen:?}");
 }
+
+#[test]
+fn viewer_tokens_read_change_nothing_and_can_be_revoked() {
+    let env = setup();
+    env.login();
+    let ex = examples();
+    env.ok(&["apply", "-f", ex.to_str().unwrap()]);
+    let out = env.hearth(&["viewer-token", "create", "--ttl", "3600"]);
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("hearth-viewer-"), "{token}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let name = stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("viewer-"))
+        .expect("the token's name")
+        .to_string();
+    let ca = env.state("pki/ca.crt");
+    let as_viewer = |args: &[&str]| {
+        let mut all = vec!["--server", &env.url, "--ca", ca.to_str().unwrap()];
+        all.extend(["--token", &token]);
+        let mut argv: Vec<&str> = args.to_vec();
+        argv.extend(all);
+        exit_code(&env, &argv)
+    };
+    let (code, out, err) = as_viewer(&["get", "mcp"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("worker"), "{out}");
+    let (code, _, err) = as_viewer(&["pause", "mcp", "worker"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("viewer"), "{err}");
+    env.ok(&["viewer-token", "delete", &name]);
+    let (code, _, err) = as_viewer(&["get", "mcp"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("unknown token"), "{err}");
+}

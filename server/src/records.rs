@@ -425,6 +425,8 @@ pub struct PoliciesRecord {
 pub enum TokenScope {
     /// Everything.
     Admin,
+    /// Reading the admin API and the dashboard, changing nothing.
+    Viewer,
     /// Enroll nodes into a pool and fetch its first-boot Ignition.
     Bootstrap {
         /// The pool.

@@ -38,7 +38,7 @@ export DEBIAN_FRONTEND=noninteractive
 # libssl-dev, gcc, libc6-dev: bench/agent-apply.sh builds the floor's converge.c.
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
-    strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils)
+    strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils chromium chromium-driver)
 updated=
 apt_update_once() {
     [ -n "$updated" ] || { apt-get update -qq; updated=1; }

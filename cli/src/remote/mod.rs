@@ -24,6 +24,7 @@ mod select;
 mod state;
 mod table;
 mod version;
+mod viewer;
 mod watch;
 
 pub use change::{
@@ -36,6 +37,7 @@ pub use get::{get, GetArgs, GetKind};
 pub use rollout::{rollout, RolloutArgs};
 pub use table::{human_age, parse_time};
 pub use version::{client_version, version, VersionArgs};
+pub use viewer::{viewer_token, ViewerArgs};
 pub use watch::WATCH_INTERVAL;
 
 use clap::ValueEnum;

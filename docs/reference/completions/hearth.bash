@@ -70,6 +70,9 @@ _hearth() {
             hearth,version)
                 cmd="hearth__subcmd__version"
                 ;;
+            hearth,viewer-token)
+                cmd="hearth__subcmd__viewer__subcmd__token"
+                ;;
             hearth__subcmd__help,apply)
                 cmd="hearth__subcmd__help__subcmd__apply"
                 ;;
@@ -124,6 +127,9 @@ _hearth() {
             hearth__subcmd__help,version)
                 cmd="hearth__subcmd__help__subcmd__version"
                 ;;
+            hearth__subcmd__help,viewer-token)
+                cmd="hearth__subcmd__help__subcmd__viewer__subcmd__token"
+                ;;
             hearth__subcmd__help__subcmd__node,exclude)
                 cmd="hearth__subcmd__help__subcmd__node__subcmd__exclude"
                 ;;
@@ -147,6 +153,12 @@ _hearth() {
                 ;;
             hearth__subcmd__help__subcmd__rollout,status)
                 cmd="hearth__subcmd__help__subcmd__rollout__subcmd__status"
+                ;;
+            hearth__subcmd__help__subcmd__viewer__subcmd__token,create)
+                cmd="hearth__subcmd__help__subcmd__viewer__subcmd__token__subcmd__create"
+                ;;
+            hearth__subcmd__help__subcmd__viewer__subcmd__token,delete)
+                cmd="hearth__subcmd__help__subcmd__viewer__subcmd__token__subcmd__delete"
                 ;;
             hearth__subcmd__node,exclude)
                 cmd="hearth__subcmd__node__subcmd__exclude"
@@ -208,6 +220,24 @@ _hearth() {
             hearth__subcmd__rollout__subcmd__help,status)
                 cmd="hearth__subcmd__rollout__subcmd__help__subcmd__status"
                 ;;
+            hearth__subcmd__viewer__subcmd__token,create)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__create"
+                ;;
+            hearth__subcmd__viewer__subcmd__token,delete)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__delete"
+                ;;
+            hearth__subcmd__viewer__subcmd__token,help)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__help"
+                ;;
+            hearth__subcmd__viewer__subcmd__token__subcmd__help,create)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__create"
+                ;;
+            hearth__subcmd__viewer__subcmd__token__subcmd__help,delete)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__delete"
+                ;;
+            hearth__subcmd__viewer__subcmd__token__subcmd__help,help)
+                cmd="hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__help"
+                ;;
             *)
                 ;;
         esac
@@ -215,7 +245,7 @@ _hearth() {
 
     case "${cmd}" in
         hearth)
-            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
+            opts="-h -V --help --version validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token viewer-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -461,7 +491,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__help)
-            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token rollout node version help"
+            opts="validate render plan convert login apply get describe delete label pause resume rollback bootstrap-token viewer-token rollout node version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -827,6 +857,48 @@ _hearth() {
         hearth__subcmd__help__subcmd__version)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__viewer__subcmd__token)
+            opts="create delete"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__viewer__subcmd__token__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__help__subcmd__viewer__subcmd__token__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1625,6 +1697,128 @@ _hearth() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token)
+            opts="-h --server --ca --token --client-cert --client-key --help create delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__create)
+            opts="-h --ttl --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__delete)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__help)
+            opts="create delete help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__create)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__viewer__subcmd__token__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

@@ -32,6 +32,7 @@ mod manifests;
 mod node_token;
 mod requests;
 mod rollback;
+mod viewer;
 
 pub use manifests::read_manifests;
 
@@ -96,6 +97,8 @@ impl Default for Options {
 pub enum Caller {
     /// The admin token.
     Admin,
+    /// A viewer token: reads what an admin reads, changes nothing.
+    Viewer,
     /// A node, by its credential.
     Node(String),
     /// A pool's bootstrap token (the token itself is kept to embed it in first-boot configs).
@@ -200,6 +203,11 @@ impl<S: Store> App<S> {
     /// The published snapshot.
     pub fn snapshot(&self) -> Arc<Fleet> {
         self.fleet.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Yields the store revision after each commit (any change: configs, pools, node reports).
+    pub fn revision_watch(&self) -> watch::Receiver<u64> {
+        self.store.watch()
     }
 
     /// Ticks whenever some node's desired config changes (or a node goes away).
@@ -316,6 +324,7 @@ impl<S: Store> App<S> {
             }
             return Ok(match &rec.value.scope {
                 TokenScope::Admin => Caller::Admin,
+                TokenScope::Viewer => Caller::Viewer,
                 TokenScope::Bootstrap { pool, node } => Caller::Bootstrap {
                     pool: pool.clone(),
                     token: token.trim().to_string(),

@@ -2,7 +2,7 @@
 //! configs and events; pause, resume, bootstrap tokens, labels, credential resets, pins and
 //! exclusions of nodes, force and restore-file requests.
 
-use super::auth::{Admin, AdminId};
+use super::auth::{Admin, AdminId, Reader};
 use super::{AppState, APPLY_MEDIA_TYPE};
 use crate::app::{App, ApplyFile, HoldChange};
 use crate::error::ApiError;
@@ -76,7 +76,7 @@ pub(super) async fn apply<S: Store>(
 
 pub(super) async fn list_mcs<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
 ) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
@@ -86,7 +86,7 @@ pub(super) async fn list_mcs<S: Store>(
 
 pub(super) async fn get_mc<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let f = app.snapshot();
@@ -130,7 +130,7 @@ fn pool_view<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Opt
 
 pub(super) async fn list_pools<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
 ) -> Result<Json<List<PoolView>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
@@ -143,7 +143,7 @@ pub(super) async fn list_pools<S: Store>(
 
 pub(super) async fn get_pool<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<PoolView>, ApiError> {
     let f = app.snapshot();
@@ -252,7 +252,7 @@ fn node_view<S: Store>(
 
 pub(super) async fn list_nodes<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Query(q): Query<NodeListQuery>,
 ) -> Result<Json<List<NodeView>>, ApiError> {
     let f = app.snapshot();
@@ -267,7 +267,7 @@ pub(super) async fn list_nodes<S: Store>(
 
 pub(super) async fn get_node<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<NodeView>, ApiError> {
     let f = app.snapshot();
@@ -408,7 +408,7 @@ pub(super) async fn label_node<S: Store>(
 
 pub(super) async fn list_rendered<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
 ) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
     Ok(list(
@@ -418,7 +418,7 @@ pub(super) async fn list_rendered<S: Store>(
 
 pub(super) async fn get_rendered<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let f = app.snapshot();
@@ -438,7 +438,7 @@ pub(super) struct EventQuery {
 
 pub(super) async fn events<S: Store>(
     State(app): AppState<S>,
-    _: Admin,
+    _: Reader,
     Query(q): Query<EventQuery>,
 ) -> Result<Json<List<EventView>>, ApiError> {
     let f = app.snapshot();

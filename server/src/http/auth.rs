@@ -112,6 +112,9 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
 pub(super) fn admin(caller: &Caller) -> Result<(), ApiError> {
     match caller {
         Caller::Admin => Ok(()),
+        Caller::Viewer => Err(ApiError::forbidden(
+            "a viewer token reads the fleet and changes nothing: this needs an admin",
+        )),
         Caller::Node(n) => Err(ApiError::forbidden(format!(
             "node {n} may read only its own desired config"
         ))),
@@ -127,6 +130,26 @@ pub(super) fn node(caller: &Caller) -> Result<&str, ApiError> {
         _ => Err(ApiError::forbidden(
             "this endpoint is for enrolled nodes: use the node's credential",
         )),
+    }
+}
+
+/// A caller who may read what an admin reads: an admin or a viewer (the dashboard's read-only
+/// role). Nodes and bootstrap tokens are 403 with the reason.
+#[derive(Debug)]
+pub struct Reader;
+
+impl<S: Store> FromRequestParts<Arc<App<S>>> for Reader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let Auth(caller) = Auth::from_request_parts(parts, app).await?;
+        match caller {
+            Caller::Viewer => Ok(Reader),
+            other => admin(&other).map(|_| Reader),
+        }
     }
 }
 

@@ -42,38 +42,43 @@ pub(super) async fn first_boot<S: Store>(
     // Whose config: the pool's, or one node's own (its pool's plus its overlays) for a token
     // bound to that node. `?node=` with a pool-wide token is refused, not answered with the
     // pool's config: a node whose addresses are in its overlay would boot without them.
-    let (embed, for_node) = match caller {
-        Caller::Admin => (None, q.node),
-        Caller::Bootstrap {
-            pool: p,
-            token,
-            node,
-        } if p == pool => match (node, q.node) {
-            (Some(bound), Some(asked)) if bound != asked => {
-                return Err(ApiError::forbidden(format!(
-                    "this bootstrap token is bound to node {bound}, not {asked:?}"
-                )))
-            }
-            (Some(bound), _) => (Some(token), Some(bound)),
-            (None, Some(asked)) => {
-                return Err(ApiError::forbidden(format!(
+    let (embed, for_node) =
+        match caller {
+            Caller::Admin => (None, q.node),
+            Caller::Bootstrap {
+                pool: p,
+                token,
+                node,
+            } if p == pool => match (node, q.node) {
+                (Some(bound), Some(asked)) if bound != asked => {
+                    return Err(ApiError::forbidden(format!(
+                        "this bootstrap token is bound to node {bound}, not {asked:?}"
+                    )))
+                }
+                (Some(bound), _) => (Some(token), Some(bound)),
+                (None, Some(asked)) => {
+                    return Err(ApiError::forbidden(format!(
                     "a node's own first-boot config (?node={asked:?}) needs a token bound to that \
                      node: `hearth bootstrap-token {pool} --node NAME`; this is the pool's token"
                 )))
+                }
+                (None, None) => (Some(token), None),
+            },
+            Caller::Bootstrap { pool: p, .. } => {
+                return Err(ApiError::forbidden(format!(
+                    "this bootstrap token is for pool {p}, not {pool}"
+                )))
             }
-            (None, None) => (Some(token), None),
-        },
-        Caller::Bootstrap { pool: p, .. } => {
-            return Err(ApiError::forbidden(format!(
-                "this bootstrap token is for pool {p}, not {pool}"
-            )))
-        }
-        Caller::Node(n) => {
-            return Err(ApiError::forbidden(format!(
-                "node {n} has enrolled: it reads its desired config from /api/v1/agent/desired"
-            )))
-        }
-    };
+            Caller::Node(n) => {
+                return Err(ApiError::forbidden(format!(
+                    "node {n} has enrolled: it reads its desired config from /api/v1/agent/desired"
+                )))
+            }
+            // A first-boot config holds a bootstrap token's worth of access: not for viewers.
+            Caller::Viewer => return Err(ApiError::forbidden(
+                "a viewer token cannot fetch first-boot configs: use the pool's bootstrap token",
+            )),
+        };
     let f = app.snapshot();
     let p = f
         .pools

@@ -13,6 +13,7 @@
 mod admin;
 mod agent;
 mod auth;
+mod dashboard;
 mod firstboot;
 mod fleetlock;
 mod ostree;
@@ -98,6 +99,23 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         )
         .route("/api/v1/events", get(admin::events::<S>))
         .route("/api/v1/version", get(admin::version))
+        .route("/api/v1/watch", get(dashboard::watch::<S>))
+        .route(
+            "/api/v1/renderedconfigs/{name}/diff",
+            get(dashboard::diff::<S>),
+        )
+        .route(
+            "/api/v1/viewer-tokens",
+            post(dashboard::new_viewer_token::<S>),
+        )
+        .route(
+            "/api/v1/viewer-tokens/{name}",
+            axum::routing::delete(dashboard::delete_viewer_token::<S>),
+        )
+        .route("/ui", get(dashboard::index_redirect))
+        .route("/ui/", get(dashboard::index))
+        .route("/ui/app.js", get(dashboard::app_js))
+        .route("/ui/style.css", get(dashboard::style_css))
         .route("/api/v1/enroll", post(agent::enroll::<S>))
         .route("/api/v1/agent/desired", get(agent::desired::<S>))
         .route("/api/v1/agent/status", post(agent::report::<S>))

@@ -16,6 +16,11 @@ pub(super) async fn ostree_file<S: Store>(
     Auth(c): Auth,
     Path(path): Path<String>,
 ) -> Result<Response, ApiError> {
+    if c == Caller::Viewer {
+        return Err(ApiError::forbidden(
+            "a viewer token reads the fleet's state, not the ostree repository",
+        ));
+    }
     if let Caller::Bootstrap { pool, .. } = &c {
         return Err(ApiError::forbidden(format!(
             "a bootstrap token (pool {pool}) may only enroll nodes and fetch /config/{pool}; \

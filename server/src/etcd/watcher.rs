@@ -1,0 +1,116 @@
+//! Follows an etcd prefix watch and publishes the revision of each change under the prefix,
+//! whichever client made it. A dropped stream (a member died) is opened again on another member
+//! from the last revision seen; a compaction past that revision (the events are gone) publishes
+//! the current revision, so waiters wake and read again, and watches on from there.
+
+use super::endpoints::Endpoints;
+use super::{to_u64, MAX_RESPONSE_BYTES};
+use etcd_client::{GetOptions, WatchOptions};
+use std::sync::Weak;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The pause before a watch is opened again after it failed.
+const REOPEN_PAUSE: Duration = Duration::from_millis(200);
+
+fn publish(tx: &watch::Sender<u64>, revision: u64) {
+    tx.send_if_modified(|r| {
+        if revision > *r {
+            *r = revision;
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Runs until the store (the sender's owner) is dropped.
+pub async fn follow(
+    endpoints: Endpoints,
+    prefix: String,
+    mut last: u64,
+    tx: Weak<watch::Sender<u64>>,
+) {
+    loop {
+        let (member, client) = endpoints.client();
+        let opened = client
+            .watch_client()
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
+            .watch(
+                prefix.clone(),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(i64::try_from(last + 1).unwrap_or(i64::MAX)),
+                ),
+            )
+            .await;
+        let mut stream = match opened {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "etcd watch: cannot open, trying another member");
+                endpoints.failed(member);
+                tokio::time::sleep(REOPEN_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            match stream.message().await {
+                Ok(Some(resp)) => {
+                    let Some(tx) = tx.upgrade() else { return };
+                    if resp.canceled() {
+                        if resp.compact_revision() > 0 {
+                            // The events since `last` were compacted away: catch up with the
+                            // current revision (waiters read the store again) and go on.
+                            tracing::info!(
+                                from = last,
+                                compacted = resp.compact_revision(),
+                                "etcd watch: history compacted, resynchronising"
+                            );
+                            if let Ok(current) = current_revision(&endpoints, &prefix).await {
+                                last = last.max(current);
+                                publish(&tx, last);
+                            }
+                        } else {
+                            tracing::debug!(reason = resp.cancel_reason(), "etcd watch cancelled");
+                        }
+                        break;
+                    }
+                    let newest = resp
+                        .events()
+                        .iter()
+                        .filter_map(|e| e.kv().map(|kv| to_u64(kv.mod_revision())))
+                        .max();
+                    if let Some(r) = newest {
+                        last = last.max(r);
+                        publish(&tx, last);
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    if tx.strong_count() == 0 {
+                        return;
+                    }
+                    tracing::debug!(from = last, "etcd watch: stream ended, reopening");
+                    endpoints.failed(member);
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(REOPEN_PAUSE).await;
+    }
+}
+
+async fn current_revision(endpoints: &Endpoints, prefix: &str) -> Result<u64, super::EtcdError> {
+    let key = prefix.to_string();
+    let resp = endpoints
+        .call(
+            "read the revision",
+            super::Retry::Idempotent,
+            move |mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+            },
+        )
+        .await?;
+    Ok(to_u64(resp.header().map(|h| h.revision()).unwrap_or(0)))
+}

@@ -205,8 +205,12 @@ async fn two_clients_conflict_and_watch_each_other() {
     assert!(other.list(Kind::Node).await.unwrap().is_empty());
 }
 
-/// A CA, a serving certificate for 127.0.0.1 and a client certificate, all from rcgen.
-fn pki(dir: &std::path::Path) -> (MemberTls, Vec<u8>, (Vec<u8>, Vec<u8>), (Vec<u8>, Vec<u8>)) {
+/// A certificate and its key (PEM).
+type CertKey = (Vec<u8>, Vec<u8>);
+
+/// A CA, a serving certificate for 127.0.0.1, a client certificate, and a client certificate
+/// from another CA, all from rcgen.
+fn pki(dir: &std::path::Path) -> (MemberTls, Vec<u8>, CertKey, CertKey) {
     use rcgen::{
         BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     };
@@ -264,7 +268,7 @@ async fn tls_with_client_certificates() {
     let dir = tempfile::tempdir().unwrap();
     let (member_tls, ca_pem, client, stranger) = pki(dir.path());
     let cluster = Cluster::start_with(1, Some(member_tls));
-    let tls = |identity: Option<(Vec<u8>, Vec<u8>)>| EtcdConfig {
+    let tls = |identity: Option<CertKey>| EtcdConfig {
         endpoints: cluster.endpoints(),
         prefix: "/tls/".into(),
         tls: Some(EtcdTls {

@@ -106,7 +106,7 @@ pub enum EtcdError {
     #[error("etcd: {0}")]
     Bound(String),
     /// Another server holds the prefix.
-    #[error("another hearth-server already runs on etcd prefix {prefix}: {holder}. Replicas are not supported yet: stop that server first (after it stops, its lock is released at once, or within {ttl} s if it crashed)")]
+    #[error("another hearth-server already runs on etcd prefix {prefix} and replicas are not supported yet: it is {holder}. Stop it first, or use another --etcd-prefix (a stopped server releases the prefix at once, a crashed one within {ttl} s)")]
     Held {
         /// The prefix.
         prefix: String,

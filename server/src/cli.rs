@@ -75,8 +75,8 @@ pub struct Cli {
         env = "HEARTH_ETCD_ENDPOINTS"
     )]
     pub etcd_endpoints: Vec<String>,
-    /// The CA certificate (PEM) that signs the etcd members' certificates (default: the system's
-    /// roots). Makes the connection TLS: the endpoints must be https:// URLs.
+    /// The CA certificate (PEM) that signs the etcd members' certificates: needed for https://
+    /// endpoints (TLS), which every endpoint then must be.
     #[arg(long, value_name = "FILE", requires = "etcd_endpoints")]
     pub etcd_ca: Option<PathBuf>,
     /// A client certificate (PEM) for etcd members that require one (with --etcd-key).

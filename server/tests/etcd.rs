@@ -198,6 +198,24 @@ async fn two_clients_conflict_and_watch_each_other() {
         b"from b"
     );
     watch_reaches(&a, rb).await;
+    // A list longer than a page (500 keys) is whole, sorted and one snapshot.
+    for chunk in 0..6 {
+        let ops = (0..200)
+            .map(|i| {
+                put(
+                    &format!("bulk-{:04}", chunk * 200 + i),
+                    "v".into(),
+                    Expect::Absent,
+                )
+            })
+            .collect();
+        a.commit(ops).await.unwrap();
+    }
+    let listed = b.list(Kind::Node).await.unwrap();
+    assert_eq!(listed.len(), 1201);
+    assert!(listed.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(listed[0].0, "bulk-0000");
+    assert_eq!(listed[1200].0, "x");
     // Another prefix sees none of it.
     let other = EtcdStore::connect(&config(cluster.endpoints(), "/other/"))
         .await
@@ -313,4 +331,16 @@ async fn tls_with_client_certificates() {
     ))
     .await;
     assert!(plain.is_err());
+    // An https:// endpoint without the CA, and a prefix that is not a directory, are refused
+    // before anything is sent.
+    let no_ca = EtcdStore::connect(&config(cluster.endpoints(), "/tls/"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(no_ca.contains("--etcd-ca"), "{no_ca}");
+    let prefix = EtcdStore::connect(&config(cluster.endpoints(), "hearth"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(prefix.contains("must start and end with '/'"), "{prefix}");
 }

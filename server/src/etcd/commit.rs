@@ -8,7 +8,7 @@
 //! commit is reported done at the revision the marker records; if not, the retry applies it. A
 //! late copy of the first attempt can never apply after that, since the marker moved.
 
-use super::endpoints::{Endpoints, Retry};
+use super::endpoints::Endpoints;
 use super::{hint, to_u64, EtcdError, MAX_VALUE_BYTES};
 use crate::store::{Expect, Op, StoreError};
 use etcd_client::{
@@ -51,7 +51,7 @@ impl Marker {
         let mut after = own.clone().into_bytes();
         after.push(0);
         endpoints
-            .call("remove old commit markers", Retry::Idempotent, move |c| {
+            .call("remove old commit markers", move |c| {
                 let txn = Txn::new().and_then([
                     TxnOp::delete(
                         dir.clone(),
@@ -135,7 +135,7 @@ impl Marker {
         }
         let txn = Txn::new().when(compares).and_then(then).or_else(otherwise);
         let resp: TxnResponse = endpoints
-            .call("commit", Retry::Marked, move |c| {
+            .call("commit", move |c| {
                 let txn = txn.clone();
                 async move { c.kv_client().txn(txn).await }
             })

@@ -45,15 +45,6 @@ pub struct Endpoints {
     preferred: Arc<AtomicUsize>,
 }
 
-/// Whether a request that failed may be sent again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
-    /// Reads and watches: any failure of the member or the transport is retried.
-    Idempotent,
-    /// A commit made idempotent by its marker (see `commit.rs`): retried like a read.
-    Marked,
-}
-
 impl Endpoints {
     /// Connects to each endpoint (lazily: a dead member does not fail this) and starts probing.
     pub async fn connect(urls: &[String], options: ConnectOptions) -> Result<Self, EtcdError> {
@@ -164,14 +155,18 @@ impl Endpoints {
         self.advance(i);
     }
 
-    /// Runs `f` on the preferred member; when it fails in a way a retry can help with, marks the
-    /// member unhealthy and tries the next, up to [`MAX_ATTEMPTS`] times in all.
-    pub async fn call<T, F, Fut>(&self, what: &str, retry: Retry, mut f: F) -> Result<T, EtcdError>
+    /// Runs `f` on the preferred member; when it fails in a way a retry can help with (the
+    /// member or the connection failed, or no answer within [`CALL_TIMEOUT`]), marks the member
+    /// unhealthy and tries the next, up to [`MAX_ATTEMPTS`] times in all.
+    ///
+    /// A request may thus be sent more than once, so `f` must be idempotent: reads are; a commit
+    /// is made so by its marker (`commit.rs`); a lease grant whose answer was lost leaves a lease
+    /// nobody keeps alive, which expires by itself.
+    pub async fn call<T, F, Fut>(&self, what: &str, mut f: F) -> Result<T, EtcdError>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let _ = retry; // Both kinds are retried alike; the distinction documents the caller.
         let mut last = String::new();
         for attempt in 0..MAX_ATTEMPTS {
             let (i, client) = self.client();

@@ -4,7 +4,7 @@
 //! on the same prefix refuses to start, naming the one that holds it. Replicas are not supported
 //! yet.
 
-use super::endpoints::{retryable, Endpoints, Retry, MAX_ATTEMPTS};
+use super::endpoints::{retryable, Endpoints, MAX_ATTEMPTS};
 use super::{EtcdError, EtcdStore};
 use etcd_client::{GetOptions, SortOrder, SortTarget};
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub fn election_name(prefix: &str) -> String {
 async fn holder(endpoints: &Endpoints, name: &str) -> Result<Option<String>, EtcdError> {
     let key = format!("{name}/");
     let resp = endpoints
-        .call("read the server lock", Retry::Idempotent, move |mut c| {
+        .call("read the server lock", move |mut c| {
             let key = key.clone();
             async move {
                 c.get(
@@ -83,11 +83,9 @@ impl ServerLock {
             return Err(held(h));
         }
         let lease = endpoints
-            .call(
-                "grant the lock's lease",
-                Retry::Idempotent,
-                |mut c| async move { c.lease_grant(LOCK_TTL, None).await },
-            )
+            .call("grant the lock's lease", |mut c| async move {
+                c.lease_grant(LOCK_TTL, None).await
+            })
             .await?
             .id();
         let (lost_tx, lost) = watch::channel(None);
@@ -151,11 +149,9 @@ impl ServerLock {
         let lease = self.lease;
         let _ = self
             .endpoints
-            .call(
-                "release the server lock",
-                Retry::Idempotent,
-                move |mut c| async move { c.lease_revoke(lease).await },
-            )
+            .call("release the server lock", move |mut c| async move {
+                c.lease_revoke(lease).await
+            })
             .await;
     }
 }

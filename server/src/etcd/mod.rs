@@ -24,7 +24,7 @@ pub mod lock;
 pub(crate) mod test_cluster;
 mod watcher;
 
-pub use endpoints::{Endpoints, Retry, CALL_TIMEOUT, MAX_ATTEMPTS, PROBE_INTERVAL};
+pub use endpoints::{Endpoints, CALL_TIMEOUT, MAX_ATTEMPTS, PROBE_INTERVAL};
 
 use crate::store::{Kind, Op, Store, StoreError, Versioned};
 use etcd_client::{Certificate, ConnectOptions, GetOptions, Identity, KeyValue, TlsOptions};
@@ -61,7 +61,8 @@ pub struct EtcdConfig {
 /// TLS to etcd.
 #[derive(Clone, Default)]
 pub struct EtcdTls {
-    /// CA certificates (PEM) that sign the members' serving certificates (none: the system's).
+    /// CA certificates (PEM) that sign the members' serving certificates (required: no system
+    /// roots are used).
     pub ca_pem: Option<Vec<u8>>,
     /// Client certificate chain and private key (PEM), for members that require client certs.
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
@@ -207,6 +208,14 @@ impl EtcdStore {
                 )));
             }
         }
+        let has_ca = config.tls.as_ref().is_some_and(|t| t.ca_pem.is_some());
+        if let Some(u) = config.endpoints.iter().find(|u| u.starts_with("https://")) {
+            if !has_ca {
+                return Err(EtcdError::Config(format!(
+                    "{u}: an https:// endpoint needs the CA that signs the members' certificates (--etcd-ca)"
+                )));
+            }
+        }
         for u in &config.endpoints {
             if !(u.starts_with("http://") || u.starts_with("https://")) {
                 return Err(EtcdError::Config(format!(
@@ -219,7 +228,7 @@ impl EtcdStore {
         let revision = {
             let key = key.clone();
             let resp = endpoints
-                .call("read the revision", Retry::Idempotent, move |mut c| {
+                .call("read the revision", move |mut c| {
                     let key = key.clone();
                     async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
                 })
@@ -296,7 +305,7 @@ impl Store for EtcdStore {
         let key = self.key(kind, name);
         let resp = self
             .endpoints
-            .call("get", Retry::Idempotent, move |c| {
+            .call("get", move |c| {
                 let key = key.clone();
                 async move {
                     c.kv_client()
@@ -321,11 +330,12 @@ impl Store for EtcdStore {
         // Every page is read at the revision of the first, so the list is one snapshot.
         let mut at: i64 = 0;
         let mut page = PAGE_KEYS;
+        let mut restarts = 0;
         loop {
             let (key, end2) = (from.clone(), end.clone());
             let got = self
                 .endpoints
-                .call("list", Retry::Idempotent, move |c| {
+                .call("list", move |c| {
                     let (key, end) = (key.clone(), end2.clone());
                     async move {
                         let mut o = GetOptions::new().with_range(end).with_limit(page);
@@ -346,6 +356,16 @@ impl Store for EtcdStore {
                     if message.contains("message length too large") && page > 1 =>
                 {
                     page /= 2;
+                    continue;
+                }
+                // The snapshot's revision was compacted between two pages: start again at the
+                // current revision (a few times; then the error is returned).
+                Err(EtcdError::Request { message, .. })
+                    if message.contains("compacted") && at > 0 && restarts < 3 =>
+                {
+                    restarts += 1;
+                    (out, bytes, at) = (Vec::new(), 0, 0);
+                    from = start.clone().into_bytes();
                     continue;
                 }
                 Err(e) => return Err(e.into()),

@@ -103,14 +103,62 @@ pub async fn follow(
 async fn current_revision(endpoints: &Endpoints, prefix: &str) -> Result<u64, super::EtcdError> {
     let key = prefix.to_string();
     let resp = endpoints
-        .call(
-            "read the revision",
-            super::Retry::Idempotent,
-            move |mut c| {
-                let key = key.clone();
-                async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
-            },
-        )
+        .call("read the revision", move |mut c| {
+            let key = key.clone();
+            async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+        })
         .await?;
     Ok(to_u64(resp.header().map(|h| h.revision()).unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::test_cluster::Cluster;
+    use std::sync::Arc;
+
+    /// A watch that starts behind a compaction (as one does when it reopens after a long
+    /// disconnection) publishes the current revision, then goes on ticking on new commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watch_behind_a_compaction_catches_up_and_goes_on() {
+        let cluster = Cluster::start(1);
+        cluster.wait_leader().await;
+        let mut c = etcd_client::Client::connect(cluster.endpoints(), None)
+            .await
+            .unwrap();
+        for i in 0..5 {
+            c.put(format!("/w/nodes/n{i}"), "x", None).await.unwrap();
+        }
+        let current = c
+            .get("/w/", None)
+            .await
+            .unwrap()
+            .header()
+            .unwrap()
+            .revision();
+        c.compact(current, None).await.unwrap();
+        let endpoints =
+            Endpoints::connect(&cluster.endpoints(), etcd_client::ConnectOptions::new())
+                .await
+                .unwrap();
+        let tx = Arc::new(watch::channel(1u64).0);
+        let mut rx = tx.subscribe();
+        let task = tokio::spawn(follow(endpoints, "/w/".into(), 1, Arc::downgrade(&tx)));
+        let wait = |rx: &mut watch::Receiver<u64>, r: u64| {
+            let mut rx = rx.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(60), rx.wait_for(|v| *v >= r))
+                    .await
+                    .expect("the watch reaches the revision")
+                    .map(|v| *v)
+                    .unwrap()
+            }
+        };
+        assert_eq!(wait(&mut rx, to_u64(current)).await, to_u64(current));
+        let next = c.put("/w/nodes/later", "y", None).await.unwrap();
+        let next = to_u64(next.header().unwrap().revision());
+        assert!(wait(&mut rx, next).await >= next);
+        drop(tx);
+        task.abort();
+    }
 }

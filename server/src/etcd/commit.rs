@@ -118,80 +118,180 @@ impl Marker {
             checks.push((kind, name.clone(), expect));
         }
         let mut state = self.state.lock().await;
-        let (marker_rev, count) = *state;
-        let id = format!("{}-{}", self.instance, count + 1);
-        compares.push(Compare::mod_revision(
-            self.key.clone(),
-            CompareOp::Equal,
-            marker_rev,
-        ));
-        then.push(TxnOp::put(self.key.clone(), id.clone(), None));
-        let mut otherwise = vec![TxnOp::get(self.key.clone(), None)];
-        for (kind, name, _) in &checks {
-            otherwise.push(TxnOp::get(
-                key(*kind, name),
-                Some(GetOptions::new().with_keys_only()),
+        // Two rounds: the second only after adopting the marker of an earlier commit of this
+        // store that was applied although its caller got an error (every attempt lost).
+        for round in 0..2 {
+            // The id is used up whatever happens: an attempt whose outcome is unknown must never
+            // share its id with a later commit.
+            state.1 += 1;
+            let (marker_rev, count) = *state;
+            let id = format!("{}-{count}", self.instance);
+            let mut when = compares.clone();
+            when.push(Compare::mod_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                marker_rev,
             ));
-        }
-        let txn = Txn::new().when(compares).and_then(then).or_else(otherwise);
-        let resp: TxnResponse = endpoints
-            .call("commit", move |c| {
-                let txn = txn.clone();
-                async move { c.kv_client().txn(txn).await }
-            })
-            .await
-            .map_err(|e| match e {
-                EtcdError::Request {
-                    what,
-                    endpoint,
-                    message,
-                } => EtcdError::Request {
-                    what,
-                    endpoint,
-                    message: hint(message),
-                },
-                e => e,
-            })?;
-        let revision = to_u64(resp.header().map(|h| h.revision()).unwrap_or(0));
-        if resp.succeeded() {
-            *state = (revision as i64, count + 1);
-            return Ok(revision);
-        }
-        let mut answers = resp.op_responses().into_iter();
-        let marker = match answers.next() {
-            Some(TxnOpResponse::Get(g)) => g.kvs().first().cloned(),
-            _ => None,
-        };
-        if let Some(m) = &marker {
-            if m.value() == id.as_bytes() {
-                // An earlier attempt of this very commit was applied; its answer was lost.
-                *state = (m.mod_revision(), count + 1);
-                return Ok(to_u64(m.mod_revision()));
+            let mut and_then = then.clone();
+            and_then.push(TxnOp::put(self.key.clone(), id.clone(), None));
+            let mut otherwise = vec![TxnOp::get(self.key.clone(), None)];
+            for (kind, name, _) in &checks {
+                otherwise.push(TxnOp::get(
+                    key(*kind, name),
+                    Some(GetOptions::new().with_keys_only()),
+                ));
             }
-        }
-        for (kind, name, expect) in checks {
-            let found = match answers.next() {
-                Some(TxnOpResponse::Get(g)) => g.kvs().first().map(|kv| to_u64(kv.mod_revision())),
+            let txn = Txn::new().when(when).and_then(and_then).or_else(otherwise);
+            let resp: TxnResponse = endpoints
+                .call("commit", move |c| {
+                    let txn = txn.clone();
+                    async move { c.kv_client().txn(txn).await }
+                })
+                .await
+                .map_err(|e| match e {
+                    EtcdError::Request {
+                        what,
+                        endpoint,
+                        message,
+                    } => EtcdError::Request {
+                        what,
+                        endpoint,
+                        message: hint(message),
+                    },
+                    e => e,
+                })?;
+            let revision = to_u64(resp.header().map(|h| h.revision()).unwrap_or(0));
+            if resp.succeeded() {
+                state.0 = i64::try_from(revision).unwrap_or(i64::MAX);
+                return Ok(revision);
+            }
+            let mut answers = resp.op_responses().into_iter();
+            let marker = match answers.next() {
+                Some(TxnOpResponse::Get(g)) => g.kvs().first().cloned(),
                 _ => None,
             };
-            let ok = match expect {
-                Expect::Any => true,
-                Expect::Absent => found.is_none(),
-                Expect::Revision(r) => found == Some(r),
-            };
-            if !ok {
-                return Err(StoreError::Conflict {
-                    kind,
-                    name,
-                    expected: expect,
-                    found,
-                });
+            let mut adopted = false;
+            if let Some(m) = &marker {
+                if m.value() == id.as_bytes() {
+                    // An earlier attempt of this very commit was applied; its answer was lost.
+                    state.0 = m.mod_revision();
+                    return Ok(to_u64(m.mod_revision()));
+                }
+                if m.value()
+                    .starts_with(format!("{}-", self.instance).as_bytes())
+                {
+                    // An earlier commit of this store was applied after all.
+                    state.0 = m.mod_revision();
+                    adopted = true;
+                }
+            }
+            for (kind, name, expect) in &checks {
+                let found = match answers.next() {
+                    Some(TxnOpResponse::Get(g)) => {
+                        g.kvs().first().map(|kv| to_u64(kv.mod_revision()))
+                    }
+                    _ => None,
+                };
+                let ok = match expect {
+                    Expect::Any => true,
+                    Expect::Absent => found.is_none(),
+                    Expect::Revision(r) => found == Some(*r),
+                };
+                if !ok {
+                    return Err(StoreError::Conflict {
+                        kind: *kind,
+                        name: name.clone(),
+                        expected: *expect,
+                        found,
+                    });
+                }
+            }
+            if !(adopted && round == 0) {
+                return Err(StoreError::Backend(format!(
+                    "etcd: the commit marker {} was changed or removed by someone else (found revision {:?}, expected {marker_rev}): another hearth-server has taken this prefix",
+                    self.key,
+                    marker.map(|m| m.mod_revision())
+                )));
             }
         }
-        Err(StoreError::Backend(format!(
-            "etcd: the commit marker {} was changed by someone else (found revision {:?}, expected {marker_rev}): is another process using this store's instance id?",
-            self.key,
-            marker.map(|m| m.mod_revision())
-        )))
+        Err(StoreError::Backend(
+            "etcd: the commit marker moved twice under one commit".into(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etcd::test_cluster::Cluster;
+    use crate::etcd::{EtcdConfig, EtcdStore};
+    use crate::store::{Kind, Store};
+
+    fn put(name: &str, expect: Expect) -> Op {
+        Op::Put {
+            kind: Kind::Node,
+            name: name.into(),
+            value: b"v".to_vec(),
+            expect,
+        }
+    }
+
+    /// A commit whose caller got an error but which etcd applied (every answer lost) leaves the
+    /// marker ahead of what the store knows: the next commit recognises the marker as its own
+    /// store's and goes through, and a precondition it breaks is still reported as a conflict.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_applied_behind_the_stores_back_is_adopted() {
+        let cluster = Cluster::start(1);
+        cluster.wait_leader().await;
+        let store = EtcdStore::connect(&EtcdConfig {
+            endpoints: cluster.endpoints(),
+            prefix: "/m/".into(),
+            tls: None,
+        })
+        .await
+        .unwrap();
+        store.commit(vec![put("a", Expect::Absent)]).await.unwrap();
+        // What an applied commit with a lost answer leaves: its id used up, the marker and its
+        // object written.
+        let lost_id = {
+            let mut state = store.commits.state.lock().await;
+            state.1 += 1;
+            format!("{}-{}", store.commits.instance, state.1)
+        };
+        let mut c = etcd_client::Client::connect(cluster.endpoints(), None)
+            .await
+            .unwrap();
+        let txn = Txn::new().and_then([
+            TxnOp::put(store.commits.key.clone(), lost_id, None),
+            TxnOp::put("/m/nodes/lost", "v", None),
+        ]);
+        c.txn(txn).await.unwrap();
+        // Breaks a precondition: a conflict, not a backend error.
+        let e = store
+            .commit(vec![put("lost", Expect::Absent)])
+            .await
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Conflict { .. }), "{e}");
+        // Breaks none: applied.
+        let r = store.commit(vec![put("b", Expect::Absent)]).await.unwrap();
+        assert_eq!(
+            store
+                .get(Kind::Node, "b")
+                .await
+                .unwrap()
+                .unwrap()
+                .mod_revision,
+            r
+        );
+        // Someone else's marker value (another process on the prefix): refused, nothing written.
+        c.put(store.commits.key.clone(), "stranger-1", None)
+            .await
+            .unwrap();
+        let e = store
+            .commit(vec![put("c", Expect::Absent)])
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("another hearth-server"), "{e}");
+        assert!(store.get(Kind::Node, "c").await.unwrap().is_none());
     }
 }

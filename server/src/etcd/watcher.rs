@@ -41,6 +41,10 @@ pub async fn follow(
                 Some(
                     WatchOptions::new()
                         .with_prefix()
+                        // A large commit's events come in pieces no larger than etcd's request
+                        // limit, never in one answer over MAX_RESPONSE_BYTES (which would fail
+                        // the stream at the same revision again and again).
+                        .with_fragment()
                         .with_start_revision(i64::try_from(last + 1).unwrap_or(i64::MAX)),
                 ),
             )

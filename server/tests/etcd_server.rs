@@ -194,3 +194,45 @@ async fn server_on_etcd_serves_and_a_second_one_is_refused() {
     };
     assert_eq!(node_b.desired_name().await, Some(second));
 }
+
+/// etcd out of reach for longer than the lock's lease: the server cannot know whether another
+/// has taken the prefix, so it stops (non-zero, saying why) instead of writing on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_loses_its_lock_stops() {
+    let mut cluster = Cluster::start(1);
+    cluster.wait_leader().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut child = command(&state, &cluster.endpoints())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").expect("readable");
+    assert!(first.contains("listening on"), "{first}");
+    std::thread::spawn(move || for _ in lines {});
+    cluster.kill(0);
+    // The lease is 10 s; the bound here only keeps a broken server from hanging the test.
+    let mut status = None;
+    for _ in 0..1200 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the server went on running without its lock");
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("lock's lease"), "{stderr}");
+    assert!(stderr.contains("stopping"), "{stderr}");
+}

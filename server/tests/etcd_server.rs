@@ -1,8 +1,9 @@
 //! The built `hearth-server` binary on a real etcd (`--etcd-endpoints`): it serves apply, enroll
 //! and desired end to end with everything kept in etcd (no database file), a second server on
-//! the same prefix refuses to start and names the one that holds it, and after the first stops
-//! (SIGTERM releases its lock at once) a server with another state directory starts on the same
-//! prefix and finds the fleet.
+//! the same prefix waits longer than the lock's lease, then refuses to start and names the one
+//! that holds it; after the first stops (SIGTERM releases its lock at once) a server with another
+//! state directory starts on the same prefix and finds the fleet, and after a SIGKILL its
+//! restart waits for the dead lock to expire and serves again.
 
 mod common;
 
@@ -191,6 +192,21 @@ async fn server_on_etcd_serves_and_a_second_one_is_refused() {
         base: api_b.base.clone(),
         client: api_b.client.clone(),
         token: node.token.clone(),
+    };
+    assert_eq!(node_b.desired_name().await, Some(second.clone()));
+
+    // SIGKILL: the lock stays until its lease expires; a restart at once waits for it and
+    // serves the same fleet.
+    let mut other = other;
+    other.child.kill().unwrap();
+    other.child.wait().unwrap();
+    drop(other);
+    let again = spawn(&state_b, &endpoints);
+    let api_b = api_for(&state_b, again.port);
+    assert_eq!(names(&api_b.get("/api/v1/nodes").await.json), fleet);
+    let node_b = Api {
+        base: api_b.base.clone(),
+        ..node_b
     };
     assert_eq!(node_b.desired_name().await, Some(second));
 }

@@ -1,8 +1,9 @@
 //! The server's hold on its prefix: hearth-server keeps its fleet in memory and assumes it is
 //! the only writer, so a server on etcd wins an etcd election (`<prefix>_server`, backed by a
-//! lease of [`LOCK_TTL`] seconds kept alive while it runs) before it serves, and a second server
-//! on the same prefix refuses to start, naming the one that holds it. Replicas are not supported
-//! yet.
+//! lease of [`LOCK_TTL`] seconds kept alive while it runs) before it serves. A second server on
+//! the same prefix waits [`CAMPAIGN_WAIT`] (so that a crashed server's lock expires and its
+//! restart goes through) and then refuses to start, naming the one that holds it. Replicas are
+//! not supported yet.
 
 use super::endpoints::{retryable, Endpoints, MAX_ATTEMPTS};
 use super::{EtcdError, EtcdStore};
@@ -12,9 +13,10 @@ use tokio::sync::watch;
 
 /// The lock's lease time: a crashed server's lock is released this long after it died.
 pub const LOCK_TTL: i64 = 10;
-/// How long a start waits for the election when nobody held the lock a moment before (two
-/// servers started at once): the lease time, after which the loser refuses.
-pub const CAMPAIGN_WAIT: Duration = Duration::from_secs(LOCK_TTL as u64);
+/// How long a start waits for the lock before it refuses: a little longer than the lease, so
+/// that the lock of a server that crashed (SIGKILL, power cut) has expired by then and a restart
+/// goes through, while a live holder keeps it.
+pub const CAMPAIGN_WAIT: Duration = Duration::from_secs(LOCK_TTL as u64 + 2);
 
 /// A held lock. Dropping it stops the keep-alive (the lock goes away within [`LOCK_TTL`]);
 /// [`ServerLock::release`] gives it up at once.
@@ -80,7 +82,11 @@ impl ServerLock {
             ttl: LOCK_TTL,
         };
         if let Some(h) = holder(&endpoints, &name).await? {
-            return Err(held(h));
+            tracing::warn!(
+                holder = %h,
+                "etcd prefix {prefix} is held: waiting up to {} s for the lock (a crashed server's expires within {LOCK_TTL} s)",
+                CAMPAIGN_WAIT.as_secs()
+            );
         }
         let lease = endpoints
             .call("grant the lock's lease", |mut c| async move {
@@ -120,7 +126,7 @@ impl ServerLock {
                     });
                 }
                 Err(_) => {
-                    // Somebody else won meanwhile.
+                    // Somebody else holds it and is alive.
                     lock.release().await;
                     let h = holder(&endpoints, &name)
                         .await?

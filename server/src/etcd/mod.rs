@@ -107,7 +107,7 @@ pub enum EtcdError {
     #[error("etcd: {0}")]
     Bound(String),
     /// Another server holds the prefix.
-    #[error("another hearth-server already runs on etcd prefix {prefix} and replicas are not supported yet: it is {holder}. Stop it first, or use another --etcd-prefix (a stopped server releases the prefix at once, a crashed one within {ttl} s)")]
+    #[error("another hearth-server already runs on etcd prefix {prefix} and replicas are not supported yet: it is {holder}. It kept the prefix while this one waited longer than its lock's lease ({ttl} s); stop it first, or use another --etcd-prefix")]
     Held {
         /// The prefix.
         prefix: String,

@@ -42,12 +42,13 @@ async fn leader_killed_commits_go_on_and_a_dead_member_fails_nothing() {
     let mut cluster = Cluster::start(3);
     let leader = cluster.wait_leader().await;
     let endpoints = cluster.endpoints();
-    let store = EtcdStore::connect(&config(endpoints.clone(), "/hearth/"))
-        .await
-        .unwrap();
-    // A second client whose watch stream goes to the leader first: killing it drops the stream.
+    // Both clients talk to the leader first: killing it cuts their connections mid-way (the
+    // commits' and the second client's watch stream).
     let mut leader_first = endpoints.clone();
     leader_first.swap(0, leader);
+    let store = EtcdStore::connect(&config(leader_first.clone(), "/hearth/"))
+        .await
+        .unwrap();
     let watcher = EtcdStore::connect(&config(leader_first, "/hearth/"))
         .await
         .unwrap();

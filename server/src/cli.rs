@@ -70,8 +70,68 @@ pub struct Cli {
     /// waits (to prove that nothing else waits for a render).
     #[arg(long, value_name = "DIR", hide = true)]
     pub test_render_gate: Option<PathBuf>,
+    /// Keep the store on etcd v3 instead of the embedded database: the members' client URLs
+    /// (http:// or https://), comma-separated or repeated. One member that is down does not fail
+    /// requests. The server takes a lock on --etcd-prefix: one server per prefix (replicas are
+    /// not supported yet).
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        env = "HEARTH_ETCD_ENDPOINTS"
+    )]
+    pub etcd_endpoints: Vec<String>,
+    /// The CA certificate (PEM) that signs the etcd members' certificates: needed for https://
+    /// endpoints (TLS), which every endpoint then must be.
+    #[arg(long, value_name = "FILE", requires = "etcd_endpoints")]
+    pub etcd_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for etcd members that require one (with --etcd-key).
+    #[arg(long, value_name = "FILE", requires_all = ["etcd_endpoints", "etcd_key"])]
+    pub etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["etcd_endpoints", "etcd_cert"])]
+    pub etcd_key: Option<PathBuf>,
+    /// The key prefix of everything this server keeps in etcd (starts and ends with '/').
+    #[arg(long, value_name = "PREFIX", default_value = crate::etcd::DEFAULT_PREFIX)]
+    pub etcd_prefix: String,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The etcd settings from the flags (`None`: the embedded store).
+pub fn etcd_config(cli: &Cli) -> anyhow::Result<Option<crate::etcd::EtcdConfig>> {
+    use anyhow::Context;
+    if cli.etcd_endpoints.is_empty() {
+        return Ok(None);
+    }
+    let read = |p: &PathBuf, what: &str| {
+        std::fs::read(p).with_context(|| format!("cannot read {what} {}", p.display()))
+    };
+    let tls = if cli.etcd_ca.is_some() || cli.etcd_cert.is_some() {
+        Some(crate::etcd::EtcdTls {
+            ca_pem: cli
+                .etcd_ca
+                .as_ref()
+                .map(|p| read(p, "--etcd-ca"))
+                .transpose()?,
+            identity: match (&cli.etcd_cert, &cli.etcd_key) {
+                (Some(c), Some(k)) => Some((read(c, "--etcd-cert")?, read(k, "--etcd-key")?)),
+                _ => None,
+            },
+        })
+    } else {
+        None
+    };
+    Ok(Some(crate::etcd::EtcdConfig {
+        endpoints: cli
+            .etcd_endpoints
+            .iter()
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect(),
+        prefix: cli.etcd_prefix.clone(),
+        tls,
+    }))
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -217,6 +277,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             token_dir: None,
             metrics_token_sha256: None,
         },
+        etcd: etcd_config(&cli)?,
     };
     if let Some(repo) = &cli.ostree_repo {
         crate::ostree_repo::check(repo).map_err(anyhow::Error::msg)?;
@@ -247,9 +308,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         ],
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let lost = running.lock_lost();
+    let lock_lost = async move {
+        match lost {
+            Some(mut rx) => match rx.wait_for(|l| l.is_some()).await {
+                Ok(reason) => reason.clone().unwrap_or_default(),
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+        reason = lock_lost => {
+            // Another server may hold the prefix by now: this one must not write any more.
+            let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
+            running.shutdown().await;
+            anyhow::bail!("{reason}: stopping (replicas are not supported yet; start again when etcd is reachable)");
+        }
     }
     tracing::info!("stopping");
     let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);

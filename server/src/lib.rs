@@ -2,6 +2,8 @@
 //!
 //! - [`store`]: the store trait (get, list, atomic commit with compare-and-swap, watch) and its
 //!   embedded implementation on a `redb` database file.
+//! - [`etcd`]: the store on etcd v3 (`--etcd-endpoints`) and the server's lock on its prefix;
+//!   [`backend`]: either store behind one type.
 //! - [`records`], [`fleet`]: the stored documents, and the fleet decoded in memory (reads never
 //!   touch the store).
 //! - [`controller`], [`rollout`]: rendering with `hearth-config`, pool targets, desired configs
@@ -15,10 +17,12 @@
 //! See `docs/server.md` and `docs/api.md`.
 pub mod api;
 pub mod app;
+pub mod backend;
 pub mod bounds;
 pub mod cli;
 pub mod controller;
 pub mod error;
+pub mod etcd;
 pub mod firstboot;
 pub mod fleet;
 pub mod http;

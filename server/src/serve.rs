@@ -1,6 +1,9 @@
 //! Starting the server: the state directory, the store, the TLS listener.
 
 use crate::app::{App, Options};
+use crate::backend::Backend;
+use crate::etcd::lock::ServerLock;
+use crate::etcd::{EtcdConfig, EtcdStore};
 use crate::http;
 use crate::limits;
 use crate::pki::{self, Layout};
@@ -28,6 +31,8 @@ pub struct Config {
     pub sans: Vec<String>,
     /// Everything else.
     pub options: Options,
+    /// Keep the store on etcd instead of the embedded database (`--etcd-endpoints`).
+    pub etcd: Option<EtcdConfig>,
 }
 
 /// A running server.
@@ -36,7 +41,7 @@ pub struct Running {
     /// The address it listens on.
     pub addr: SocketAddr,
     /// Its state.
-    pub app: Arc<App<RedbStore>>,
+    pub app: Arc<App<Backend>>,
     /// Where its files are.
     pub layout: Layout,
     /// True when this start created the CA (first start).
@@ -47,6 +52,7 @@ pub struct Running {
     pub ca_fingerprint: String,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    lock: Option<ServerLock>,
 }
 
 impl Running {
@@ -58,10 +64,21 @@ impl Running {
         format!("https://localhost:{}", self.addr.port())
     }
 
-    /// Stops accepting, cuts open connections and closes the store.
+    /// Stops accepting, cuts open connections and closes the store (on etcd: gives up the
+    /// server lock at once, so that another server may start).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        if let Some(lock) = self.lock {
+            lock.release().await;
+        }
+    }
+
+    /// On etcd: changes to `Some(reason)` when the server lock is lost (etcd was out of reach
+    /// for longer than the lock's lease); the server must stop then. `None` on the embedded
+    /// store.
+    pub fn lock_lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        self.lock.as_ref().map(|l| l.lost())
     }
 
     /// How to use this server, for people (printed at first start).
@@ -128,7 +145,26 @@ pub async fn start(config: Config) -> Result<Running> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let store = RedbStore::open(&layout.database())?;
+    let (store, lock) = match &config.etcd {
+        None => (
+            Backend::Embedded(RedbStore::open(&layout.database())?),
+            None,
+        ),
+        Some(etcd) => {
+            let store = EtcdStore::connect(etcd).await?;
+            let who = format!(
+                "hearth-server pid {} on {}, listening on {addr}, state directory {}, since {}",
+                std::process::id(),
+                pki::hostname(),
+                layout.dir.display(),
+                crate::time::rfc3339(crate::time::now())
+            );
+            let lock = ServerLock::acquire(&store, &who).await?;
+            store.remove_stale_markers().await?;
+            tracing::info!(endpoints = ?etcd.endpoints, prefix = %etcd.prefix, "the store is on etcd; this server holds its lock");
+            (Backend::Etcd(store), Some(lock))
+        }
+    };
     let mut options = config.options.clone();
     options.token_dir = Some(layout.dir.join("tokens"));
     options.metrics_token_sha256 = Some(pki::token_hash(&pki::metrics_token(&layout)?));
@@ -273,5 +309,6 @@ pub async fn start(config: Config) -> Result<Running> {
         ca_fingerprint: init.tls.ca_fingerprint.clone(),
         shutdown,
         task,
+        lock,
     })
 }

@@ -371,7 +371,7 @@ impl Store for RedbStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn put(kind: Kind, name: &str, value: &str, expect: Expect) -> Op {
@@ -383,59 +383,187 @@ mod tests {
         }
     }
 
+    fn conflict(e: StoreError) -> (Kind, String, Expect, Option<u64>) {
+        match e {
+            StoreError::Conflict {
+                kind,
+                name,
+                expected,
+                found,
+            } => (kind, name, expected, found),
+            e => panic!("expected a conflict, got {e}"),
+        }
+    }
+
+    /// What every store promises (run against the embedded store and against a real etcd):
+    /// revisions grow with each commit and are the objects' revisions, preconditions are
+    /// checked atomically and a failed one changes nothing and says what it found, kinds do not
+    /// leak into each other, deletes, and the watch ticks on commits.
+    pub(crate) async fn contract<S: Store>(s: &S) {
+        let base = s.revision();
+        let mut w = s.watch();
+        w.borrow_and_update();
+        let r1 = s
+            .commit(vec![
+                put(Kind::Node, "a", "1", Expect::Absent),
+                put(Kind::Pool, "a", "p", Expect::Any),
+            ])
+            .await
+            .unwrap();
+        assert!(r1 > base, "{r1} > {base}");
+        assert!(s.revision() >= r1);
+        assert!(w.has_changed().unwrap());
+        assert!(*w.borrow_and_update() >= r1);
+        let a = s.get(Kind::Node, "a").await.unwrap().unwrap();
+        assert_eq!(
+            (a.value.as_slice(), a.create_revision, a.mod_revision),
+            (&b"1"[..], r1, r1)
+        );
+        // A failed precondition changes nothing, and says what it found.
+        let e = s
+            .commit(vec![
+                put(Kind::Node, "b", "x", Expect::Any),
+                put(Kind::Node, "a", "2", Expect::Absent),
+            ])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            conflict(e),
+            (Kind::Node, "a".into(), Expect::Absent, Some(r1))
+        );
+        assert!(s.get(Kind::Node, "b").await.unwrap().is_none());
+        let r2 = s
+            .commit(vec![put(Kind::Node, "a", "2", Expect::Revision(r1))])
+            .await
+            .unwrap();
+        assert!(r2 > r1);
+        let a = s.get(Kind::Node, "a").await.unwrap().unwrap();
+        assert_eq!(
+            (a.value.as_slice(), a.create_revision, a.mod_revision),
+            (&b"2"[..], r1, r2)
+        );
+        // A stale revision, and a revision on a missing object.
+        let e = s
+            .commit(vec![put(Kind::Node, "a", "3", Expect::Revision(r1))])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            conflict(e),
+            (Kind::Node, "a".into(), Expect::Revision(r1), Some(r2))
+        );
+        let e = s
+            .commit(vec![Op::Delete {
+                kind: Kind::Node,
+                name: "c".into(),
+                expect: Expect::Revision(r2),
+            }])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            conflict(e),
+            (Kind::Node, "c".into(), Expect::Revision(r2), None)
+        );
+        assert_eq!(s.get(Kind::Node, "a").await.unwrap().unwrap().value, b"2");
+        // Kinds do not leak into each other's listing; names come back whole and sorted.
+        s.commit(vec![
+            put(Kind::Node, "b", "3", Expect::Any),
+            put(Kind::Node, "a.b-c", "4", Expect::Absent),
+        ])
+        .await
+        .unwrap();
+        let nodes: Vec<String> = s
+            .list(Kind::Node)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(nodes, ["a", "a.b-c", "b"]);
+        let pools = s.list(Kind::Pool).await.unwrap();
+        assert_eq!(pools.len(), 1);
+        assert_eq!(pools[0].1.value, b"p");
+        assert!(s.list(Kind::Event).await.unwrap().is_empty());
+        // Deletes: a missing object under Any is not an error.
+        let before = s.revision();
+        let r3 = s
+            .commit(vec![
+                Op::Delete {
+                    kind: Kind::Node,
+                    name: "b".into(),
+                    expect: Expect::Any,
+                },
+                Op::Delete {
+                    kind: Kind::Node,
+                    name: "never".into(),
+                    expect: Expect::Any,
+                },
+            ])
+            .await
+            .unwrap();
+        assert!(r3 > before);
+        assert!(s.get(Kind::Node, "b").await.unwrap().is_none());
+        assert_eq!(s.list(Kind::Node).await.unwrap().len(), 2);
+        // An empty commit changes nothing.
+        assert_eq!(s.commit(Vec::new()).await.unwrap(), s.revision());
+        assert!(*w.borrow_and_update() >= r3);
+    }
+
     #[tokio::test]
-    async fn revisions_cas_and_persistence() {
+    async fn contract_embedded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RedbStore::open(&dir.path().join("db.redb")).unwrap();
+        contract(&s).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn contract_etcd() {
+        let cluster = crate::etcd::test_cluster::Cluster::start(1);
+        cluster.wait_leader().await;
+        let s = crate::etcd::EtcdStore::connect(&crate::etcd::EtcdConfig {
+            endpoints: cluster.endpoints(),
+            prefix: "/contract/".into(),
+            tls: None,
+        })
+        .await
+        .unwrap();
+        contract(&s).await;
+        // Nothing outside the prefix but the commit markers.
+        let mut c = etcd_client::Client::connect(cluster.endpoints(), None)
+            .await
+            .unwrap();
+        let all = c
+            .get("", Some(etcd_client::GetOptions::new().with_all_keys()))
+            .await
+            .unwrap();
+        for kv in all.kvs() {
+            let k = String::from_utf8_lossy(kv.key());
+            assert!(
+                k.starts_with("/contract/nodes/")
+                    || k.starts_with("/contract/pools/")
+                    || k.starts_with("/contract/_commits/"),
+                "{k}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn revisions_and_persistence() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.redb");
         {
             let s = RedbStore::open(&path).unwrap();
             assert_eq!(s.revision(), 0);
-            let mut w = s.watch();
             let r1 = s
-                .commit(vec![
-                    put(Kind::Node, "a", "1", Expect::Absent),
-                    put(Kind::Pool, "a", "p", Expect::Any),
-                ])
+                .commit(vec![put(Kind::Node, "a", "1", Expect::Absent)])
                 .await
                 .unwrap();
             assert_eq!(r1, 1);
-            assert!(w.has_changed().unwrap());
-            assert_eq!(*w.borrow_and_update(), 1);
-            // A failed precondition changes nothing.
-            let e = s
-                .commit(vec![
-                    put(Kind::Node, "b", "x", Expect::Any),
-                    put(Kind::Node, "a", "2", Expect::Absent),
-                ])
-                .await
-                .unwrap_err();
-            assert!(
-                matches!(e, StoreError::Conflict { found: Some(1), .. }),
-                "{e}"
-            );
-            assert!(s.get(Kind::Node, "b").await.unwrap().is_none());
-            let r2 = s
-                .commit(vec![put(Kind::Node, "a", "2", Expect::Revision(1))])
-                .await
-                .unwrap();
-            let a = s.get(Kind::Node, "a").await.unwrap().unwrap();
-            assert_eq!(
-                (a.value.as_slice(), a.create_revision, a.mod_revision),
-                (&b"2"[..], 1, r2)
-            );
-            // Kinds do not leak into each other's listing.
-            s.commit(vec![put(Kind::Node, "b", "3", Expect::Any)])
-                .await
-                .unwrap();
-            let nodes: Vec<String> = s
-                .list(Kind::Node)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
-            assert_eq!(nodes, ["a", "b"]);
-            assert_eq!(s.list(Kind::Pool).await.unwrap().len(), 1);
+            s.commit(vec![
+                put(Kind::Node, "b", "2", Expect::Any),
+                put(Kind::Pool, "p", "3", Expect::Any),
+            ])
+            .await
+            .unwrap();
             s.commit(vec![Op::Delete {
                 kind: Kind::Node,
                 name: "b".into(),
@@ -445,7 +573,7 @@ mod tests {
             .unwrap();
         }
         let s = RedbStore::open(&path).unwrap();
-        assert_eq!(s.revision(), 4);
+        assert_eq!(s.revision(), 3);
         assert_eq!(s.list(Kind::Node).await.unwrap().len(), 1);
         assert!(s.get(Kind::Node, "b").await.unwrap().is_none());
     }

@@ -29,6 +29,7 @@ pub fn setup() -> Env {
             listen: "127.0.0.1:0".parse().unwrap(),
             sans: vec!["localhost".into(), "127.0.0.1".into()],
             options: Default::default(),
+            etcd: None,
         }))
         .unwrap();
     let url = format!("https://127.0.0.1:{}", server.addr.port());

@@ -35,7 +35,7 @@ _hearth__server() {
 
     case "${cmd}" in
         hearth__server)
-            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --help --version issue-admin-cert help"
+            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --etcd-endpoints --etcd-ca --etcd-cert --etcd-key --etcd-prefix --help --version issue-admin-cert help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -86,6 +86,26 @@ _hearth__server() {
                     return 0
                     ;;
                 --test-render-gate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-endpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --etcd-prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_hearth_server_global_optspecs
-    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= h/help V/version
+    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= etcd-endpoints= etcd-ca= etcd-cert= etcd-key= etcd-prefix= h/help V/version
 end
 
 function __fish_hearth_server_needs_command
@@ -36,6 +36,11 @@ complete -c hearth-server -n "__fish_hearth_server_needs_command" -l window-cloc
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l bootstrap-token-ttl -d 'How long a bootstrap token is valid unless told otherwise: the built-in pools\' tokens made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l serve-agent -d 'Serve the agent to first-booting machines: DIR holds `hearth-agent` (and, for ostree hosts, `hearth-ostree-helper`); every first-boot config writes them to /usr/local/bin, checked against their sha512, with the agent\'s unit. A stock OS image then needs only the pointer Ignition config. Read at start: restart the server to serve new binaries' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l test-render-gate -d 'For tests only (hidden): while DIR/hold exists, every render writes DIR/rendering and waits (to prove that nothing else waits for a render)' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-endpoints -d 'Keep the store on etcd v3 instead of the embedded database: the members\' client URLs (http:// or https://), comma-separated or repeated. One member that is down does not fail requests. The server takes a lock on --etcd-prefix: one server per prefix (replicas are not supported yet)' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-ca -d 'The CA certificate (PEM) that signs the etcd members\' certificates: needed for https:// endpoints (TLS), which every endpoint then must be' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-cert -d 'A client certificate (PEM) for etcd members that require one (with --etcd-key)' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-prefix -d 'The key prefix of everything this server keeps in etcd (starts and ends with \'/\')' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s h -l help -d 'Print help'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s V -l version -d 'Print version'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -f -a "issue-admin-cert" -d 'Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`. The server need not be stopped; it keeps no copy'

@@ -49,6 +49,7 @@ pub async fn start(dir: &Path, options: Options) -> Running {
         listen: "127.0.0.1:0".parse().unwrap(),
         sans: vec!["localhost".into(), "127.0.0.1".into()],
         options,
+        etcd: None,
     })
     .await
     .expect("server starts")

@@ -1,0 +1,52 @@
+//! The store the server runs on: the embedded database (the default) or etcd
+//! (`--etcd-endpoints`), behind one type so that the rest of the server is the same for both.
+
+use crate::etcd::EtcdStore;
+use crate::store::{Kind, Op, RedbStore, Store, StoreError, Versioned};
+use tokio::sync::watch;
+
+/// One of the two stores.
+#[derive(Debug)]
+pub enum Backend {
+    /// The embedded `redb` file in the state directory.
+    Embedded(RedbStore),
+    /// etcd v3.
+    Etcd(EtcdStore),
+}
+
+impl Store for Backend {
+    async fn get(&self, kind: Kind, name: &str) -> Result<Option<Versioned>, StoreError> {
+        match self {
+            Backend::Embedded(s) => s.get(kind, name).await,
+            Backend::Etcd(s) => s.get(kind, name).await,
+        }
+    }
+
+    async fn list(&self, kind: Kind) -> Result<Vec<(String, Versioned)>, StoreError> {
+        match self {
+            Backend::Embedded(s) => s.list(kind).await,
+            Backend::Etcd(s) => s.list(kind).await,
+        }
+    }
+
+    async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {
+        match self {
+            Backend::Embedded(s) => s.commit(ops).await,
+            Backend::Etcd(s) => s.commit(ops).await,
+        }
+    }
+
+    fn revision(&self) -> u64 {
+        match self {
+            Backend::Embedded(s) => s.revision(),
+            Backend::Etcd(s) => s.revision(),
+        }
+    }
+
+    fn watch(&self) -> watch::Receiver<u64> {
+        match self {
+            Backend::Embedded(s) => s.watch(),
+            Backend::Etcd(s) => s.watch(),
+        }
+    }
+}

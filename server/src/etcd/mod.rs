@@ -1,0 +1,424 @@
+//! The store on etcd v3: [`EtcdStore`] implements [`Store`] with `etcd-client`.
+//!
+//! - Objects live at `<prefix><kind>/<name>` (prefix `/hearth/` unless configured); the value is
+//!   the document itself, so `etcdctl get --prefix /hearth/` shows them as they are.
+//! - The store revision is etcd's revision, and an object's `create_revision`/`mod_revision`
+//!   are etcd's own.
+//! - A commit is one etcd transaction whose compares are the preconditions (`Absent`:
+//!   `create_revision == 0`; `Revision(r)`: `mod_revision == r`); on failure the transaction
+//!   reads the keys back and the commit reports the [`StoreError::Conflict`] it found. Each commit
+//!   also writes this store's commit marker (`<prefix>_commits/<instance>`, compared on its
+//!   `mod_revision`), which makes it exactly-once: a commit whose answer was lost is sent again,
+//!   and the marker tells whether the first attempt was applied (`commit.rs`).
+//! - [`Store::watch`] follows an etcd prefix watch, so it ticks on commits made by any client
+//!   (`watcher.rs`); a compaction or a dropped stream restarts it from the last revision seen.
+//! - Every member is a separate connection with a health probe (`endpoints.rs`): a dead member
+//!   in the endpoint list costs no failed request.
+//! - What is read from etcd is bounded: [`MAX_VALUE_BYTES`] per object, [`MAX_LIST_OBJECTS`]
+//!   and [`MAX_LIST_BYTES`] per kind, [`MAX_RESPONSE_BYTES`] per answer.
+
+mod commit;
+mod endpoints;
+pub mod lock;
+#[cfg(test)]
+pub(crate) mod test_cluster;
+mod watcher;
+
+pub use endpoints::{Endpoints, CALL_TIMEOUT, MAX_ATTEMPTS, PROBE_INTERVAL};
+
+use crate::store::{Kind, Op, Store, StoreError, Versioned};
+use etcd_client::{Certificate, ConnectOptions, GetOptions, Identity, KeyValue, TlsOptions};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The key prefix unless `--etcd-prefix` says otherwise.
+pub const DEFAULT_PREFIX: &str = "/hearth/";
+/// The largest object read or written (64 MiB, the largest apply body: a document can be no
+/// bigger). etcd's own `--max-request-bytes` (1.5 MiB by default) is usually lower: raise it.
+pub const MAX_VALUE_BYTES: usize = crate::limits::MAX_APPLY_BODY;
+/// The largest answer accepted from etcd (one object and its envelope, or one page of a list).
+pub const MAX_RESPONSE_BYTES: usize = MAX_VALUE_BYTES + (1 << 20);
+/// The most objects of one kind a list reads (more is an error naming the kind).
+pub const MAX_LIST_OBJECTS: usize = 1_000_000;
+/// The most bytes of values of one kind a list reads (2 GiB).
+pub const MAX_LIST_BYTES: usize = 2 << 30;
+/// Keys per page of a list (halved down to 1 while a page exceeds [`MAX_RESPONSE_BYTES`]).
+const PAGE_KEYS: i64 = 500;
+
+/// How to reach etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdConfig {
+    /// Client URLs (`http://` or `https://`), one per member.
+    pub endpoints: Vec<String>,
+    /// Key prefix; must start and end with `/`.
+    pub prefix: String,
+    /// TLS: the CA that signs the members' certificates (PEM) and a client certificate and key.
+    pub tls: Option<EtcdTls>,
+}
+
+/// TLS to etcd.
+#[derive(Clone, Default)]
+pub struct EtcdTls {
+    /// CA certificates (PEM) that sign the members' serving certificates (required: no system
+    /// roots are used).
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and private key (PEM), for members that require client certs.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_cert", &self.identity.is_some())
+            .finish()
+    }
+}
+
+/// Errors of the etcd backend.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    /// The configuration is wrong (a bad URL, prefix or certificate).
+    #[error("etcd: {0}")]
+    Config(String),
+    /// etcd refused a request (retrying would not help).
+    #[error("etcd: {what} failed at {endpoint}: {message}")]
+    Request {
+        /// The operation.
+        what: String,
+        /// The member.
+        endpoint: String,
+        /// etcd's answer (with a hint when it is a limit of etcd's).
+        message: String,
+    },
+    /// No member answered.
+    #[error("etcd: {what} failed on every member ({attempts} attempts); last: {last}")]
+    Unavailable {
+        /// The operation.
+        what: String,
+        /// Attempts made.
+        attempts: usize,
+        /// The last failure.
+        last: String,
+    },
+    /// Something read from etcd is over a limit or malformed.
+    #[error("etcd: {0}")]
+    Bound(String),
+    /// Another server holds the prefix.
+    #[error("another hearth-server already runs on etcd prefix {prefix} and replicas are not supported yet: it is {holder}. It kept the prefix while this one waited longer than its lock's lease ({ttl} s); stop it first, or use another --etcd-prefix")]
+    Held {
+        /// The prefix.
+        prefix: String,
+        /// Who holds it (what it wrote into its lock).
+        holder: String,
+        /// The lock's lease time (s).
+        ttl: i64,
+    },
+}
+
+impl From<EtcdError> for StoreError {
+    fn from(e: EtcdError) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+/// Adds what to do to etcd's answers that are limits of etcd's own configuration.
+pub(crate) fn hint(message: String) -> String {
+    if message.contains("too many operations in txn request") {
+        format!("{message} (start etcd with a larger --max-txn-ops, e.g. 10000: one commit can touch every node)")
+    } else if message.contains("request is too large") {
+        format!("{message} (start etcd with a larger --max-request-bytes, e.g. 67108864)")
+    } else {
+        message
+    }
+}
+
+/// The store on etcd.
+pub struct EtcdStore {
+    endpoints: Endpoints,
+    prefix: String,
+    commits: commit::Marker,
+    tx: Arc<watch::Sender<u64>>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.endpoints.urls())
+            .field("prefix", &self.prefix)
+            .field("revision", &*self.tx.borrow())
+            .finish()
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+/// The end of the range of keys that start with `prefix` (etcd's `WithPrefix`).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn to_u64(r: i64) -> u64 {
+    u64::try_from(r).unwrap_or(0)
+}
+
+impl EtcdStore {
+    /// Connects (a member that is down does not fail this as long as one answers), reads the
+    /// current revision and starts following the prefix.
+    pub async fn connect(config: &EtcdConfig) -> Result<EtcdStore, EtcdError> {
+        let prefix = &config.prefix;
+        if !prefix.starts_with('/') || !prefix.ends_with('/') || prefix.len() > 256 {
+            return Err(EtcdError::Config(format!(
+                "the key prefix {prefix:?} must start and end with '/' (e.g. {DEFAULT_PREFIX}) and be at most 256 bytes"
+            )));
+        }
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+            .with_keep_alive_while_idle(true)
+            // A member cut off from the others answers "no leader" at once instead of
+            // serving stale reads or holding a watch that never fires.
+            .with_require_leader(true);
+        if let Some(tls) = &config.tls {
+            let mut t = TlsOptions::new();
+            if let Some(ca) = &tls.ca_pem {
+                t = t.ca_certificate(Certificate::from_pem(ca));
+            }
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            options = options.with_tls(t);
+            if let Some(u) = config.endpoints.iter().find(|u| !u.starts_with("https://")) {
+                return Err(EtcdError::Config(format!(
+                    "{u}: with TLS options the endpoints must be https:// URLs"
+                )));
+            }
+        }
+        let has_ca = config.tls.as_ref().is_some_and(|t| t.ca_pem.is_some());
+        if let Some(u) = config.endpoints.iter().find(|u| u.starts_with("https://")) {
+            if !has_ca {
+                return Err(EtcdError::Config(format!(
+                    "{u}: an https:// endpoint needs the CA that signs the members' certificates (--etcd-ca)"
+                )));
+            }
+        }
+        for u in &config.endpoints {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(EtcdError::Config(format!(
+                    "{u}: an etcd endpoint is an http:// or https:// URL (e.g. https://10.0.0.1:2379)"
+                )));
+            }
+        }
+        let endpoints = Endpoints::connect(&config.endpoints, options).await?;
+        let key = format!("{prefix}{}", commit::MARKERS);
+        let revision = {
+            let key = key.clone();
+            let resp = endpoints
+                .call("read the revision", move |mut c| {
+                    let key = key.clone();
+                    async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+                })
+                .await?;
+            to_u64(resp.header().map(|h| h.revision()).unwrap_or(0))
+        };
+        let tx = Arc::new(watch::channel(revision).0);
+        let watcher = tokio::spawn(watcher::follow(
+            endpoints.clone(),
+            prefix.clone(),
+            revision,
+            Arc::downgrade(&tx),
+        ));
+        Ok(EtcdStore {
+            commits: commit::Marker::new(prefix)?,
+            endpoints,
+            prefix: prefix.clone(),
+            tx,
+            watcher,
+        })
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The members.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    fn key(&self, kind: Kind, name: &str) -> String {
+        format!("{}{}/{name}", self.prefix, kind.as_str())
+    }
+
+    fn versioned(&self, kv: &KeyValue) -> Result<Versioned, EtcdError> {
+        if kv.value().len() > MAX_VALUE_BYTES {
+            return Err(EtcdError::Bound(format!(
+                "{} holds {} bytes, more than the {MAX_VALUE_BYTES} an object may have",
+                String::from_utf8_lossy(kv.key()),
+                kv.value().len()
+            )));
+        }
+        Ok(Versioned {
+            value: kv.value().to_vec(),
+            create_revision: to_u64(kv.create_revision()),
+            mod_revision: to_u64(kv.mod_revision()),
+        })
+    }
+
+    /// Records a revision seen in an answer (the watch may not have delivered it yet).
+    fn saw(&self, revision: u64) {
+        self.tx.send_if_modified(|r| {
+            if revision > *r {
+                *r = revision;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Deletes the commit markers of earlier server processes under this prefix (each process
+    /// writes its own; the server calls this once it holds the prefix's lock, so no other
+    /// process's marker is in use).
+    pub async fn remove_stale_markers(&self) -> Result<(), EtcdError> {
+        self.commits.remove_others(&self.endpoints).await
+    }
+}
+
+impl Store for EtcdStore {
+    async fn get(&self, kind: Kind, name: &str) -> Result<Option<Versioned>, StoreError> {
+        let key = self.key(kind, name);
+        let resp = self
+            .endpoints
+            .call("get", move |c| {
+                let key = key.clone();
+                async move {
+                    c.kv_client()
+                        .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                        .get(key, None)
+                        .await
+                }
+            })
+            .await?;
+        Ok(match resp.kvs().first() {
+            Some(kv) => Some(self.versioned(kv)?),
+            None => None,
+        })
+    }
+
+    async fn list(&self, kind: Kind) -> Result<Vec<(String, Versioned)>, StoreError> {
+        let start = format!("{}{}/", self.prefix, kind.as_str());
+        let end = prefix_end(start.as_bytes());
+        let mut out: Vec<(String, Versioned)> = Vec::new();
+        let mut bytes = 0usize;
+        let mut from = start.clone().into_bytes();
+        // Every page is read at the revision of the first, so the list is one snapshot.
+        let mut at: i64 = 0;
+        let mut page = PAGE_KEYS;
+        let mut restarts = 0;
+        loop {
+            let (key, end2) = (from.clone(), end.clone());
+            let got = self
+                .endpoints
+                .call("list", move |c| {
+                    let (key, end) = (key.clone(), end2.clone());
+                    async move {
+                        let mut o = GetOptions::new().with_range(end).with_limit(page);
+                        if at > 0 {
+                            o = o.with_revision(at);
+                        }
+                        c.kv_client()
+                            .max_decoding_message_size(MAX_RESPONSE_BYTES)
+                            .get(key, Some(o))
+                            .await
+                    }
+                })
+                .await;
+            let resp = match got {
+                Ok(r) => r,
+                // One page over the answer limit: smaller pages.
+                Err(EtcdError::Request { message, .. })
+                    if message.contains("message length too large") && page > 1 =>
+                {
+                    page /= 2;
+                    continue;
+                }
+                // The snapshot's revision was compacted between two pages: start again at the
+                // current revision (a few times; then the error is returned).
+                Err(EtcdError::Request { message, .. })
+                    if message.contains("compacted") && at > 0 && restarts < 3 =>
+                {
+                    restarts += 1;
+                    (out, bytes, at) = (Vec::new(), 0, 0);
+                    from = start.clone().into_bytes();
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if at == 0 {
+                at = resp.header().map(|h| h.revision()).unwrap_or(0);
+            }
+            for kv in resp.kvs() {
+                let name = kv.key()[start.len()..].to_vec();
+                let name = String::from_utf8(name).map_err(|_| {
+                    EtcdError::Bound(format!(
+                        "a key under {start} is not UTF-8: {}",
+                        String::from_utf8_lossy(kv.key())
+                    ))
+                })?;
+                bytes += kv.value().len();
+                if out.len() >= MAX_LIST_OBJECTS || bytes > MAX_LIST_BYTES {
+                    return Err(EtcdError::Bound(format!(
+                        "{kind}: more than {MAX_LIST_OBJECTS} objects or {MAX_LIST_BYTES} bytes under {start}"
+                    ))
+                    .into());
+                }
+                out.push((name, self.versioned(kv)?));
+            }
+            match resp.kvs().last() {
+                Some(last) if resp.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        self.saw(to_u64(at));
+        Ok(out)
+    }
+
+    async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {
+        if ops.is_empty() {
+            return Ok(self.revision());
+        }
+        let revision = self
+            .commits
+            .commit(&self.endpoints, &self.prefix, ops)
+            .await?;
+        self.saw(revision);
+        Ok(revision)
+    }
+
+    fn revision(&self) -> u64 {
+        *self.tx.borrow()
+    }
+
+    fn watch(&self) -> watch::Receiver<u64> {
+        self.tx.subscribe()
+    }
+}

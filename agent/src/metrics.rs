@@ -2,22 +2,97 @@
 //! served in the text exposition format on a local TCP address or a unix socket.
 
 use crate::state::State;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{header, Method, Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
 
-/// The agent's counters.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    applies_done: AtomicU64,
-    applies_rebooting: AtomicU64,
-    applies_degraded: AtomicU64,
-    applies_unreconcilable: AtomicU64,
-    drift_events: AtomicU64,
-    drift_reverted: AtomicU64,
-    state: Mutex<Option<State>>,
+/// The media type of the exposition (OpenMetrics text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+/// The agent's counters, in a `prometheus-client` registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    applies: Family<ResultLabel, Counter>,
+    failures: Counter,
+    drift_events: Counter,
+    drift_reverted: Counter,
+    state: Family<StateLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let applies = Family::<ResultLabel, Counter>::default();
+        let failures = Counter::default();
+        let drift_events = Counter::default();
+        let drift_reverted = Counter::default();
+        let state = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "hearth_agent_applies",
+            "Applies, by how they ended",
+            applies.clone(),
+        );
+        registry.register(
+            "hearth_agent_apply_failures",
+            "Applies that ended Degraded or Unreconcilable",
+            failures.clone(),
+        );
+        registry.register(
+            "hearth_agent_drift_events",
+            "Managed paths found changed by hand",
+            drift_events.clone(),
+        );
+        registry.register(
+            "hearth_agent_drift_reverted",
+            "Drifted paths put back",
+            drift_reverted.clone(),
+        );
+        registry.register(
+            "hearth_agent_state",
+            "The node's state (1 for the current one)",
+            state.clone(),
+        );
+        for r in ["done", "rebooting", "degraded", "unreconcilable"] {
+            let _ = applies.get_or_create(&ResultLabel { result: r });
+        }
+        for s in STATES {
+            let _ = state.get_or_create(&StateLabel { state: s.as_str() });
+        }
+        Metrics {
+            registry,
+            applies,
+            failures,
+            drift_events,
+            drift_reverted,
+            state,
+        }
+    }
+}
+
+const STATES: [State; 5] = [
+    State::Done,
+    State::Working,
+    State::Degraded,
+    State::Unreconcilable,
+    State::Rebooting,
+];
 
 /// How an apply ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,91 +110,40 @@ pub enum ApplyResult {
 impl Metrics {
     /// Counts an apply.
     pub fn applied(&self, r: ApplyResult) {
-        let c = match r {
-            ApplyResult::Done => &self.applies_done,
-            ApplyResult::Rebooting => &self.applies_rebooting,
-            ApplyResult::Degraded => &self.applies_degraded,
-            ApplyResult::Unreconcilable => &self.applies_unreconcilable,
+        let result = match r {
+            ApplyResult::Done => "done",
+            ApplyResult::Rebooting => "rebooting",
+            ApplyResult::Degraded => "degraded",
+            ApplyResult::Unreconcilable => "unreconcilable",
         };
-        c.fetch_add(1, Ordering::Relaxed);
+        self.applies.get_or_create(&ResultLabel { result }).inc();
+        if matches!(r, ApplyResult::Degraded | ApplyResult::Unreconcilable) {
+            self.failures.inc();
+        }
     }
 
     /// Counts a drift event.
     pub fn drift(&self, reverted: bool) {
-        self.drift_events.fetch_add(1, Ordering::Relaxed);
+        self.drift_events.inc();
         if reverted {
-            self.drift_reverted.fetch_add(1, Ordering::Relaxed);
+            self.drift_reverted.inc();
         }
     }
 
     /// Records the state.
-    pub fn set_state(&self, s: State) {
-        if let Ok(mut g) = self.state.lock() {
-            *g = Some(s);
+    pub fn set_state(&self, current: State) {
+        for s in STATES {
+            self.state
+                .get_or_create(&StateLabel { state: s.as_str() })
+                .set(i64::from(s == current));
         }
     }
 
-    /// The text exposition.
+    /// The exposition (OpenMetrics text).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP hearth_agent_applies_total Applies, by how they ended."
-        );
-        let _ = writeln!(out, "# TYPE hearth_agent_applies_total counter");
-        for (label, c) in [
-            ("done", &self.applies_done),
-            ("rebooting", &self.applies_rebooting),
-            ("degraded", &self.applies_degraded),
-            ("unreconcilable", &self.applies_unreconcilable),
-        ] {
-            let _ = writeln!(
-                out,
-                "hearth_agent_applies_total{{result=\"{label}\"}} {}",
-                c.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(out, "# HELP hearth_agent_apply_failures_total Applies that ended Degraded or Unreconcilable.");
-        let _ = writeln!(out, "# TYPE hearth_agent_apply_failures_total counter");
-        let failures = self.applies_degraded.load(Ordering::Relaxed)
-            + self.applies_unreconcilable.load(Ordering::Relaxed);
-        let _ = writeln!(out, "hearth_agent_apply_failures_total {failures}");
-        let _ = writeln!(
-            out,
-            "# HELP hearth_agent_drift_events_total Managed paths found changed by hand."
-        );
-        let _ = writeln!(out, "# TYPE hearth_agent_drift_events_total counter");
-        let _ = writeln!(
-            out,
-            "hearth_agent_drift_events_total {}",
-            self.drift_events.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP hearth_agent_drift_reverted_total Drifted paths put back."
-        );
-        let _ = writeln!(out, "# TYPE hearth_agent_drift_reverted_total counter");
-        let _ = writeln!(
-            out,
-            "hearth_agent_drift_reverted_total {}",
-            self.drift_reverted.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP hearth_agent_state The node's state (1 for the current one)."
-        );
-        let _ = writeln!(out, "# TYPE hearth_agent_state gauge");
-        let current = self.state.lock().ok().and_then(|g| *g);
-        for s in [
-            State::Done,
-            State::Working,
-            State::Degraded,
-            State::Unreconcilable,
-            State::Rebooting,
-        ] {
-            let v = u8::from(current == Some(s));
-            let _ = writeln!(out, "hearth_agent_state{{state=\"{s}\"}} {v}");
-        }
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -167,26 +191,53 @@ pub const METRICS_MAX_CONNECTIONS: usize = 16;
 /// How long one scrape (read the request head, write the answer) may take.
 pub const METRICS_EXCHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-async fn respond<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
-    mut stream: S,
+async fn respond<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     metrics: Arc<Metrics>,
 ) {
-    let mut buf = [0u8; 1024];
-    // Read the request head (any path answers with the metrics).
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut buf)).await;
-    let body = metrics.render();
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let metrics = metrics.clone();
+        async move { Ok::<_, std::convert::Infallible>(answer(&req, &metrics)) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
+}
+
+/// `GET /metrics` (or `HEAD`): the exposition; another method 405, another path 404.
+fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let plain = |status: StatusCode, text: &'static str| {
+        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+        *r.status_mut() = status;
+        r
+    };
+    if req.uri().path() != "/metrics" {
+        return plain(StatusCode::NOT_FOUND, "the agent serves /metrics only\n");
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let body = if req.method() == Method::HEAD {
+        Bytes::new()
+    } else {
+        Bytes::from(metrics.render())
+    };
+    let mut r = Response::new(Full::new(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(CONTENT_TYPE),
     );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(body.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn exposition_counts() {
@@ -211,10 +262,24 @@ mod tests {
         m.applied(ApplyResult::Rebooting);
         serve(&format!("unix:{}", sock.display()), m).await.unwrap();
         let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).await.unwrap();
-        assert!(out.starts_with("HTTP/1.1 200 OK"));
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
         assert!(out.contains("hearth_agent_applies_total{result=\"rebooting\"} 1"));
+        assert!(out.trim_end().ends_with("# EOF"), "{out}");
+        // Another path is 404, another method 405.
+        for (req, status) in [
+            ("GET /other HTTP/1.1\r\nHost: x\r\n\r\n", "404"),
+            ("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", "405"),
+        ] {
+            let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            assert!(out.starts_with(&format!("HTTP/1.1 {status}")), "{out}");
+        }
     }
 }

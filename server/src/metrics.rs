@@ -1,23 +1,44 @@
-//! Prometheus metrics in the text exposition format (`GET /metrics`).
+//! Prometheus metrics (`GET /metrics`) through `prometheus-client`, in the OpenMetrics text
+//! format (which Prometheus reads): request counters, long-polls, applies, store commits and
+//! conflicts, and gauges of the fleet (nodes by pool and state) taken at each scrape.
 
 use crate::api::NodeState;
 use crate::fleet::Fleet;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
 
-/// The server's counters.
+/// The media type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    route: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    pool: String,
+    state: String,
+}
+
+/// The server's counters (cheap clones of `prometheus-client` metrics, shared by the
+/// registry each scrape builds).
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    long_polls_waiting: AtomicI64,
-    long_polls: AtomicU64,
-    desired_served: AtomicU64,
-    applies: AtomicU64,
-    commits: AtomicU64,
-    conflicts: AtomicU64,
-    plans_under_lock: AtomicU64,
+    requests: Family<RequestLabels, Counter>,
+    long_polls_waiting: Gauge,
+    long_polls: Counter,
+    desired_served: Counter,
+    applies: Counter,
+    commits: Counter,
+    conflicts: Counter,
+    plans_under_lock: Counter,
 }
 
 /// Decrements the waiting long-polls when dropped.
@@ -26,141 +47,112 @@ pub struct Waiting<'a>(&'a Metrics);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.long_polls_waiting.fetch_sub(1, Ordering::Relaxed);
+        self.0.long_polls_waiting.dec();
     }
 }
 
 impl Metrics {
     /// Counts a request by method, route template and status.
     pub fn request(&self, method: &str, route: &str, status: u16) {
-        if let Ok(mut m) = self.requests.lock() {
-            *m.entry((method.to_string(), route.to_string(), status))
-                .or_default() += 1;
-        }
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: method.to_string(),
+                route: route.to_string(),
+                status: status.to_string(),
+            })
+            .inc();
     }
 
     /// A long-poll starts waiting; it stops when the guard is dropped.
     pub fn waiting(&self) -> Waiting<'_> {
-        self.long_polls.fetch_add(1, Ordering::Relaxed);
-        self.long_polls_waiting.fetch_add(1, Ordering::Relaxed);
+        self.long_polls.inc();
+        self.long_polls_waiting.inc();
         Waiting(self)
     }
 
     /// A desired config was sent.
     pub fn desired_served(&self) {
-        self.desired_served.fetch_add(1, Ordering::Relaxed);
+        self.desired_served.inc();
     }
 
     /// An apply.
     pub fn apply(&self) {
-        self.applies.fetch_add(1, Ordering::Relaxed);
+        self.applies.inc();
     }
 
     /// A store commit.
     pub fn commit(&self) {
-        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.commits.inc();
     }
 
     /// Reboot plans (maintenance windows) that had to be made under the writer lock.
     pub fn plans_under_lock(&self, n: u64) {
-        self.plans_under_lock.fetch_add(n, Ordering::Relaxed);
+        self.plans_under_lock.inc_by(n);
     }
 
     /// A store conflict.
     pub fn conflict(&self) {
-        self.conflicts.fetch_add(1, Ordering::Relaxed);
+        self.conflicts.inc();
     }
 
-    /// The text exposition.
+    /// The exposition (OpenMetrics text).
     pub fn render(&self, fleet: &Fleet) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP hearth_server_http_requests_total HTTP requests by method, route and status.\n# TYPE hearth_server_http_requests_total counter"
+        let mut r = Registry::default();
+        r.register(
+            "hearth_server_http_requests",
+            "HTTP requests by method, route and status",
+            self.requests.clone(),
         );
-        if let Ok(m) = self.requests.lock() {
-            for ((method, route, status), n) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "hearth_server_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
-                    route.replace('\\', "\\\\").replace('"', "\\\"")
-                );
-            }
-        }
-        let gauge = |out: &mut String, name: &str, help: &str, kind: &str, v: i64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-            );
-        };
-        gauge(
-            &mut out,
+        r.register(
             "hearth_server_long_polls_waiting",
-            "Agent long-polls waiting for a change.",
-            "gauge",
-            self.long_polls_waiting.load(Ordering::Relaxed),
+            "Agent long-polls waiting for a change",
+            self.long_polls_waiting.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_long_polls_total",
-            "Agent long-polls that waited.",
-            "counter",
-            self.long_polls.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_long_polls",
+            "Agent long-polls that waited",
+            self.long_polls.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_desired_configs_served_total",
-            "Desired configs sent to agents.",
-            "counter",
-            self.desired_served.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_desired_configs_served",
+            "Desired configs sent to agents",
+            self.desired_served.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_applies_total",
-            "Manifest applies.",
-            "counter",
-            self.applies.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_applies",
+            "Manifest applies",
+            self.applies.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_store_commits_total",
-            "Store commits.",
-            "counter",
-            self.commits.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_store_commits",
+            "Store commits",
+            self.commits.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_store_conflicts_total",
-            "Store commits refused by a compare-and-swap precondition.",
-            "counter",
-            self.conflicts.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_store_conflicts",
+            "Store commits refused by a compare-and-swap precondition",
+            self.conflicts.clone(),
         );
-        gauge(
-            &mut out,
-            "hearth_server_reboot_plans_under_lock_total",
-            "Plans (does an update need a reboot, for maintenance windows) made under the writer lock, which status reports wait for; the rest are made outside it.",
-            "counter",
-            self.plans_under_lock.load(Ordering::Relaxed) as i64,
+        r.register(
+            "hearth_server_reboot_plans_under_lock",
+            "Plans (does an update need a reboot, for maintenance windows) made under the writer lock, which status reports wait for; the rest are made outside it",
+            self.plans_under_lock.clone(),
         );
-        gauge(
-            &mut out,
+        let revision = Gauge::<i64>::default();
+        revision.set(fleet.revision as i64);
+        r.register(
             "hearth_server_store_revision",
-            "The store revision the server serves.",
-            "gauge",
-            fleet.revision as i64,
+            "The store revision the server serves",
+            revision,
         );
-        gauge(
-            &mut out,
+        let rendered = Gauge::<i64>::default();
+        rendered.set(fleet.rendered.len() as i64);
+        r.register(
             "hearth_server_rendered_configs",
-            "Rendered configs kept.",
-            "gauge",
-            fleet.rendered.len() as i64,
+            "Rendered configs kept",
+            rendered,
         );
-        let _ = writeln!(
-            out,
-            "# HELP hearth_server_nodes Nodes by pool and reported state (Unknown: no report yet).\n# TYPE hearth_server_nodes gauge"
-        );
-        let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
         for n in fleet.nodes.values() {
             let pool = n.value.pool.clone().unwrap_or_default();
             let state = n
@@ -176,12 +168,18 @@ impl Metrics {
                 counts.entry((p.clone(), s.to_string())).or_default();
             }
         }
+        let nodes = Family::<NodeLabels, Gauge>::default();
         for ((pool, state), n) in counts {
-            let _ = writeln!(
-                out,
-                "hearth_server_nodes{{pool=\"{pool}\",state=\"{state}\"}} {n}"
-            );
+            nodes.get_or_create(&NodeLabels { pool, state }).set(n);
         }
+        r.register(
+            "hearth_server_nodes",
+            "Nodes by pool and reported state (Unknown: no report yet)",
+            nodes,
+        );
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         out
     }
 }

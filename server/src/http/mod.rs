@@ -183,7 +183,7 @@ async fn metrics<S: Store>(
     Ok((
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            crate::metrics::CONTENT_TYPE,
         )],
         body,
     )

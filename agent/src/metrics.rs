@@ -273,7 +273,10 @@ mod tests {
         // Another path is 404, another method 405.
         for (req, status) in [
             ("GET /other HTTP/1.1\r\nHost: x\r\n\r\n", "404"),
-            ("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", "405"),
+            (
+                "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+                "405",
+            ),
         ] {
             let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
             s.write_all(req.as_bytes()).await.unwrap();

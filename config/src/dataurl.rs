@@ -1,5 +1,11 @@
 //! `data:` URLs (RFC 2397) as Ignition uses them for inline file contents: base64 or
 //! percent-encoded, optionally gzip-compressed (Ignition's `compression: gzip`).
+//!
+//! The split into media type and data is written here on purpose, not taken from the `data-url`
+//! crate: that one follows the WHATWG fetch standard, while Ignition reads RFC 2397 as Go's
+//! `vincent-petithory/dataurl` does, and hearth must accept and decode exactly what Ignition will
+//! write at first boot. The decoding itself is the `base64` crate and `flate2` (percent-decoding
+//! is a short loop), with the output bounded ([`MAX_DECODED_BYTES`]) before it is allocated.
 
 use base64::Engine;
 use std::io::Read;

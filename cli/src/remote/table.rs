@@ -3,6 +3,7 @@
 
 use crate::term::escape;
 use serde_json::Value;
+use unicode_width::UnicodeWidthStr;
 
 /// Seconds since the epoch of an RFC 3339 time as the server writes it
 /// (`2026-11-22T08:00:00Z`; any offset is read, through `jiff`); none for a time before the
@@ -80,7 +81,10 @@ pub(super) fn yes(b: bool) -> String {
 
 /// Column widths for rows printed as `kubectl` prints them: left-aligned, three spaces apart.
 /// `get -w` keeps one for the rows it prints later (a wider cell widens its column from then
-/// on).
+/// on), which is why this is not `tabwriter` (Go's text/tabwriter, kubectl's): that one aligns
+/// only what it buffered before a flush. Cells are escaped first and measured in terminal
+/// columns (`unicode-width`: a CJK character takes two), so that a node's control characters or
+/// wide names cannot break the alignment.
 pub(super) struct Table {
     widths: Vec<usize>,
 }
@@ -99,7 +103,7 @@ impl Table {
 
     fn fit<S: AsRef<str>>(&mut self, cells: &[S]) {
         for (i, c) in cells.iter().enumerate() {
-            let n = c.as_ref().chars().count();
+            let n = UnicodeWidthStr::width(&*escape(c.as_ref()));
             match self.widths.get_mut(i) {
                 Some(w) => *w = (*w).max(n),
                 None => self.widths.push(n),
@@ -109,16 +113,23 @@ impl Table {
 
     /// Prints one row (escaped: cells may come from nodes).
     pub(super) fn print<S: AsRef<str>>(&mut self, cells: &[S]) {
+        let line = self.line(cells);
+        crate::outln!("{line}");
+    }
+
+    /// One row as printed.
+    fn line<S: AsRef<str>>(&mut self, cells: &[S]) -> String {
         self.fit(cells);
         let mut out = String::new();
         for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(c.as_ref());
-            } else {
-                out.push_str(&format!("{:<w$}   ", c.as_ref(), w = self.widths[i]));
+            let cell = escape(c.as_ref());
+            out.push_str(&cell);
+            if i + 1 < cells.len() {
+                let pad = self.widths[i].saturating_sub(UnicodeWidthStr::width(&*cell));
+                out.push_str(&" ".repeat(pad + 3));
             }
         }
-        crate::outln!("{}", escape(out.trim_end()));
+        out.trim_end().to_string()
     }
 }
 
@@ -141,6 +152,27 @@ pub(super) fn items(v: &Value) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_align_in_terminal_columns_after_escaping() {
+        let rows = vec![
+            vec!["w\x1b[31m0".to_string(), "Done".to_string()],
+            vec!["节点一".to_string(), "Degraded".to_string()],
+        ];
+        let mut t = Table::new(&["NAME", "STATE"], &rows);
+        let lines: Vec<String> = std::iter::once(t.line(&["NAME", "STATE"]))
+            .chain(rows.iter().map(|r| t.line(r)))
+            .collect();
+        // The escaped name is the widest cell: every STATE starts in the same column.
+        let col = |l: &str, s: &str| UnicodeWidthStr::width(&l[..l.find(s).unwrap()]);
+        assert_eq!(col(&lines[0], "STATE"), col(&lines[1], "Done"), "{lines:?}");
+        assert_eq!(
+            col(&lines[0], "STATE"),
+            col(&lines[2], "Degraded"),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("w\\x1b[31m0"), "{lines:?}");
+    }
 
     #[test]
     fn times_and_ages() {

@@ -180,12 +180,5 @@ async fn metrics<S: Store>(
     _: MetricsReader,
 ) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            crate::metrics::CONTENT_TYPE,
-        )],
-        body,
-    )
-        .into_response())
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
 }

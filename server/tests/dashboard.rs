@@ -297,10 +297,11 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
         .await;
     let text = browser
         .wait_text("the diff of two renders", |t| {
-            t.contains("Pool worker") && t.contains("/etc/hearth-test-60-next")
+            // The diff arrives after the rendered config: wait for it, not for the config.
+            t.contains("Pool worker") && t.contains("+++ rendered-worker-")
         })
         .await;
-    assert!(text.contains("+++ rendered-worker-"), "{text}");
+    assert!(text.contains("\"path\": \"/etc/hearth-test-60-next\""), "{text}");
     browser.screenshot("dashboard-pool-diff.png").await;
     s.shutdown().await;
 }

@@ -13,6 +13,7 @@
 mod common;
 
 mod access;
+mod actions;
 mod firstboot_node;
 mod holds;
 mod manifests;

@@ -211,6 +211,32 @@ fn a_failed_action_under_degrade_rolls_the_apply_back_and_names_the_action() {
     assert_eq!(status(root.path())["state"], "Degraded");
 }
 
+#[test]
+fn a_failed_before_files_action_under_degrade_stops_the_apply_before_any_file() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "rendered-worker-1",
+        "  - name: prep\n    when: BeforeFiles\n    script: 'false'\n  - name: after\n    script: |\n      echo run >> \"$HEARTH_ROOT/runs-after\"\n",
+    );
+    let out = apply(root.path(), &cfg, &[]);
+    assert!(!out.status.success(), "{out:?}");
+    let s = status(root.path());
+    assert_eq!(s["state"], "Degraded", "{s}");
+    let reason = s["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("action prep (BeforeFiles) of rendered-worker-1 failed with exit status 1"),
+        "{reason}"
+    );
+    assert!(!root.path().join("etc/app.conf").exists());
+    assert_eq!(runs(root.path(), "after"), 0);
+    assert_eq!(
+        action_status(&s, "rendered-worker-1", "prep")["outcome"],
+        "Failed"
+    );
+}
+
 /// Whether process `pid` is gone (or a zombie nobody reaped: it runs nothing).
 fn gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -280,6 +280,35 @@ fn an_action_past_its_timeout_is_killed_with_its_process_group() {
     assert!(!root.path().join("etc/app.conf").exists());
 }
 
+/// A process that leaves the action's process group (a daemon it starts) and keeps its output
+/// open does not hold the apply: the output so far is kept, and the apply goes on.
+#[test]
+fn a_process_left_behind_outside_the_group_does_not_hold_the_apply() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "rendered-worker-1",
+        "  - name: daemonize\n    script: |\n      echo started\n      setsid sh -c 'echo $$ > \"$HEARTH_ROOT/daemon.pid\"; exec sleep 300' &\n      while [ ! -s \"$HEARTH_ROOT/daemon.pid\" ]; do sleep 0.1; done\n",
+    );
+    let out = apply(root.path(), &cfg, &[]);
+    let pid: i32 = std::fs::read_to_string(root.path().join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+    assert!(out.status.success(), "{out:?}");
+    let s = status(root.path());
+    let run = action_status(&s, "rendered-worker-1", "daemonize");
+    assert_eq!(run["outcome"], "Succeeded");
+    let tail = run["outputTail"].as_str().unwrap();
+    assert!(
+        tail.starts_with("started\n") && tail.contains("stopped reading"),
+        "{tail}"
+    );
+}
+
 /// The agent is killed (`kill -9`) while an action runs: the journal says it started, so the
 /// next apply never runs it again; it reports it interrupted and follows its policy.
 #[test]

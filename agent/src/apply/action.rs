@@ -30,6 +30,7 @@ use nix::unistd::Pid;
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
@@ -234,7 +235,8 @@ impl Agent {
         };
         let pgid = child.id().map(|id| Pid::from_raw(id as i32));
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let reader = tokio::spawn(read_tail(stdout, stderr));
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        let mut reader = tokio::spawn(read_tail(stdout, stderr, Arc::clone(&tail)));
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (status.ok(), false),
             Err(_) => {
@@ -250,10 +252,18 @@ impl Agent {
         if let Some(p) = pgid {
             let _ = killpg(p, Signal::SIGKILL);
         }
-        let tail = match tokio::time::timeout(DRAIN_AFTER_EXIT, reader).await {
-            Ok(Ok(t)) => t,
-            _ => String::from("[output unavailable: a process that left the action's process group holds it open]"),
-        };
+        let drained = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut reader)
+            .await
+            .is_ok();
+        if !drained {
+            // A process that left the action's process group holds the output open: keep
+            // what came so far.
+            reader.abort();
+        }
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner()).text();
+        if !drained {
+            tail.push_str("\n[hearth-agent: stopped reading: a process that left the action's process group holds its output open]");
+        }
         let _ = self.root.remove(&script);
         let (exit_status, signal) = match status {
             Some(s) => (s.code(), s.signal()),
@@ -292,20 +302,39 @@ fn prune(records: &mut Vec<ActionRun>, config: &str) {
     });
 }
 
-/// Reads both pipes to their end, keeping the last [`MAX_OUTPUT_TAIL`] bytes of both together in
-/// the order they came; says how much was left out before.
+/// The end of an action's output: at most [`MAX_OUTPUT_TAIL`] bytes, and how many came before.
+#[derive(Debug, Default)]
+struct Tail {
+    bytes: VecDeque<u8>,
+    dropped: u64,
+}
+
+impl Tail {
+    fn keep(&mut self, chunk: &[u8]) {
+        self.bytes.extend(chunk);
+        let excess = self.bytes.len().saturating_sub(MAX_OUTPUT_TAIL);
+        self.bytes.drain(..excess);
+        self.dropped += excess as u64;
+    }
+
+    fn text(&self) -> String {
+        let bytes: Vec<u8> = self.bytes.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        if self.dropped > 0 {
+            format!("[... {} bytes before] {text}", self.dropped)
+        } else {
+            text.into_owned()
+        }
+    }
+}
+
+/// Reads both pipes to their end into `tail`, in the order the output came.
 async fn read_tail(
     mut stdout: Option<tokio::process::ChildStdout>,
     mut stderr: Option<tokio::process::ChildStderr>,
-) -> String {
-    let mut tail: VecDeque<u8> = VecDeque::with_capacity(MAX_OUTPUT_TAIL);
-    let mut dropped: u64 = 0;
-    let mut keep = |bytes: &[u8]| {
-        tail.extend(bytes);
-        let excess = tail.len().saturating_sub(MAX_OUTPUT_TAIL);
-        tail.drain(..excess);
-        dropped += excess as u64;
-    };
+    tail: Arc<Mutex<Tail>>,
+) {
+    let keep = |bytes: &[u8]| tail.lock().unwrap_or_else(|e| e.into_inner()).keep(bytes);
     let (mut a, mut b) = ([0u8; 4096], [0u8; 4096]);
     while stdout.is_some() || stderr.is_some() {
         tokio::select! {
@@ -318,13 +347,6 @@ async fn read_tail(
                 _ => stderr = None,
             },
         }
-    }
-    let bytes: Vec<u8> = tail.into_iter().collect();
-    let text = String::from_utf8_lossy(&bytes);
-    if dropped > 0 {
-        format!("[... {dropped} bytes before] {text}")
-    } else {
-        text.into_owned()
     }
 }
 
@@ -354,6 +376,18 @@ mod tests {
             duration_ms: Some(1),
             output_tail: String::new(),
         }
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_and_counts_the_rest() {
+        let mut t = Tail::default();
+        t.keep(b"abc");
+        assert_eq!(t.text(), "abc");
+        t.keep(&vec![b'x'; MAX_OUTPUT_TAIL]);
+        t.keep(b"end");
+        let text = t.text();
+        assert!(text.starts_with("[... 6 bytes before] xxx"), "{text}");
+        assert!(text.ends_with("xend"), "{text}");
     }
 
     #[test]

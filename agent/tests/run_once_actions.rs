@@ -113,6 +113,17 @@ fn an_action_runs_once_per_rendered_config_before_or_after_the_files() {
         action_status(&s, "rendered-worker-1", "before")["when"],
         "BeforeFiles"
     );
+    // And for people: `hearth-agent status`.
+    let text = agent()
+        .args(["status", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Actions:\n  - before (BeforeFiles, rendered-worker-1): Succeeded, exit status 0, started "),
+        "{text}"
+    );
 
     // The same config again, and again forced (a full re-apply): not run again.
     assert!(apply(root.path(), &first, &[]).status.success());

@@ -208,3 +208,57 @@ fn an_action_is_part_of_the_rendered_config_and_its_hash() {
     let v = serde_json::to_value(&none.spec).unwrap();
     assert!(v.get("actions").is_none());
 }
+
+#[test]
+fn a_node_overlay_runs_its_actions_after_the_pools_and_may_not_reuse_a_name() {
+    use hearth_config::model::{NodeInfo, ObjectMeta, NODE_LABEL};
+    use hearth_config::render::render_node;
+    use std::collections::BTreeMap;
+    let node = NodeInfo {
+        metadata: ObjectMeta {
+            name: "w1".into(),
+            labels: BTreeMap::from([("node-role.kubernetes.io/worker".into(), String::new())]),
+            annotations: BTreeMap::new(),
+        },
+    };
+    let overlay = |name: &str, action: &str| {
+        let mut mc = read_one(
+            name,
+            &format!("  actions:\n  - name: {action}\n    script: echo node\n"),
+        );
+        mc.metadata.labels.clear();
+        mc.metadata.labels.insert(NODE_LABEL.into(), "w1".into());
+        mc
+    };
+    let pool_cfg = read_one(
+        "10-pool",
+        "  actions:\n  - name: pool-step\n    script: echo pool\n",
+    );
+    let r = render_node(
+        &[worker()],
+        &[overlay("00-node", "node-step"), pool_cfg.clone()],
+        std::slice::from_ref(&node),
+        "w1",
+    )
+    .unwrap();
+    let names: Vec<&str> = r
+        .config
+        .spec
+        .actions
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["pool-step", "node-step"]);
+    let e = render_node(
+        &[worker()],
+        &[pool_cfg, overlay("00-node", "pool-step")],
+        &[node],
+        "w1",
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, RenderError::ActionConflict { first_config, second_config, .. }
+            if first_config == "10-pool" && second_config == "00-node"),
+        "{e}"
+    );
+}

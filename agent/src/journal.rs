@@ -184,6 +184,10 @@ pub struct Journal {
     /// The outcomes of the last requests acted on, oldest first (reported to the server).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_results: Vec<hearth_api::RequestResult>,
+    /// Run-once actions: each run recorded (`Running`) before it starts and again when it
+    /// ended, so that none runs twice for the same rendered config (`apply/action.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<hearth_api::ActionRun>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -210,6 +214,7 @@ impl Default for Journal {
             requests_done: 0,
             forcing: None,
             request_results: Vec::new(),
+            actions: Vec::new(),
         }
     }
 }

@@ -33,6 +33,7 @@ pub fn status_document(j: &Journal) -> AgentStatus {
         history: j.history.clone(),
         requests_done: j.requests_done,
         request_results: j.request_results.clone(),
+        actions: j.actions.clone(),
     }
 }
 
@@ -81,6 +82,12 @@ pub fn status_text(j: &Journal) -> String {
             crate::apply::FORCE_FILE
         ));
     }
+    if !j.actions.is_empty() {
+        out.push_str("Actions:\n");
+        for a in &j.actions {
+            out.push_str(&format!("  - {}\n", action_line(a)));
+        }
+    }
     if j.drift.is_empty() {
         out.push_str("Drift:           none\n");
     } else {
@@ -90,4 +97,21 @@ pub fn status_text(j: &Journal) -> String {
         }
     }
     out
+}
+
+/// One run of a run-once action in one line: name, config, outcome, exit status, when and how
+/// long (the output's tail is in `status -o json`).
+fn action_line(a: &hearth_api::ActionRun) -> String {
+    let mut line = format!("{} ({:?}, {}): {}", a.name, a.when, a.config, a.outcome);
+    if let Some(code) = a.exit_status {
+        line.push_str(&format!(", exit status {code}"));
+    }
+    if let Some(sig) = a.signal {
+        line.push_str(&format!(", signal {sig}"));
+    }
+    line.push_str(&format!(", started {}", a.started_at));
+    if let Some(ms) = a.duration_ms {
+        line.push_str(&format!(", {}.{:03} s", ms / 1000, ms % 1000));
+    }
+    line
 }

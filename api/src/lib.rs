@@ -50,7 +50,9 @@ pub use request::{
     NodeRequest, RequestAction, RequestAnswer, RequestResult, RequestView, RestoreFileRequest,
 };
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
-pub use status::{AgentStatus, HistoryItem, NodeState};
+pub use status::{
+    ActionFailurePolicy, ActionOutcome, ActionRun, ActionWhen, AgentStatus, HistoryItem, NodeState,
+};
 pub use version::VersionInfo;
 pub use views::{
     Condition, ConfigRef, EventView, HoldView, List, Maintenance, NodeMeta, NodeStatus, NodeView,

@@ -117,6 +117,95 @@ pub struct AgentStatus {
     /// The outcomes of the last requests it acted on, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_results: Vec<crate::request::RequestResult>,
+    /// The run-once actions the agent ran (or found interrupted), oldest first: those of the
+    /// desired config and the last ones of earlier configs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionRun>,
+}
+
+/// When a run-once action runs relative to its config's files (`spec.actions[].when`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ActionWhen {
+    /// Before any file or unit is written.
+    BeforeFiles,
+    /// After the files and units are in and verified.
+    AfterFiles,
+}
+
+/// What a failed run-once action does (`spec.actions[].failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ActionFailurePolicy {
+    /// The apply fails and is rolled back; the node is Degraded.
+    Degrade,
+    /// Recorded; the apply goes on.
+    Ignore,
+}
+
+/// How a run-once action's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ActionOutcome {
+    /// Started and not finished yet (or the agent stopped meanwhile and has not resumed).
+    Running,
+    /// Exited with status 0.
+    Succeeded,
+    /// Exited with another status, or was killed by a signal.
+    Failed,
+    /// Ran past its timeout; its process group was killed.
+    TimedOut,
+    /// The agent stopped (crash, reboot) while it ran: it is not run again.
+    Interrupted,
+}
+
+impl ActionOutcome {
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionOutcome::Running => "Running",
+            ActionOutcome::Succeeded => "Succeeded",
+            ActionOutcome::Failed => "Failed",
+            ActionOutcome::TimedOut => "TimedOut",
+            ActionOutcome::Interrupted => "Interrupted",
+        }
+    }
+}
+
+impl fmt::Display for ActionOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One run of a run-once action: identified by the rendered config, the action's name and the
+/// digest of its interpreter and script; run at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionRun {
+    /// The action's name.
+    pub name: String,
+    /// The rendered config it belongs to.
+    pub config: String,
+    /// sha256 (hex) of its interpreter and script.
+    pub script_digest: String,
+    /// Before or after the files.
+    pub when: ActionWhen,
+    /// Its failure policy.
+    pub failure: ActionFailurePolicy,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// How it ended.
+    pub outcome: ActionOutcome,
+    /// Its exit status, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// The signal that killed it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// How long it ran, in milliseconds (none while running or when interrupted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The end of its output (stdout and stderr together), at most 4 KiB from the agent.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
 }
 
 fn is_zero(n: &u64) -> bool {

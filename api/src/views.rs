@@ -150,6 +150,10 @@ pub struct NodeStatus {
     /// the last finished ones, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<crate::request::RequestView>,
+    /// The run-once actions its agent reported (how each ended, its exit status, when, how long,
+    /// the end of its output), oldest first. From the node: untrusted, escaped when printed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<crate::status::ActionRun>,
 }
 
 /// A node pinned to a rendered config.

@@ -428,6 +428,20 @@ fn plan_cmd(
                     .unwrap_or_else(|| "an unconfigured node".to_string())
             );
             crate::out!("{}", term::escape_keep_newlines(&p.to_string()));
+            if !desired.actions.is_empty() {
+                crate::outln!(
+                    "run-once actions (each node runs each once for this rendered config, unless it already did):"
+                );
+                for a in &desired.actions {
+                    crate::outln!(
+                        "  {}: {}, on failure {}, timeout {} s",
+                        term::escape(&a.name),
+                        a.when,
+                        a.failure,
+                        a.timeout_seconds
+                    );
+                }
+            }
         }
     }
     Ok(())

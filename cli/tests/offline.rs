@@ -275,3 +275,21 @@ fn f_takes_several_paths_and_directories_recursive_only_with_r() {
         "{out}"
     );
 }
+
+/// Run-once actions survive `render` (YAML) and `plan` reads them back and lists them.
+#[test]
+fn plan_lists_the_run_once_actions_of_a_rendered_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let mc = dir.path().join("mc.yaml");
+    std::fs::write(&mc, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 50-act\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n  actions:\n  - name: prep\n    when: BeforeFiles\n    script: echo hi\n  - name: enroll\n    failure: Ignore\n    timeoutSeconds: 30\n    script: |\n      echo two\n").unwrap();
+    let (code, out, err) = hearth(&["render", "--pool", "worker", "-f", mc.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let rendered = dir.path().join("rendered.yaml");
+    std::fs::write(&rendered, &out).unwrap();
+    let (code, plan, err) = hearth(&["plan", "--to", rendered.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("  prep: BeforeFiles, on failure Degrade, timeout 300 s\n  enroll: AfterFiles, on failure Ignore, timeout 30 s\n"),
+        "{plan}"
+    );
+}

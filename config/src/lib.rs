@@ -36,6 +36,7 @@
 //! module run one way (see each `mod.rs` and `docs/architecture.md`).
 //!
 //! See `docs/config-model.md` and `docs/plan.md`.
+pub mod actions;
 pub mod dataurl;
 pub mod de;
 pub mod diag;

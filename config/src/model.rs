@@ -123,6 +123,10 @@ pub struct MachineConfigSpec {
     pub os_image_url: String,
     /// RHCOS extensions.
     pub extensions: Vec<String>,
+    /// Run-once actions (a hearth extension, `spec.actions`; see [`crate::actions`]). Left out
+    /// of the serialised form when empty, so that configs without actions keep their hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<crate::actions::RunOnceAction>,
 }
 
 /// A MachineConfig.
@@ -155,7 +159,7 @@ impl MachineConfig {
     pub fn to_manifest(&self) -> serde_json::Value {
         let mut config = self.spec.config.clone();
         config.ignition.version = Some(SpecVersion::LATEST.as_str().to_string());
-        serde_json::json!({
+        let mut manifest = serde_json::json!({
             "apiVersion": MCO_API_VERSION,
             "kind": "MachineConfig",
             "metadata": self.metadata,
@@ -167,7 +171,12 @@ impl MachineConfig {
                 "kernelType": self.spec.kernel_type,
                 "osImageURL": self.spec.os_image_url,
             }
-        })
+        });
+        // hearth's extension appears only where it is used: an MCO config stays as it was.
+        if !self.spec.actions.is_empty() {
+            manifest["spec"]["actions"] = serde_json::json!(self.spec.actions);
+        }
+        manifest
     }
 }
 

@@ -644,6 +644,7 @@ pub fn validate_spec(spec: &MachineConfigSpec, out: &mut Vec<Finding>) {
     }
     validate_config("spec.config", &spec.config, out);
     crate::mco::validate_spec(spec, out);
+    crate::actions::validate(&spec.actions, out);
     for (i, k) in spec.kernel_arguments.iter().enumerate() {
         if let Some(msg) = crate::kargs::check_entry(k) {
             out.push(error(format!("spec.kernelArguments[{i}]"), msg));

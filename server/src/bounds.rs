@@ -27,6 +27,10 @@ pub const MAX_LABEL_KEY: usize = 317;
 pub const MAX_LABEL_VALUE: usize = 63;
 /// Request outcomes a status report may carry (the newest are kept; the agent keeps 8).
 pub const MAX_REQUEST_RESULTS: usize = 16;
+/// Run-once action records a status report may carry (the newest are kept; the agent keeps 64).
+pub const MAX_ACTION_RUNS: usize = 64;
+/// The output tail of one action record (the agent keeps 4 KiB; the end is kept here too).
+pub const MAX_ACTION_TAIL: usize = 4 * 1024;
 /// A FleetLock client's `id` and `group`.
 pub const MAX_FLEETLOCK_FIELD: usize = 256;
 
@@ -104,7 +108,30 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
         r.message = cut(&r.message, MAX_LINE);
         r.path = r.path.as_ref().map(|p| cut(p, MAX_LINE));
     }
+    if s.actions.len() > MAX_ACTION_RUNS {
+        s.actions.drain(..s.actions.len() - MAX_ACTION_RUNS);
+    }
+    for a in &mut s.actions {
+        a.name = cut(&a.name, MAX_NAME);
+        a.config = cut(&a.config, MAX_NAME);
+        a.script_digest = cut(&a.script_digest, MAX_NAME);
+        a.started_at = cut(&a.started_at, MAX_NAME);
+        a.output_tail = cut_front(&a.output_tail, MAX_ACTION_TAIL);
+    }
     Ok(s)
+}
+
+/// Keeps the last `max` bytes of `s` at a character boundary, saying how much was cut (for the
+/// end of an output, where the last lines matter).
+pub fn cut_front(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[{} bytes cut by hearth-server ...] {}", start, &s[start..])
 }
 
 /// Labels a node enrolls with: bounded in count and size (400 otherwise).
@@ -145,5 +172,8 @@ mod tests {
         assert!(c.starts_with("éé"));
         assert!(c.contains("16 more bytes"), "{c}");
         assert_eq!(cut("short", 5), "short");
+        let f = cut_front(&s, 5);
+        assert!(f.ends_with("éé") && f.starts_with("[16 bytes cut"), "{f}");
+        assert_eq!(cut_front("short", 5), "short");
     }
 }

@@ -331,6 +331,7 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
                     message: q.finished.as_ref().map(|f| f.message.clone()),
                 })
                 .collect(),
+            actions: r.map(|r| r.actions.clone()).unwrap_or_default(),
         },
     }
 }

@@ -19,6 +19,8 @@
 //! ## Files
 //! - `mod.rs`: the agent's handle on a host, `sync` and `resume` (which phase runs next),
 //!   `verify`.
+//! - `action.rs`: run-once actions (`spec.actions`): each run at most once per rendered config,
+//!   recorded in the journal before it starts.
 //! - `adopt.rs`: taking over what Ignition wrote at first boot, without rewriting it.
 //! - `lock.rs`: the agent lock, temporaries of interrupted writes, the preexisting paths.
 //! - `run.rs`: the `Applying` phase, ending `Done`, drifted, `Rebooting` or rolling back.
@@ -43,6 +45,7 @@ use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+mod action;
 mod adopt;
 mod execute;
 mod lock;
@@ -53,6 +56,7 @@ mod rollback;
 mod run;
 mod step;
 
+pub use action::{MAX_ACTION_RECORDS, MAX_OUTPUT_TAIL, SCRIPT_DIR};
 pub use adopt::FIRSTBOOT_STAMP;
 pub use execute::service_steps;
 pub(crate) use lock::remove_own_temporaries;
@@ -253,6 +257,7 @@ impl Agent {
         if let Some(d) = j.desired.as_mut().filter(|d| d.spec == desired.spec) {
             if d.name != desired.name {
                 tracing::info!(config = %desired.name, was = %d.name, "the same config under a new name");
+                action::rename_records(&mut j.actions, &d.name, &desired.name);
                 d.name = desired.name.clone();
                 if let Some(c) = j.current.as_mut().filter(|c| c.spec == desired.spec) {
                     c.name = desired.name.clone();

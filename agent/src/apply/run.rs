@@ -1,5 +1,6 @@
-//! The `Applying` phase: plan, execute every step, verify, stage the OS change, then end
-//! `Done` (or drifted), go on to the reboot, or start the rollback.
+//! The `Applying` phase: plan, run the `BeforeFiles` actions, execute every step, verify, run the
+//! `AfterFiles` actions, stage the OS change, then end `Done` (or drifted), go on to the reboot,
+//! or start the rollback.
 
 use super::step::StepError;
 use super::{
@@ -9,6 +10,7 @@ use super::{
 use crate::drift_policy::{drift_reason, touched_paths};
 use crate::journal::{Journal, Phase, Progress};
 use crate::state::Event;
+use hearth_config::actions::ActionWhen;
 use hearth_config::model::MachineConfigSpec;
 use hearth_config::plan::{plan, Action};
 
@@ -81,6 +83,12 @@ impl Agent {
         self.remove_stale_temporaries(&managed_before, &managed_paths(&desired.spec.config));
         let total = p.actions.len() + service_steps(&p).len();
         tracing::info!(config = %desired.name, actions = p.actions.len(), "applying");
+        if let Err(reason) = self
+            .run_actions(j, &desired, ActionWhen::BeforeFiles)
+            .await?
+        {
+            return self.start_rollback(j, reason, &opts.drift).await;
+        }
         for (i, action) in p.actions.iter().enumerate() {
             if is_os_action(action) {
                 continue;
@@ -124,6 +132,12 @@ impl Agent {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
+            return self.start_rollback(j, reason, &opts.drift).await;
+        }
+        if let Err(reason) = self
+            .run_actions(j, &desired, ActionWhen::AfterFiles)
+            .await?
+        {
             return self.start_rollback(j, reason, &opts.drift).await;
         }
         let os_progress = match os_change {

@@ -67,6 +67,7 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
         history: Vec::new(),
         requests_done: 0,
         request_results: Vec::new(),
+        actions: Vec::new(),
     })
     .unwrap_or_default()
 }

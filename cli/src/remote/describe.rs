@@ -180,6 +180,9 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                 }
                 out.push_str(&indent_table(&rows));
             }
+            if !st.actions.is_empty() {
+                out.push_str(&super::describe_actions::actions(&st.actions));
+            }
             if !st.history.is_empty() {
                 out.push_str("History:\n");
                 let mut rows = vec![vec![
@@ -315,7 +318,7 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn indent_table(rows: &[Vec<String>]) -> String {
+pub(super) fn indent_table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|i| {

@@ -18,6 +18,7 @@
 mod change;
 mod conn;
 mod describe;
+mod describe_actions;
 mod get;
 mod rollout;
 mod select;

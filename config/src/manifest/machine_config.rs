@@ -4,6 +4,7 @@
 
 use super::paths::{join, line_of};
 use super::read::Reader;
+use crate::actions::RunOnceAction;
 use crate::de::{decode_all, decode_partial, is_within, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::ignition::{Config, SpecVersion, V2Config};
@@ -27,6 +28,8 @@ struct McSpecWire {
     extensions: Option<Vec<String>>,
     #[serde(default, rename = "baseOSExtensionsContainerImage")]
     base_os_extensions_container_image: Option<String>,
+    #[serde(default)]
+    actions: Option<Vec<RunOnceAction>>,
 }
 
 impl Reader<'_> {
@@ -142,6 +145,7 @@ impl Reader<'_> {
             os_image_url: None,
             extensions: None,
             base_os_extensions_container_image: None,
+            actions: None,
         });
         let kernel_arguments: Vec<String> = wire.kernel_arguments.unwrap_or_default();
         let spec = MachineConfigSpec {
@@ -152,6 +156,7 @@ impl Reader<'_> {
             fips: wire.fips.unwrap_or(false),
             os_image_url: wire.os_image_url.unwrap_or_default(),
             extensions: wire.extensions.unwrap_or_default(),
+            actions: wire.actions.unwrap_or_default(),
         };
         let mut findings = Vec::new();
         validate::validate_spec(&spec, &mut findings);

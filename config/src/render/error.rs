@@ -49,6 +49,16 @@ pub enum RenderError {
         /// The later config.
         second_config: String,
     },
+    /// Two configs of one render declare an action of the same name.
+    #[error("action {name:?} is declared by MachineConfig {first_config:?} and by MachineConfig {second_config:?}; action names must be unique across the configs of a pool (and a node's overlays): rename one")]
+    ActionConflict {
+        /// The action's name.
+        name: String,
+        /// The earlier config.
+        first_config: String,
+        /// The later config.
+        second_config: String,
+    },
     /// The merged config is not valid (valid configs that contradict each other once merged).
     #[error("the merged config is not valid: {}", .0.join("; "))]
     Invalid(Vec<String>),

@@ -44,8 +44,20 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     let mut cache = IndexCache::default();
     let mut path_kinds: std::collections::HashMap<String, (&'static str, String)> =
         std::collections::HashMap::new();
+    let mut action_names: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for mc in configs {
         let s = &mc.spec;
+        // Actions run in config order, each once: a name is one action in the whole render.
+        for a in &s.actions {
+            if let Some(first) = action_names.insert(a.name.as_str(), mc.name()) {
+                return Err(RenderError::ActionConflict {
+                    name: a.name.clone(),
+                    first_config: first.to_string(),
+                    second_config: mc.name().to_string(),
+                });
+            }
+            spec.actions.push(a.clone());
+        }
         spec.kernel_arguments
             .extend(s.kernel_arguments.iter().cloned());
         spec.fips |= s.fips;
@@ -157,6 +169,13 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
     crate::mco::check_merged(configs, &spec).map_err(|e| RenderError::Invalid(vec![e]))?;
     // Valid configs can still contradict each other once merged: refuse the result rather than
     // hand a node a config it would refuse.
+    if spec.actions.len() > crate::actions::MAX_ACTIONS {
+        return Err(RenderError::Invalid(vec![format!(
+            "spec.actions: the configs declare {} actions together; a rendered config may have at most {}: merge scripts",
+            spec.actions.len(),
+            crate::actions::MAX_ACTIONS
+        )]));
+    }
     let mut findings = Vec::new();
     crate::validate::validate_structure("spec.config", &config, &mut findings);
     crate::validate::check_contents_total("spec.config", &config, &mut findings);

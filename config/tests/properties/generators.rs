@@ -184,6 +184,7 @@ pub(crate) fn spec() -> impl Strategy<Value = MachineConfigSpec> {
                 fips,
                 os_image_url: os_image.to_string(),
                 extensions: extensions.into_iter().map(String::from).collect(),
+                actions: Vec::new(),
             }
         })
 }

@@ -75,6 +75,7 @@ fn report(f: &mut Fleet, node: &str, state: NodeState) {
             history: vec![],
             requests_done: 0,
             request_results: vec![],
+            actions: vec![],
         })
     });
 }

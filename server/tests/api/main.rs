@@ -7,12 +7,14 @@
 //! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
 //! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
 //! pool back to its previous rendered config), `requests` (an admin's force and restore-file
-//! requests to a node).
+//! requests to a node), `actions` (run-once actions: in the desired config, reported runs in
+//! the node view).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod access;
+mod actions;
 mod firstboot_node;
 mod holds;
 mod manifests;

@@ -116,6 +116,7 @@ impl Metrics {
             State::Degraded,
             State::Unreconcilable,
             State::Rebooting,
+            State::Trial,
         ] {
             let v = u8::from(current == Some(s));
             let _ = writeln!(out, "hearth_agent_state{{state=\"{s}\"}} {v}");

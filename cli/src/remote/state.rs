@@ -44,6 +44,7 @@ pub fn progress(st: &NodeStatus) -> Option<String> {
         Some("applying") => "applying".to_string(),
         Some("rollingBack") => "rolling back".to_string(),
         Some("rebooting") => "rebooting".to_string(),
+        Some("trial") => "on trial".to_string(),
         Some(other) => escape(other).into_owned(),
         None => "in progress".to_string(),
     };

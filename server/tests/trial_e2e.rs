@@ -58,6 +58,21 @@ fn agent_history(host: &SystemdHost) -> Vec<String> {
         .collect()
 }
 
+/// The agent service's main process.
+fn main_pid(host: &SystemdHost) -> String {
+    host.exec_ok(&[
+        "systemctl",
+        "show",
+        "-p",
+        "MainPID",
+        "--value",
+        "hearth-agent.service",
+    ])
+    .unwrap()
+    .trim()
+    .to_string()
+}
+
 /// Whether the loopback link is up in the host.
 fn lo_up(host: &SystemdHost) -> bool {
     host.exec_ok(&["/usr/sbin/ip", "-o", "link", "show", "lo"])
@@ -179,6 +194,16 @@ fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
     wait_for("the node cut off", Duration::from_secs(90), || {
         !lo_up(&host)
     });
+    // A crash during the trial keeps its deadline (the journal has it): kill -9 the agent;
+    // systemd starts it again (Restart=on-failure) and the restarted agent ends the trial.
+    let pid = main_pid(&host);
+    host.exec_ok(&[
+        "systemctl",
+        "kill",
+        "--signal=SIGKILL",
+        "hearth-agent.service",
+    ])
+    .unwrap();
     // Then, by itself, back in the previous config: link up, file gone, Degraded with why.
     wait_for(
         "node-a Degraded with the trial's reason",
@@ -192,6 +217,11 @@ fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
         },
     );
     assert!(lo_up(&host), "the network is back");
+    assert_ne!(
+        main_pid(&host),
+        pid,
+        "the agent was killed and started again"
+    );
     assert!(
         !host.path("/etc/systemd/network/05-cut.network").exists(),
         "the trial's file is gone"

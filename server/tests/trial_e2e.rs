@@ -316,3 +316,51 @@ fn a_harmless_network_change_is_kept_once_the_server_answers() {
         "[main]\n"
     );
 }
+
+#[test]
+fn a_network_change_that_needs_a_reboot_starts_its_trial_after_the_boot() {
+    let mut host = fleet();
+    // No disruption policy covers /etc/netplan: the change needs a reboot.
+    put(
+        &host,
+        "/root/fleet/70-netplan.yaml",
+        &machine_config(
+            "70-netplan",
+            "    storage:\n      files:\n      - path: /etc/netplan/01-hearth.yaml\n        contents:\n          source: data:,network%3A%0A  version%3A 2%0A\n",
+        ),
+    );
+    let out = hearth(&host, &["apply", "-f", "/root/fleet"]);
+    assert!(out.status.success(), "hearth apply: {out}");
+    let boot = host
+        .wait_for_reboot(Duration::from_secs(120))
+        .expect("the agent rebooted the host");
+    assert_eq!(boot.boot_count, 2);
+    wait_for(
+        "node-a Done in the new config after the boot",
+        Duration::from_secs(90),
+        || {
+            let n = node(&host);
+            n["status"]["state"] == "Done"
+                && n["status"]["current"] == n["status"]["desired"]
+                && n["status"]["current"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("rendered-worker-"))
+                && host.path("/etc/netplan/01-hearth.yaml").exists()
+        },
+    );
+    // Applied, rebooted, on trial after the boot (Trial is entered from Rebooting only once
+    // the boot is verified), kept.
+    let history = agent_history(&host);
+    let tail: Vec<&str> = history
+        .iter()
+        .rev()
+        .take(4)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        ["Working", "Rebooting", "Trial", "Done"],
+        "{history:?}"
+    );
+}

@@ -61,7 +61,7 @@ pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
 pub use request::{new_requests, MAX_REQUEST_RESULTS};
-pub use trial::{trial_deadline, unix_now};
+pub use trial::{trial_deadline, trial_window, unix_now};
 
 use os::os_fields;
 

@@ -21,6 +21,15 @@ pub fn trial_deadline(j: &Journal) -> Option<i64> {
         .map(|p| p.deadline.unwrap_or(0))
 }
 
+/// Whether the journal is in a trial: when it started and its deadline (seconds since the
+/// epoch).
+pub fn trial_window(j: &Journal) -> Option<(i64, i64)> {
+    let p = j.progress.as_ref().filter(|p| p.phase == Phase::Trial)?;
+    let deadline = p.deadline.unwrap_or(0);
+    let started = deadline.saturating_sub(i64::from(p.trial_seconds.unwrap_or(0)));
+    Some((started, deadline))
+}
+
 /// Seconds since the Unix epoch, now.
 pub fn unix_now() -> i64 {
     i64::try_from(now()).unwrap_or(i64::MAX)

@@ -7,7 +7,7 @@
 //! reports, pool counts, rollouts, reboot slots, FleetLock, garbage collection), `windows`
 //! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
 //! pool back to its previous rendered config), `requests` (an admin's force and restore-file
-//! requests to a node).
+//! requests to a node), `trial` (the pool's trial policy in the desired answer).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -19,4 +19,5 @@ mod manifests;
 mod requests;
 mod rollback;
 mod rollout;
+mod trial;
 mod windows;

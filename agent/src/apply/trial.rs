@@ -7,10 +7,11 @@
 //! newer one or a force). A crash or a reboot keeps the deadline: the journal holds it, and
 //! the resume undoes a trial whose deadline passed.
 
-use super::{Agent, AgentError, Outcome, FORCE_FILE};
+use super::{os::is_os_action, Agent, AgentError, Outcome, FORCE_FILE};
 use crate::drift_policy::{drift_reason, DriftPolicies};
 use crate::journal::{Journal, Phase};
-use crate::state::Event;
+use crate::state::{Event, State};
+use hearth_config::plan::plan;
 use hearth_config::time::{now, rfc3339};
 
 /// Whether the journal is in a trial: its deadline.
@@ -128,6 +129,17 @@ impl Agent {
             "trial of {name} failed: no answer from the server within {seconds} s after applying; rolled back"
         );
         tracing::warn!(config = %name, "trial failed: rolling back");
+        // OS changes (kernel arguments, OS image; applied with the reboot before the trial)
+        // are not undone by a trial: the reason says so rather than "every change".
+        let os_changes: Vec<String> = match (&j.current, &j.desired) {
+            (Some(c), Some(d)) => plan(&c.spec, &d.spec, &j.policies)
+                .actions
+                .iter()
+                .filter(|a| is_os_action(a))
+                .map(|a| a.to_string())
+                .collect(),
+            _ => Vec::new(),
+        };
         j.failed_trial = Some(name);
         // Journalled as a rollback: a crash during the undo resumes it.
         if let Some(p) = j.progress.as_mut() {
@@ -135,6 +147,23 @@ impl Agent {
             p.failure = Some(reason.clone());
         }
         j.save(&self.root)?;
-        Ok(Some(self.run_rollback(j, reason, drift).await?))
+        let outcome = self.run_rollback(j, reason, drift).await?;
+        if os_changes.is_empty() {
+            return Ok(Some(outcome));
+        }
+        let full = format!(
+            "{}; the OS changes stay (a trial does not undo them): {}",
+            j.reason.as_deref().unwrap_or_default().replace(
+                "every change was undone",
+                "every file and unit change was undone"
+            ),
+            os_changes.join("; ")
+        );
+        j.reason = Some(full.clone());
+        if let Some(h) = j.history.last_mut().filter(|h| h.state == State::Degraded) {
+            h.reason = Some(full.clone());
+        }
+        j.save(&self.root)?;
+        Ok(Some(Outcome::Degraded(full)))
     }
 }

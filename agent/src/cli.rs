@@ -257,6 +257,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 no_reboot,
                 drift,
                 force_request: None,
+                trial: None,
             };
             let config = desired.spec.config.clone();
             let desired_for_index = desired.clone();
@@ -436,6 +437,10 @@ fn report(outcome: &Outcome) -> ExitCode {
         Outcome::Unreconcilable(reason) => {
             eprintln!("Unreconcilable: {reason}");
             ExitCode::from(1)
+        }
+        Outcome::Trial(reason) => {
+            say(&format!("Trial: {reason}"));
+            ExitCode::from(5)
         }
     }
 }

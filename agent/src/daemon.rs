@@ -223,6 +223,8 @@ impl Daemon<'_> {
                 self.metrics.applied(ApplyResult::Unreconcilable);
                 tracing::error!(message_id = crate::logging::MSG_UNRECONCILABLE, config = %name, reason = %r, "Unreconcilable")
             }
+            // Counted once it ends: Done when the server confirms it, Degraded when undone.
+            Outcome::Trial(r) => tracing::info!(config = %name, reason = %r, "Trial"),
         }
     }
 

@@ -212,6 +212,7 @@ pub async fn apply(
     drift: &crate::drift_policy::DriftPolicies,
 ) -> anyhow::Result<Option<Outcome>> {
     let requests = std::mem::take(&mut desired.requests);
+    let trial = desired.trial;
     let (config, policies) = desired.into_parts();
     let mut config = config;
     config.spec.source_version = None;
@@ -220,6 +221,7 @@ pub async fn apply(
         no_reboot: true,
         drift: drift.clone(),
         force_request: None,
+        trial,
     };
     let j = Journal::load(agent.root())?;
     let requests = crate::apply::new_requests(&j, requests);
@@ -269,14 +271,30 @@ impl Daemon<'_> {
                 tracing::warn!(error = %e, "cannot record a finished request");
             }
             // What this turn needs of the journal; the configs are not kept while waiting.
-            let (doc, known, done) = {
+            let (doc, known, done, trial) = {
                 let j = Journal::load(self.agent.root())?;
                 self.metrics.set_state(j.state);
                 notify.status(&status_line(&j));
                 let known = j.desired.as_ref().map(|d| d.name.clone());
                 let done = j.requests_done.max(j.forcing.unwrap_or(0));
-                (crate::status::status_document(&j), known, done)
+                let trial = crate::apply::trial_window(&j);
+                (crate::status::status_document(&j), known, done, trial)
             };
+            if let Some(window) = trial {
+                // On trial: a report of the trial the server accepts keeps the change; none
+                // before the deadline undoes it. No long-poll meanwhile.
+                // The drift monitor waits too: it watches the current config, which the trial's
+                // outcome decides.
+                if !drift.is_paused() {
+                    let control = drift.clone();
+                    tokio::task::spawn_blocking(move || control.pause()).await?;
+                }
+                if self.trial_turn(&server, &state, &doc, window).await? {
+                    drift.set_expected(self.expected());
+                    drift.resume();
+                }
+                continue;
+            }
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
@@ -306,8 +324,10 @@ impl Daemon<'_> {
                         let control = drift.clone();
                         tokio::task::spawn_blocking(move || control.pause()).await?;
                         let outcome = apply(self.agent, desired, &self.drift).await;
-                        drift.set_expected(self.expected());
-                        drift.resume();
+                        if !matches!(outcome, Ok(Some(Outcome::Trial(_)))) {
+                            drift.set_expected(self.expected());
+                            drift.resume();
+                        }
                         if let Some(outcome) = outcome? {
                             self.count(&name, &outcome);
                         }
@@ -333,4 +353,95 @@ impl Daemon<'_> {
             crate::memory::trim_heap();
         }
     }
+
+    /// One turn of a trial: report it (bounded by the time left); accepted, the change is kept;
+    /// not, and the deadline passed, it is undone; else wait a little and try again. Returns
+    /// whether the trial ended.
+    ///
+    /// A report counts only once the change had [`TRIAL_SETTLE_SECS`] to take effect (a network
+    /// reloads asynchronously), and goes over a new connection: a new name lookup, TCP
+    /// connection and TLS handshake, as any client after the change would make; a connection
+    /// kept open from before the change (which a firewall allowing established connections
+    /// lets through) proves nothing.
+    async fn trial_turn(
+        &self,
+        server: &Server,
+        state: &ServerState,
+        doc: &hearth_api::AgentStatus,
+        (started, deadline): (i64, i64),
+    ) -> Result<bool> {
+        let now = crate::apply::unix_now();
+        let left = Duration::from_secs(u64::try_from(deadline.saturating_sub(now)).unwrap_or(0));
+        let settle = Duration::from_secs(
+            u64::try_from(
+                started
+                    .saturating_add(TRIAL_SETTLE_SECS)
+                    .saturating_sub(now),
+            )
+            .unwrap_or(0),
+        );
+        if !settle.is_zero() && settle < left {
+            let _idle = crate::watchdog::busy(
+                "letting the change on trial take effect",
+                settle + Duration::from_secs(10),
+            );
+            tokio::time::sleep(settle).await;
+            return Ok(false);
+        }
+        let left = Duration::from_secs(
+            u64::try_from(deadline.saturating_sub(crate::apply::unix_now())).unwrap_or(0),
+        );
+        let remote = Remote::new(&state.url, &server.ca_pem, &state.credential);
+        let _busy = crate::watchdog::busy(
+            "reporting the trial to the server",
+            TRIAL_REPORT_TIMEOUT + TRIAL_RETRY + Duration::from_secs(10),
+        );
+        let accepted = match remote {
+            _ if left.is_zero() => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "on trial: cannot make a connection to the server");
+                false
+            }
+            Ok(remote) => {
+                match tokio::time::timeout(left.min(TRIAL_REPORT_TIMEOUT), remote.report(doc)).await
+                {
+                    Ok(Ok(())) => true,
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "on trial: cannot reach the server");
+                        false
+                    }
+                    Err(_) => {
+                        tracing::warn!("on trial: no answer from the server");
+                        false
+                    }
+                }
+            }
+        };
+        let name = doc.desired.clone().unwrap_or_default();
+        if accepted {
+            if let Some(outcome) = self.agent.confirm_trial()? {
+                self.count(&name, &outcome);
+            }
+            return Ok(true);
+        }
+        match self.agent.expire_trial(&self.drift).await? {
+            Some(outcome) => {
+                self.count(&name, &outcome);
+                Ok(true)
+            }
+            None => {
+                tokio::time::sleep(left.min(TRIAL_RETRY)).await;
+                Ok(false)
+            }
+        }
+    }
 }
+
+/// How long a change on trial has to take effect before a report may confirm it (seconds;
+/// the shortest trial, `hearth_config::trial::MIN_SECONDS`, leaves 5 s to report).
+const TRIAL_SETTLE_SECS: i64 = 5;
+
+/// How long one status report during a trial may take (bounded further by the time left).
+const TRIAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the agent waits between two reports during a trial.
+const TRIAL_RETRY: Duration = Duration::from_secs(2);

@@ -58,6 +58,9 @@ pub enum Phase {
     RollingBack,
     /// The reboot was requested.
     Rebooting,
+    /// Applied and verified, on trial until [`Progress::deadline`]: a status report the server
+    /// accepts keeps the change, none before the deadline undoes it (`apply/trial.rs`).
+    Trial,
 }
 
 /// How far an apply got.
@@ -83,6 +86,14 @@ pub struct Progress {
     /// While rebooting for an OS change: the deployment staged and what the boot must show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<OsProgress>,
+    /// The change is on trial: its deadline in seconds, set when it was applied (kept through
+    /// its reboot; the trial starts after the boot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_seconds: Option<u32>,
+    /// While on trial: the deadline (wall clock, seconds since the Unix epoch), so that a crash
+    /// or a reboot during the trial keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<i64>,
 }
 
 /// The OS part of an apply: written before the reboot, read after it.
@@ -163,6 +174,10 @@ pub struct Journal {
     /// not staged again (no reboot loop) until another config or the force file asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_os: Option<String>,
+    /// The desired config whose trial failed (no answer from the server before the deadline)
+    /// and was undone: not applied again (no loop) until another config or a force asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_trial: Option<String>,
     /// While a staged OS deployment waits for its reboot and a newer config superseded it: the
     /// OS fields (kernel arguments, kernel type, OS image, extensions) of the config the booted
     /// deployment was made for. The next OS change is planned from these, because kernel
@@ -209,6 +224,7 @@ impl Default for Journal {
             drift: Vec::new(),
             reboot_pending: false,
             failed_os: None,
+            failed_trial: None,
             os_base: None,
             history: Vec::new(),
             requests_done: 0,

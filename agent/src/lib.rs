@@ -1,7 +1,8 @@
 //! `hearth-agent`: brings a host to its desired rendered MachineConfig, crash-safely, and says
 //! why when it can't.
 //!
-//! - [`state`]: the state machine (`Done`, `Working`, `Degraded`, `Unreconcilable`, `Rebooting`).
+//! - [`state`]: the state machine (`Done`, `Working`, `Degraded`, `Unreconcilable`, `Rebooting`,
+//!   `Trial`).
 //! - [`journal`]: what the agent is doing, written atomically before each phase.
 //! - [`apply`]: plan, execute through `hearth-hostops`, verify, reboot or roll back.
 //! - [`source`]: where the desired config comes from (file, URL, watched directory).

@@ -86,12 +86,13 @@ impl Default for Metrics {
     }
 }
 
-const STATES: [State; 5] = [
+const STATES: [State; 6] = [
     State::Done,
     State::Working,
     State::Degraded,
     State::Unreconcilable,
     State::Rebooting,
+    State::Trial,
 ];
 
 /// How an apply ended, for the counters.

@@ -19,6 +19,11 @@
 //! the force file). A new desired config also supersedes a pending reboot (`Rebooting` → `Working`):
 //! the reboot the earlier config needed stays pending and happens once, at the end. `Done` is entered only after the host was verified against the config, so a
 //! half-applied host is never reported as `Done`.
+//!
+//! A change on trial (`hearth.io/trial`, following a server) goes from `Working` (or, after its
+//! boot, from `Rebooting`) to `Trial` once it is applied and verified; a status report the server
+//! accepts confirms it (`Trial` → `Done`); no answer before the deadline undoes it
+//! (`Trial` → `Degraded`). Nothing else leaves `Trial`: a new config waits for the outcome.
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +50,13 @@ pub enum Event {
     BootVerificationFailed,
     /// The agent restarted in the middle of an apply (crash, power loss) and resumes it.
     Resume,
+    /// Applied and verified (after its boot, if it needed one), and on trial: the server must
+    /// answer before the deadline.
+    TrialStarted,
+    /// The server accepted a status report during the trial: the change is kept.
+    TrialConfirmed,
+    /// No answer from the server before the deadline: the change was undone.
+    TrialFailed,
 }
 
 /// A transition that the state machine does not allow.
@@ -70,7 +82,10 @@ pub fn transition(from: State, event: Event) -> Result<State, InvalidTransition>
         (Working, Failed) => Degraded,
         (Rebooting, BootVerified) => Done,
         (Rebooting, BootVerificationFailed) => Degraded,
-        (Working | Rebooting, Resume) => from,
+        (Working | Rebooting | Trial, Resume) => from,
+        (Working | Rebooting, TrialStarted) => Trial,
+        (Trial, TrialConfirmed) => Done,
+        (Trial, TrialFailed) => Degraded,
         _ => return Err(InvalidTransition { from, event }),
     };
     Ok(to)
@@ -80,14 +95,15 @@ pub fn transition(from: State, event: Event) -> Result<State, InvalidTransition>
 mod tests {
     use super::*;
 
-    const STATES: [State; 5] = [
+    const STATES: [State; 6] = [
         State::Done,
         State::Working,
         State::Degraded,
         State::Unreconcilable,
         State::Rebooting,
+        State::Trial,
     ];
-    const EVENTS: [Event; 8] = [
+    const EVENTS: [Event; 11] = [
         Event::Start,
         Event::FoundUnreconcilable,
         Event::Applied,
@@ -96,6 +112,9 @@ mod tests {
         Event::BootVerified,
         Event::BootVerificationFailed,
         Event::Resume,
+        Event::TrialStarted,
+        Event::TrialConfirmed,
+        Event::TrialFailed,
     ];
 
     #[test]
@@ -108,6 +127,7 @@ mod tests {
                             (s, e),
                             (State::Working, Event::Applied)
                                 | (State::Rebooting, Event::BootVerified)
+                                | (State::Trial, Event::TrialConfirmed)
                         ),
                         "{s} --{e:?}--> Done"
                     );
@@ -125,6 +145,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_trial_ends_only_confirmed_or_undone() {
+        for e in EVENTS {
+            if let Ok(next) = transition(State::Trial, e) {
+                assert!(
+                    matches!(
+                        (e, next),
+                        (Event::TrialConfirmed, State::Done)
+                            | (Event::TrialFailed, State::Degraded)
+                            | (Event::Resume, State::Trial)
+                    ),
+                    "Trial --{e:?}--> {next}"
+                );
+            }
+        }
+        assert!(transition(State::Done, Event::TrialStarted).is_err());
     }
 
     #[test]

@@ -76,6 +76,17 @@ pub fn status_text(j: &Journal) -> String {
             out.push_str(&format!("OS deployment:   {what} {d}\n"));
         }
     }
+    if let Some(deadline) = crate::apply::trial_deadline(j) {
+        out.push_str(&format!(
+            "Trial deadline:  {} (kept once the server answers, else undone)\n",
+            hearth_config::time::rfc3339(u64::try_from(deadline).unwrap_or(0))
+        ));
+    }
+    if let Some(failed) = &j.failed_trial {
+        out.push_str(&format!(
+            "Failed trial:    {failed} (not applied again until a new config or hearth node force)\n"
+        ));
+    }
     if let Some(failed) = &j.failed_os {
         out.push_str(&format!(
             "Failed OS:       {failed} (not staged again until a new config or {})\n",

@@ -66,6 +66,8 @@ async fn a_force_interrupted_by_a_crash_resumes_forced_and_finishes_once() {
         boot_id: None,
         reboot_requests: 0,
         os: None,
+        trial_seconds: None,
+        deadline: None,
     });
     j.forcing = Some(5);
     j.save(&handle).unwrap();

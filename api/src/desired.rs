@@ -1,6 +1,7 @@
 //! The desired config: `GET /api/v1/agent/desired`, long-polled by the agent.
 
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
+use hearth_config::trial::TrialPolicy;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,13 @@ pub struct DesiredConfig {
     /// `done` query parameter).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<crate::request::NodeRequest>,
+    /// The pool's trial policy (`hearth_config::trial::TrialPolicy`, from the pool's
+    /// `hearth.io/trial` and `hearth.io/trial-seconds` annotations): which changes the agent
+    /// applies on trial and its deadline. Absent: the agent applies nothing on trial (an older
+    /// server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "trial_schema")]
+    pub trial: Option<TrialPolicy>,
 }
 
 // hearth-config's model has no JSON Schema derive (it is read and checked by hearth-config's
@@ -42,6 +50,17 @@ fn spec_schema(_: &mut SchemaGenerator) -> Schema {
             "extensions": { "type": "array", "items": { "type": "string" } }
         },
         "required": ["config", "kernelArguments", "kernelType", "fips", "osImageURL", "extensions"]
+    })
+}
+
+fn trial_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "mode": { "enum": ["network", "always", "never"] },
+            "seconds": { "type": "integer", "minimum": 10, "maximum": 3600 }
+        },
+        "required": ["mode", "seconds"]
     })
 }
 

@@ -20,16 +20,20 @@ pub enum NodeState {
     Unreconcilable,
     /// Applied; waiting for (or in) the reboot the plan needs.
     Rebooting,
+    /// Applied and verified, on trial: the agent must reach the server before a deadline
+    /// (the reason names it) or it undoes the change by itself (`hearth.io/trial`).
+    Trial,
 }
 
 impl NodeState {
     /// Every state.
-    pub const ALL: [NodeState; 5] = [
+    pub const ALL: [NodeState; 6] = [
         NodeState::Done,
         NodeState::Working,
         NodeState::Degraded,
         NodeState::Unreconcilable,
         NodeState::Rebooting,
+        NodeState::Trial,
     ];
 
     /// The name.
@@ -40,6 +44,7 @@ impl NodeState {
             NodeState::Degraded => "Degraded",
             NodeState::Unreconcilable => "Unreconcilable",
             NodeState::Rebooting => "Rebooting",
+            NodeState::Trial => "Trial",
         }
     }
 

@@ -43,6 +43,7 @@ fn every_fixture_reads_into_its_type_and_writes_back_unchanged() {
     assert!(d.name.starts_with("rendered-worker-"));
     assert_eq!(d.spec.config.storage.files.len(), 1);
     assert_eq!(d.policies.units.len(), 1);
+    assert_eq!(d.trial.map(|t| t.seconds), Some(120));
     let s: AgentStatus = lossless("AgentStatus");
     assert_eq!(s.state, NodeState::Degraded);
     assert_eq!(s.history.len(), 2);

@@ -28,6 +28,7 @@
 //!   `validate`, `evaluate`, `outcome`, `rules`, `defaults`.
 //! - [`mco`]: rules taken from the MCO that no Ignition field implies (force file, `overwrite`).
 //! - [`window`]: maintenance windows.
+//! - [`trial`]: changes on trial ("commit confirmed"): which, and the deadline.
 //! - [`time`]: RFC 3339 times, shared by the agent and the server.
 //!
 //! The directory modules (`ignition`, `manifest`, `render`, `plan`, `disruption`) hold one
@@ -51,6 +52,7 @@ pub mod node;
 pub mod plan;
 pub mod render;
 pub mod time;
+pub mod trial;
 pub mod unit_name;
 pub mod validate;
 pub mod window;

@@ -301,7 +301,10 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
             t.contains("Pool worker") && t.contains("+++ rendered-worker-")
         })
         .await;
-    assert!(text.contains("\"path\": \"/etc/hearth-test-60-next\""), "{text}");
+    assert!(
+        text.contains("\"path\": \"/etc/hearth-test-60-next\""),
+        "{text}"
+    );
     browser.screenshot("dashboard-pool-diff.png").await;
     s.shutdown().await;
 }

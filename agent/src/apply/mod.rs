@@ -55,6 +55,7 @@ mod request;
 mod rollback;
 mod run;
 mod step;
+mod trial;
 
 pub use action::{MAX_ACTION_RECORDS, MAX_OUTPUT_TAIL, SCRIPT_DIR};
 pub use adopt::FIRSTBOOT_STAMP;
@@ -64,6 +65,7 @@ pub use lock::LOCK_FILE;
 pub use os::FINALIZE_UNIT;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
 pub use request::{new_requests, MAX_REQUEST_RESULTS};
+pub use trial::{trial_deadline, trial_window, unix_now};
 
 use os::os_fields;
 
@@ -96,6 +98,9 @@ pub struct Options {
     /// everything, and the request's id is written into the journal with the apply's start
     /// (`Journal::forcing`), so that it is acted on once, also across a crash.
     pub force_request: Option<u64>,
+    /// The pool's trial policy (only when following a server: the trial needs one to answer):
+    /// a change it covers ends in `Trial`, not `Done` (`trial.rs`).
+    pub trial: Option<hearth_config::trial::TrialPolicy>,
 }
 
 /// How a sync ended.
@@ -120,6 +125,9 @@ pub enum Outcome {
     Degraded(String),
     /// The desired config cannot be applied to a running node; every field is listed.
     Unreconcilable(String),
+    /// Applied and verified, on trial: the server must answer before the deadline (the
+    /// reason says when), or the change is undone.
+    Trial(String),
 }
 
 /// Errors that stop the agent itself (not an apply failure, which is [`Outcome::Degraded`]).
@@ -265,6 +273,16 @@ impl Agent {
                 j.save(&self.root)?;
             }
         }
+        // A trial under way ends first (confirmed by the server, or undone at its deadline):
+        // nothing else is applied meanwhile.
+        if trial_deadline(&j).is_some()
+            && self
+                .expire_trial_locked(&mut j, &opts.drift)
+                .await?
+                .is_none()
+        {
+            return Ok(Outcome::Trial(j.reason.clone().unwrap_or_default()));
+        }
         let pending_same = j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec);
         let waiting_for_reboot = j
             .progress
@@ -303,6 +321,16 @@ impl Agent {
             // would reboot into the same failure. A new config or the force file retries.
             return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
         }
+        if !force
+            && j.state == State::Degraded
+            && j.failed_trial.is_some()
+            && j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec)
+        {
+            // Its trial failed (the server did not answer after it was applied) and it was
+            // undone: applying it again would cut the node off again. A new config or a force
+            // retries.
+            return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
+        }
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
             // Nothing to do but make sure the host still matches: every difference is drift
@@ -339,6 +367,7 @@ impl Agent {
         j.desired = Some(desired);
         j.policies = policies;
         j.failed_os = None;
+        j.failed_trial = None;
         j.transition(Event::Start, None)?;
         let preexisting = self.preexisting(&j)?;
         j.progress = Some(Progress {
@@ -349,6 +378,8 @@ impl Agent {
             boot_id: None,
             reboot_requests: 0,
             os: None,
+            trial_seconds: None,
+            deadline: None,
         });
         if let Some(id) = opts.force_request {
             j.forcing = Some(id);
@@ -391,6 +422,10 @@ impl Agent {
                 let reason = progress.failure.unwrap_or_else(|| "an apply failed".into());
                 self.run_rollback(j, reason, &opts.drift).await?
             }
+            Phase::Trial => match self.expire_trial_locked(j, &opts.drift).await? {
+                Some(outcome) => outcome,
+                None => Outcome::Trial(j.reason.clone().unwrap_or_default()),
+            },
             Phase::Rebooting => {
                 if self.rebooted_since(&progress) {
                     self.after_reboot(j, opts).await?

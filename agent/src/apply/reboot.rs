@@ -156,6 +156,10 @@ impl Agent {
         let touched = touched_paths(&plan(&Self::current_spec(j), &desired.spec, &j.policies));
         let (mismatches, drift) = opts.drift.split(mismatches, &touched);
         if mismatches.is_empty() {
+            if let Some(seconds) = j.progress.as_ref().and_then(|p| p.trial_seconds) {
+                // On trial: it starts now, after the boot.
+                return self.start_trial(j, seconds, drift);
+            }
             j.current = Some(desired);
             j.os_base = None;
             j.progress = None;

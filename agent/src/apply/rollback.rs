@@ -56,6 +56,8 @@ impl Agent {
             boot_id: None,
             reboot_requests: 0,
             os: None,
+            trial_seconds: None,
+            deadline: None,
         });
         j.save(&self.root)?;
         self.run_rollback(j, reason, drift_policies).await
@@ -112,6 +114,9 @@ impl Agent {
             }
             State::Rebooting => {
                 j.transition(Event::BootVerificationFailed, Some(full.clone()))?;
+            }
+            State::Trial => {
+                j.transition(Event::TrialFailed, Some(full.clone()))?;
             }
             _ => j.reason = Some(full.clone()),
         }

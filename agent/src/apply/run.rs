@@ -158,6 +158,12 @@ impl Agent {
             }
         };
         let _ = self.root.remove(Self::PREEXISTING);
+        // On trial (following a server whose pool's policy covers what this apply wrote): the
+        // trial starts once applied and verified, after the boot when one is needed.
+        let trial = opts
+            .trial
+            .filter(|t| t.covers(touched_paths(&p).iter().map(String::as_str)))
+            .map(|t| t.seconds);
         if (p.disruption.reboot() || j.reboot_pending || os_progress.is_some())
             && !self.is_offline()
         {
@@ -172,6 +178,8 @@ impl Agent {
                 boot_id: boot_id(),
                 reboot_requests: 0,
                 os: os_progress,
+                trial_seconds: trial,
+                deadline: None,
             });
             let mut reasons: Vec<String> = p
                 .disruption
@@ -188,6 +196,12 @@ impl Agent {
             j.drift = drift;
             j.save(&self.root)?;
             return self.request_reboot(j, opts).await;
+        }
+        if let Some(seconds) = trial {
+            for w in &warnings {
+                tracing::warn!("{w}");
+            }
+            return self.start_trial(j, seconds, drift);
         }
         self.finish(j, drift, warnings)
     }

@@ -15,7 +15,7 @@ pub const NOT_ENROLLED: &str = "NotEnrolled";
 pub const NO_REPORT: &str = "Enrolled";
 
 /// A node's state, as every command shows it: the state its agent reported (`Done`, `Working`,
-/// `Degraded`, `Unreconcilable`, `Rebooting`), else [`NO_REPORT`] or [`NOT_ENROLLED`].
+/// `Degraded`, `Unreconcilable`, `Rebooting`, `Trial`), else [`NO_REPORT`] or [`NOT_ENROLLED`].
 pub fn node_state(st: &NodeStatus) -> &'static str {
     match st.state {
         Some(state) => state.as_str(),
@@ -44,6 +44,7 @@ pub fn progress(st: &NodeStatus) -> Option<String> {
         Some("applying") => "applying".to_string(),
         Some("rollingBack") => "rolling back".to_string(),
         Some("rebooting") => "rebooting".to_string(),
+        Some("trial") => "on trial".to_string(),
         Some(other) => escape(other).into_owned(),
         None => "in progress".to_string(),
     };
@@ -100,6 +101,10 @@ mod tests {
         assert_eq!(
             p(json!({"phase": "rebooting", "step": 9, "total": 7})).as_deref(),
             Some("rebooting, 7 of 7 steps done")
+        );
+        assert_eq!(
+            p(json!({"phase": "trial", "step": 0, "total": 0, "deadline": 1})).as_deref(),
+            Some("on trial")
         );
         assert_eq!(
             p(json!({"phase": "rollingBack", "step": 2, "total": 7, "failure": "EIO"})).as_deref(),

@@ -150,6 +150,27 @@ impl Reader<'_> {
             );
             failed = true;
         }
+        if let Err(e) = crate::trial::TrialPolicy::of(&metadata.annotations) {
+            let key = match e {
+                crate::trial::TrialError::Mode(_) => crate::trial::ANNOTATION,
+                crate::trial::TrialError::Seconds(_) => crate::trial::SECONDS_ANNOTATION,
+            };
+            let line = doc
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
+                .map(|a| a.get(key).map_or(a.line, |n| n.line))
+                .unwrap_or(doc.line);
+            self.diags.push(
+                Diagnostic::error(
+                    self.file,
+                    Some(line),
+                    &format!("metadata.annotations[{key}]"),
+                    format!("MachineConfigPool {:?}: {e}", metadata.name),
+                )
+                .with_object(object.clone()),
+            );
+            failed = true;
+        }
         if failed {
             return;
         }

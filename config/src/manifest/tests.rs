@@ -86,6 +86,27 @@ fn unreadable_maintenance_windows_refuse_the_pool_with_file_line_and_field() {
 }
 
 #[test]
+fn a_trial_annotation_out_of_bounds_refuses_the_pool_with_line_and_field() {
+    let pool = |a: &str| {
+        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: edge\n  annotations:\n    hearth.io/trial: always\n    {a}\nspec:\n  machineConfigSelector: {{}}\n  nodeSelector: {{}}\n")
+    };
+    let (m, diags) = read_str("pools.yaml", &pool("hearth.io/trial-seconds: \"300\""));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(m.pools.len(), 1);
+    let (m, diags) = read_str("pools.yaml", &pool("hearth.io/trial-seconds: \"5\""));
+    assert!(m.pools.is_empty());
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    let d = &diags[0];
+    assert_eq!(d.path, "metadata.annotations[hearth.io/trial-seconds]");
+    assert_eq!(d.line, Some(7));
+    assert!(
+        d.message.contains("\"edge\"") && d.message.contains("10 to 3600"),
+        "{}",
+        d.message
+    );
+}
+
+#[test]
 fn lists_and_json() {
     let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}}},

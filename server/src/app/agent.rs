@@ -13,6 +13,7 @@ use crate::records::{EventRecord, NodeRecord, SlotHolder};
 use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use hearth_config::render;
+use hearth_config::trial::TrialPolicy;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -121,12 +122,23 @@ impl<S: Store> App<S> {
             .get(POLICIES_NAME)
             .map(|p| p.mod_revision)
             .unwrap_or(0);
+        // The pool's trial policy (its annotations were checked when the pool was applied;
+        // a pool record that cannot be read gets the default). Part of the cache key: the
+        // annotations change without the rendered config's name.
+        let trial = n
+            .value
+            .pool
+            .as_deref()
+            .and_then(|p| fleet.pools.get(p))
+            .map(|p| TrialPolicy::of(&p.value.metadata.annotations).unwrap_or_default())
+            .unwrap_or_default();
+        let key = format!("{name}\n{:?}/{}", trial.mode, trial.seconds);
         {
             let mut cache = self.body_cache.lock().unwrap_or_else(|e| e.into_inner());
             if cache.0 != policies_rev {
                 *cache = (policies_rev, HashMap::new());
             }
-            if let Some(b) = cache.1.get(&name) {
+            if let Some(b) = cache.1.get(&key) {
                 return Ok(Some((name, b.clone())));
             }
         }
@@ -140,6 +152,7 @@ impl<S: Store> App<S> {
             spec: r.value.spec.clone(),
             policies: fleet.policies(),
             requests: Vec::new(),
+            trial: Some(trial),
         })
         .map_err(|e| ApiError::internal(e.to_string()))?;
         let body = Arc::new(body);
@@ -148,7 +161,7 @@ impl<S: Store> App<S> {
             if cache.1.len() > 1024 {
                 cache.1.clear();
             }
-            cache.1.insert(name.clone(), body.clone());
+            cache.1.insert(key, body.clone());
         }
         Ok(Some((name, body)))
     }

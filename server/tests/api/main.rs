@@ -8,7 +8,7 @@
 //! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
 //! pool back to its previous rendered config), `requests` (an admin's force and restore-file
 //! requests to a node), `actions` (run-once actions: in the desired config, reported runs in
-//! the node view).
+//! the node view), `trial` (the pool's trial policy in the desired answer).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -21,4 +21,5 @@ mod manifests;
 mod requests;
 mod rollback;
 mod rollout;
+mod trial;
 mod windows;

@@ -1,6 +1,7 @@
-//! Records the git commit being built as `HEARTH_BUILD_COMMIT`, for ``GET /api/v1/version` (`hearth version`)`:
-//! `$HEARTH_COMMIT` when set (a build from a source tarball, which has no `.git`), else
-//! `git rev-parse HEAD`, else `unknown`. Rebuilt when HEAD or the branch it names moves.
+// Records the git commit being built as `HEARTH_BUILD_COMMIT`, for `GET /api/v1/version` and
+// `hearth version` (`cli/build.rs` includes this file):
+// `$HEARTH_COMMIT` when set (a build from a source tarball, which has no `.git`), else
+// `git rev-parse HEAD`, else `unknown`. Rebuilt when HEAD or the branch it names moves.
 
 use std::process::Command;
 

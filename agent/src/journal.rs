@@ -94,6 +94,10 @@ pub struct Progress {
     /// or a reboot during the trial keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<i64>,
+    /// The pool's trial policy the apply started with, kept so that an apply resumed after a
+    /// crash is still on trial (the restarted daemon does not know it until the server answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial_policy: Option<hearth_config::trial::TrialPolicy>,
 }
 
 /// The OS part of an apply: written before the reboot, read after it.

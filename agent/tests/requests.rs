@@ -68,6 +68,7 @@ async fn a_force_interrupted_by_a_crash_resumes_forced_and_finishes_once() {
         os: None,
         trial_seconds: None,
         deadline: None,
+        trial_policy: None,
     });
     j.forcing = Some(5);
     j.save(&handle).unwrap();

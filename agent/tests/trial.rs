@@ -152,3 +152,53 @@ async fn a_network_change_on_trial_keeps_its_deadline_and_is_undone_past_it_once
     assert!(trial_deadline(&j).is_none());
     assert_eq!(agent.confirm_trial().unwrap(), None, "confirmed once");
 }
+
+#[tokio::test]
+async fn an_apply_on_trial_interrupted_by_a_crash_is_still_on_trial_when_resumed() {
+    use hearth_agent::journal::{Phase, Progress};
+    use hearth_agent::state::Event;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let handle = Root::open(root).unwrap();
+    let agent = Agent::new(root, None).await.unwrap();
+    let policies = DisruptionPolicies::default();
+    let base = config("rendered-worker-1", &[]);
+    let out = agent.sync(base, policies.clone(), &on_trial(60)).await;
+    assert_eq!(out.unwrap(), Outcome::Done);
+
+    // What the network change's sync writes before its first step, with the pool's trial
+    // policy, and then the crash (kill -9, power cut).
+    let mut j = Journal::load(&handle).unwrap();
+    j.desired = Some(config(
+        "rendered-worker-2",
+        &[("/etc/hosts", "10.0.0.9%20server%0A")],
+    ));
+    j.policies = policies;
+    j.transition(Event::Start, None).unwrap();
+    j.progress = Some(Progress {
+        phase: Phase::Applying,
+        step: 0,
+        total: 0,
+        failure: None,
+        boot_id: None,
+        reboot_requests: 0,
+        os: None,
+        trial_seconds: None,
+        deadline: None,
+        trial_policy: on_trial(60).trial,
+    });
+    j.save(&handle).unwrap();
+
+    // The restarted daemon knows no policy until the server answers (its options have none):
+    // the journal's keeps the change on trial, never Done unconfirmed.
+    let agent = Agent::new(root, None).await.unwrap();
+    let out = agent
+        .resume(&mut Journal::default(), &Options::default())
+        .await
+        .unwrap();
+    assert!(matches!(out, Some(Outcome::Trial(_))), "{out:?}");
+    let j = Journal::load(&handle).unwrap();
+    assert_eq!(j.state, State::Trial);
+    assert!(trial_deadline(&j).is_some());
+    assert!(exists(root, "/etc/hosts"));
+}

@@ -6,24 +6,9 @@
 
 mod common;
 
-use common::hosts::{agent_unit, binary, install, mc, put, wait_for};
+use common::hosts::{agent_unit, boot_with_server, hearth, mc, put, wait_for};
 use hearth_vm_tests::SystemdHost;
-use std::path::Path;
 use std::time::Duration;
-
-/// Runs the hearth CLI inside the host, as the admin.
-fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput {
-    let token = std::fs::read_to_string(host.path("/var/lib/hearth-server/admin.token")).unwrap();
-    let mut argv = vec![
-        "env".to_string(),
-        "HEARTH_SERVER=https://127.0.0.1:22623".to_string(),
-        "HEARTH_CA=/var/lib/hearth-server/pki/ca.crt".to_string(),
-        format!("HEARTH_TOKEN={}", token.trim()),
-        "/usr/local/bin/hearth".to_string(),
-    ];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    host.exec(&argv).unwrap()
-}
 
 fn node_state(host: &SystemdHost) -> serde_json::Value {
     let out = hearth(host, &["get", "nodes", "-o", "json"]);
@@ -40,37 +25,7 @@ fn node_state(host: &SystemdHost) -> serde_json::Value {
 
 #[test]
 fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
-    let mut host = SystemdHost::boot().expect("boot a test host (root, systemd-nspawn)");
-    install(
-        &host,
-        Path::new(env!("CARGO_BIN_EXE_hearth-server")),
-        "/usr/local/bin/hearth-server",
-    );
-    install(
-        &host,
-        &binary("hearth-agent", "hearth-agent"),
-        "/usr/bin/hearth-agent",
-    );
-    install(
-        &host,
-        &binary("hearth-cli", "hearth"),
-        "/usr/local/bin/hearth",
-    );
-
-    // The server, as a service (it must come back after the reboot).
-    put(
-        &host,
-        "/etc/systemd/system/hearth-test-server.service",
-        "[Unit]\nDescription=hearth-server for the test\n[Service]\nType=notify\nWatchdogSec=30s\nExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n",
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-test-server.service"])
-        .unwrap();
-    wait_for("the server's first start", Duration::from_secs(30), || {
-        host.path("/var/lib/hearth-server/tokens/worker.token")
-            .exists()
-            && host.path("/var/lib/hearth-server/pki/ca.crt").exists()
-    });
+    let mut host = boot_with_server("Type=notify\nWatchdogSec=30s\n");
     // Changes under /etc/demo need no reboot.
     put(
         &host,

@@ -220,6 +220,12 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
     let t = api.post("/api/v1/viewer-tokens", &json!({})).await;
     assert_eq!(t.status, StatusCode::OK, "{}", t.text);
     let viewer = t.json["token"].as_str().unwrap().to_string();
+    // A validity past ten years is refused (it would wrap the expiry round into the past).
+    let a = api
+        .post("/api/v1/viewer-tokens", &json!({"ttlSeconds": u64::MAX}))
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert!(a.text.contains("ttlSeconds"), "{}", a.text);
     assert!(viewer.starts_with("hearth-viewer-"));
     let v = api.with_token(&viewer);
     assert_eq!(v.get("/api/v1/nodes").await.status, StatusCode::OK);
@@ -304,6 +310,40 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
     assert!(
         text.contains("\"path\": \"/etc/hearth-test-60-next\""),
         "{text}"
+    );
+    // The pair the user chose stays chosen through the live refreshes.
+    browser
+        .js(
+            "const [a, b] = document.querySelectorAll('#detail select'); a.value = b.value; \
+             a.dispatchEvent(new Event('change')); return 0",
+        )
+        .await;
+    let chosen = browser
+        .js("return document.querySelectorAll('#detail select')[0].value")
+        .await;
+    let before = browser
+        .js("return window.hearthDashboard.refreshes")
+        .await
+        .as_u64()
+        .unwrap();
+    w1.report("Done", Some(&d1), Some(&d1), Some("a new report"))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while browser
+        .js("return window.hearthDashboard.refreshes")
+        .await
+        .as_u64()
+        .unwrap()
+        <= before
+    {
+        assert!(Instant::now() < deadline, "no refresh after a change");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        browser
+            .js("return document.querySelectorAll('#detail select')[0].value")
+            .await,
+        chosen
     );
     browser.screenshot("dashboard-pool-diff.png").await;
     s.shutdown().await;

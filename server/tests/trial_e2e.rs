@@ -7,28 +7,13 @@
 
 mod common;
 
-use common::hosts::{agent_unit, binary, install, put, wait_for};
+use common::hosts::{agent_unit, boot_with_server, hearth, put, wait_for};
 use hearth_vm_tests::SystemdHost;
 use serde_json::Value;
-use std::path::Path;
 use std::time::Duration;
 
 /// The trial's deadline the test pool sets (`hearth.io/trial-seconds`).
 const TRIAL_SECONDS: u64 = 20;
-
-/// Runs the hearth CLI inside the host, as the admin.
-fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput {
-    let token = std::fs::read_to_string(host.path("/var/lib/hearth-server/admin.token")).unwrap();
-    let mut argv = vec![
-        "env".to_string(),
-        "HEARTH_SERVER=https://127.0.0.1:22623".to_string(),
-        "HEARTH_CA=/var/lib/hearth-server/pki/ca.crt".to_string(),
-        format!("HEARTH_TOKEN={}", token.trim()),
-        "/usr/local/bin/hearth".to_string(),
-    ];
-    argv.extend(args.iter().map(|s| s.to_string()));
-    host.exec(&argv).unwrap()
-}
 
 /// node-a as `hearth get nodes -o json` shows it (null while the server cannot be reached).
 fn node(host: &SystemdHost) -> Value {
@@ -96,35 +81,7 @@ fn machine_config(name: &str, body: &str) -> String {
 /// A booted host with hearth-server, and hearth-agent enrolled as node-a and Done in the base
 /// config (the loopback unit, `up`); the pool's trial deadline is [`TRIAL_SECONDS`].
 fn fleet() -> SystemdHost {
-    let host = SystemdHost::boot().expect("boot a test host (root, systemd-nspawn)");
-    install(
-        &host,
-        Path::new(env!("CARGO_BIN_EXE_hearth-server")),
-        "/usr/local/bin/hearth-server",
-    );
-    install(
-        &host,
-        &binary("hearth-agent", "hearth-agent"),
-        "/usr/bin/hearth-agent",
-    );
-    install(
-        &host,
-        &binary("hearth-cli", "hearth"),
-        "/usr/local/bin/hearth",
-    );
-    put(
-        &host,
-        "/etc/systemd/system/hearth-test-server.service",
-        "[Unit]\nDescription=hearth-server for the test\n[Service]\nExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n",
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-test-server.service"])
-        .unwrap();
-    wait_for("the server's first start", Duration::from_secs(30), || {
-        host.path("/var/lib/hearth-server/tokens/worker.token")
-            .exists()
-            && host.path("/var/lib/hearth-server/pki/ca.crt").exists()
-    });
+    let host = boot_with_server("");
     put(
         &host,
         "/root/fleet/policy.yaml",
@@ -194,8 +151,13 @@ fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
     wait_for("the node cut off", Duration::from_secs(90), || {
         !lo_up(&host)
     });
-    // A crash during the trial keeps its deadline (the journal has it): kill -9 the agent;
-    // systemd starts it again (Restart=on-failure) and the restarted agent ends the trial.
+    // A crash during the trial keeps its deadline (the journal has it): once the agent's own
+    // status says Trial (the server cannot hear it), kill -9 it; systemd starts it again
+    // (Restart=on-failure) and the restarted agent ends the trial.
+    wait_for("the agent on trial", Duration::from_secs(60), || {
+        host.exec(&["/usr/bin/hearth-agent", "status", "-o", "json"])
+            .is_ok_and(|o| o.stdout.contains("\"state\": \"Trial\""))
+    });
     let pid = main_pid(&host);
     host.exec_ok(&[
         "systemctl",

@@ -9,6 +9,8 @@ const state = {
   selected: null, // {kind: "node"|"pool", name}
   refreshes: 0,
   pending: false,
+  dirty: false, // a change came while a read was under way: read again after it
+  diff: {}, // pool -> [from, to]: the pair the user chose, kept across refreshes
 };
 // For tests and the curious: how often the data was read, and that the page was loaded once.
 window.hearthDashboard = state;
@@ -178,8 +180,17 @@ async function renderPoolDetail(name) {
   body.appendChild(el("h3", "Diff between two rendered configs"));
   const a = el("select"), b = el("select");
   for (const n of mine) { a.appendChild(el("option", n)); b.appendChild(el("option", n)); }
-  if (mine.length > 1) a.selectedIndex = mine.length - 2;
-  b.value = target && mine.includes(target) ? target : mine[mine.length - 1];
+  const chosen = state.diff[name];
+  if (chosen && mine.includes(chosen[0]) && mine.includes(chosen[1])) {
+    a.value = chosen[0];
+    b.value = chosen[1];
+  } else {
+    if (mine.length > 1) a.selectedIndex = mine.length - 2;
+    b.value = target && mine.includes(target) ? target : mine[mine.length - 1];
+  }
+  const keep = () => { state.diff[name] = [a.value, b.value]; };
+  a.addEventListener("change", keep);
+  b.addEventListener("change", keep);
   const go = el("button", "Diff");
   go.type = "button";
   const out = el("pre", "", "mono diff");
@@ -213,8 +224,12 @@ function select(kind, name) {
 }
 
 async function refresh() {
-  if (state.pending) return;
+  if (state.pending) {
+    state.dirty = true;
+    return;
+  }
   state.pending = true;
+  state.dirty = false;
   try {
     const [pools, nodes, events] = await Promise.all([
       api("/api/v1/pools"), api("/api/v1/nodes"), api("/api/v1/events?limit=30"),
@@ -233,6 +248,7 @@ async function refresh() {
     $("error").textContent = String(e.message);
   } finally {
     state.pending = false;
+    if (state.dirty) refresh();
   }
 }
 

@@ -380,6 +380,7 @@ impl Agent {
             os: None,
             trial_seconds: None,
             deadline: None,
+            trial_policy: opts.trial,
         });
         if let Some(id) = opts.force_request {
             j.forcing = Some(id);

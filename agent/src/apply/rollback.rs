@@ -58,6 +58,7 @@ impl Agent {
             os: None,
             trial_seconds: None,
             deadline: None,
+            trial_policy: None,
         });
         j.save(&self.root)?;
         self.run_rollback(j, reason, drift_policies).await

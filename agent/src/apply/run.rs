@@ -160,8 +160,14 @@ impl Agent {
         let _ = self.root.remove(Self::PREEXISTING);
         // On trial (following a server whose pool's policy covers what this apply wrote): the
         // trial starts once applied and verified, after the boot when one is needed.
-        let trial = opts
-            .trial
+        // The policy comes from the journal (the apply started with it; a daemon resuming after
+        // a crash has none in its options), else from the options.
+        let policy = j
+            .progress
+            .as_ref()
+            .and_then(|p| p.trial_policy)
+            .or(opts.trial);
+        let trial = policy
             .filter(|t| t.covers(touched_paths(&p).iter().map(String::as_str)))
             .map(|t| t.seconds);
         if (p.disruption.reboot() || j.reboot_pending || os_progress.is_some())
@@ -180,6 +186,7 @@ impl Agent {
                 os: os_progress,
                 trial_seconds: trial,
                 deadline: None,
+                trial_policy: None,
             });
             let mut reasons: Vec<String> = p
                 .disruption

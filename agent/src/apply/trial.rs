@@ -7,7 +7,7 @@
 //! newer one or a force). A crash or a reboot keeps the deadline: the journal holds it, and
 //! the resume undoes a trial whose deadline passed.
 
-use super::{os::is_os_action, Agent, AgentError, Outcome, FORCE_FILE};
+use super::{os::is_os_action, os::os_fields, Agent, AgentError, Outcome, FORCE_FILE};
 use crate::drift_policy::{drift_reason, DriftPolicies};
 use crate::journal::{Journal, Phase};
 use crate::state::{Event, State};
@@ -141,6 +141,13 @@ impl Agent {
             _ => Vec::new(),
         };
         j.failed_trial = Some(name);
+        if !os_changes.is_empty() {
+            // The booted deployment stays the one made for the desired config: later OS plans
+            // start from its OS fields, not from the config the files go back to.
+            if let Some(d) = &j.desired {
+                j.os_base = Some(os_fields(&d.spec));
+            }
+        }
         // Journalled as a rollback: a crash during the undo resumes it.
         if let Some(p) = j.progress.as_mut() {
             p.phase = Phase::RollingBack;

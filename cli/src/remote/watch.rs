@@ -97,16 +97,19 @@ pub(super) fn follow(
     loop {
         std::thread::sleep(WATCH_INTERVAL);
         let objects = fetch(c, a, sel)?;
+        // What is remembered is what this poll returned: objects gone (deleted, or events
+        // past the server's window) are forgotten, so a long watch does not grow.
+        let mut seen: HashMap<String, Vec<String>> = HashMap::with_capacity(objects.len());
         for k in keyed_rows(a, &objects, wide)? {
-            if printed.get(&k.key) == Some(&k.cmp) {
-                continue;
+            if printed.get(&k.key) != Some(&k.cmp) {
+                match &mut table {
+                    Some(t) => t.print(&k.row),
+                    None => crate::outln!("{}", k.row[0]),
+                }
             }
-            match &mut table {
-                Some(t) => t.print(&k.row),
-                None => crate::outln!("{}", k.row[0]),
-            }
-            printed.insert(k.key, k.cmp);
+            seen.insert(k.key, k.cmp);
         }
+        printed = seen;
     }
 }
 

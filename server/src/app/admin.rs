@@ -113,6 +113,10 @@ impl<S: Store> App<S> {
             } else {
                 fleet.pools.remove(name);
                 fleet.tokens.remove(&bootstrap_token_name(name));
+                // And the first-boot tokens of its nodes-to-be.
+                fleet.tokens.retain(|_, t| {
+                    !matches!(&t.value.scope, TokenScope::Bootstrap { pool, .. } if pool == name)
+                });
                 "deleted"
             };
             fleet.record_events(vec![EventRecord::normal(
@@ -257,7 +261,7 @@ impl<S: Store> App<S> {
                         "MachineConfigPool {pool:?} not found"
                     )));
                 }
-                let expires_at = ttl.map(|d| t + d.as_secs());
+                let expires_at = ttl.map(|d| t.saturating_add(d.as_secs()));
                 put(
                     &mut fleet.tokens,
                     &bootstrap_token_name(pool),

@@ -286,7 +286,7 @@ impl<S: Store> App<S> {
                             node: None,
                         },
                         created_at: t,
-                        expires_at: ttl.map(|d| t + d.as_secs()),
+                        expires_at: ttl.map(|d| t.saturating_add(d.as_secs())),
                     },
                 );
             }

@@ -88,7 +88,7 @@ impl<S: Store> App<S> {
                         },
                     );
                 }
-                let expires_at = ttl.map(|d| t + d.as_secs());
+                let expires_at = ttl.map(|d| t.saturating_add(d.as_secs()));
                 put(
                     &mut fleet.tokens,
                     &node_bootstrap_token_name(node),

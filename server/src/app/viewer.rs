@@ -33,8 +33,8 @@ impl<S: Store> App<S> {
             .mutate(Scope::Rollout, false, |fleet, t| {
                 let count = fleet
                     .tokens
-                    .keys()
-                    .filter(|k| k.starts_with(NAME_PREFIX))
+                    .values()
+                    .filter(|t| t.value.scope == TokenScope::Viewer)
                     .count();
                 if count >= MAX_VIEWER_TOKENS {
                     return Err(ApiError::conflict(format!(
@@ -42,7 +42,7 @@ impl<S: Store> App<S> {
                          (`hearth viewer-token delete NAME`)"
                     )));
                 }
-                let expires_at = ttl.map(|d| t + d.as_secs());
+                let expires_at = ttl.map(|d| t.saturating_add(d.as_secs()));
                 put(
                     &mut fleet.tokens,
                     &name,

@@ -21,7 +21,6 @@ use hearth_api::VersionInfo;
 use hearth_api::{RequestAction, RequestAnswer, RestoreFileRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use std::time::Duration;
 
 fn list<T>(items: Vec<T>) -> Json<List<T>> {
     Json(List::new(items))
@@ -208,7 +207,7 @@ pub(super) async fn bootstrap_token<S: Store>(
     let ttl = match req.ttl_seconds {
         None => app.options.bootstrap_ttl,
         Some(0) => None,
-        Some(s) => Some(Duration::from_secs(s)),
+        Some(s) => Some(crate::bounds::token_ttl(s)?),
     };
     if let Some(node) = req.node {
         let (token, expires) = app

@@ -184,7 +184,10 @@ pub(super) async fn new_viewer_token<S: Store>(
     } else {
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?
     };
-    let ttl = req.ttl_seconds.filter(|s| *s > 0).map(Duration::from_secs);
+    let ttl = match req.ttl_seconds.filter(|s| *s > 0) {
+        Some(s) => Some(crate::bounds::token_ttl(s)?),
+        None => None,
+    };
     let (name, token, expires) = app.new_viewer_token(ttl, &by.to_string()).await?;
     tracing::info!(name = %name, by = %by, "new viewer token");
     Ok(Json(ViewerTokenAnswer {

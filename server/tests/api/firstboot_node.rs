@@ -162,6 +162,32 @@ async fn a_node_bound_token_serves_the_nodes_own_first_boot_config_and_enrolls_o
         .await;
     assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
     assert!(a.text.contains("belongs to pool master"), "{}", a.text);
+
+    // Deleting a pool deletes the first-boot tokens of its nodes-to-be with its own.
+    let a = api
+        .apply_text(
+            "gold.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: gold\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: gold\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/gold: \"\"\n",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let t = api
+        .post("/api/v1/pools/gold/bootstrap-token", &json!({"node": "g1"}))
+        .await;
+    assert_eq!(t.status, StatusCode::OK, "{}", t.text);
+    let gold = api.with_token(t.json["token"].as_str().unwrap());
+    assert_ne!(
+        gold.get("/config/gold").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        api.delete("/api/v1/pools/gold").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        gold.get("/config/gold").await.status,
+        StatusCode::UNAUTHORIZED
+    );
     s.shutdown().await;
 }
 

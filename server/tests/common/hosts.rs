@@ -68,3 +68,56 @@ pub fn agent_unit() -> String {
     ))
     .unwrap()
 }
+
+/// Boots a test host with hearth-server running in it as `hearth-test-server.service`
+/// (127.0.0.1:22623, state in `/var/lib/hearth-server`; `service` adds `[Service]` lines), the
+/// agent at `/usr/bin/hearth-agent` (not started) and the CLI at `/usr/local/bin/hearth`;
+/// returns once the server's first start wrote its CA and tokens.
+pub fn boot_with_server(service: &str) -> SystemdHost {
+    let host = SystemdHost::boot().expect("boot a test host (root, systemd-nspawn)");
+    install(
+        &host,
+        Path::new(env!("CARGO_BIN_EXE_hearth-server")),
+        "/usr/local/bin/hearth-server",
+    );
+    install(
+        &host,
+        &binary("hearth-agent", "hearth-agent"),
+        "/usr/bin/hearth-agent",
+    );
+    install(
+        &host,
+        &binary("hearth-cli", "hearth"),
+        "/usr/local/bin/hearth",
+    );
+    put(
+        &host,
+        "/etc/systemd/system/hearth-test-server.service",
+        &format!(
+            "[Unit]\nDescription=hearth-server for the test\n[Service]\n{service}ExecStart=/usr/local/bin/hearth-server --state-dir /var/lib/hearth-server --listen 127.0.0.1:22623\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+    );
+    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
+    host.exec_ok(&["systemctl", "enable", "--now", "hearth-test-server.service"])
+        .unwrap();
+    wait_for("the server's first start", Duration::from_secs(30), || {
+        host.path("/var/lib/hearth-server/tokens/worker.token")
+            .exists()
+            && host.path("/var/lib/hearth-server/pki/ca.crt").exists()
+    });
+    host
+}
+
+/// Runs the hearth CLI inside a [`boot_with_server`] host, as the admin.
+pub fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput {
+    let token = std::fs::read_to_string(host.path("/var/lib/hearth-server/admin.token")).unwrap();
+    let mut argv = vec![
+        "env".to_string(),
+        "HEARTH_SERVER=https://127.0.0.1:22623".to_string(),
+        "HEARTH_CA=/var/lib/hearth-server/pki/ca.crt".to_string(),
+        format!("HEARTH_TOKEN={}", token.trim()),
+        "/usr/local/bin/hearth".to_string(),
+    ];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    host.exec(&argv).unwrap()
+}

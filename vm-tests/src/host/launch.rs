@@ -117,8 +117,9 @@ impl SystemdHost {
             "--link-journal=no".into(),
             "--setenv=SYSTEMD_COLORS=0".into(),
         ];
-        // `launch` counts the boot before it builds the arguments: 1 is the first.
-        if self.opts.first_boot && self.boots == 1 {
+        // On every boot: harmless once systemd committed the id to /etc/machine-id, and the
+        // same id if it had not yet.
+        if self.opts.first_boot {
             args.push(format!("--uuid={}", self.machine_id));
         }
         args.extend(self.opts.extra_nspawn_args.iter().cloned());

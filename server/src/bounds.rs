@@ -161,6 +161,21 @@ pub fn labels(labels: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The longest validity a token may be given (`ttlSeconds`): ten years.
+pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// `ttlSeconds` of a token request, bounded: more than [`MAX_TOKEN_TTL_SECONDS`] is refused (a
+/// huge value would otherwise wrap the expiry round into the past).
+pub fn token_ttl(seconds: u64) -> Result<std::time::Duration, crate::error::ApiError> {
+    if seconds > MAX_TOKEN_TTL_SECONDS {
+        return Err(crate::error::ApiError::bad_request(format!(
+            "ttlSeconds: {seconds} is more than the {MAX_TOKEN_TTL_SECONDS} (ten years) a token may \
+             live; use 0 for no expiry"
+        )));
+    }
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,19 +191,4 @@ mod tests {
         assert!(f.ends_with("éé") && f.starts_with("[16 bytes cut"), "{f}");
         assert_eq!(cut_front("short", 5), "short");
     }
-}
-
-/// The longest validity a token may be given (`ttlSeconds`): ten years.
-pub const MAX_TOKEN_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
-
-/// `ttlSeconds` of a token request, bounded: more than [`MAX_TOKEN_TTL_SECONDS`] is refused (a
-/// huge value would otherwise wrap the expiry round into the past).
-pub fn token_ttl(seconds: u64) -> Result<std::time::Duration, crate::error::ApiError> {
-    if seconds > MAX_TOKEN_TTL_SECONDS {
-        return Err(crate::error::ApiError::bad_request(format!(
-            "ttlSeconds: {seconds} is more than the {MAX_TOKEN_TTL_SECONDS} (ten years) a token may \
-             live; use 0 for no expiry"
-        )));
-    }
-    Ok(std::time::Duration::from_secs(seconds))
 }

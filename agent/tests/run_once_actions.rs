@@ -215,11 +215,23 @@ fn a_failed_action_under_degrade_rolls_the_apply_back_and_names_the_action() {
         ),
         "{reason}"
     );
-    // Applying the same config again does not run it again: the recorded failure stands.
+    // Applying the same config again does not run it again, nor apply and undo its files
+    // again (no restart loop): the recorded failure stands until a new config or a force.
+    let workings = |s: &Value| {
+        s["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["state"] == "Working")
+            .count()
+    };
+    let before = workings(&s);
     let out = apply(root.path(), &cfg, &[]);
     assert!(!out.status.success(), "{out:?}");
     assert_eq!(runs(root.path(), "check"), 1);
-    assert_eq!(status(root.path())["state"], "Degraded");
+    let s = status(root.path());
+    assert_eq!(s["state"], "Degraded");
+    assert_eq!(workings(&s), before, "applied again: {s}");
 }
 
 #[test]

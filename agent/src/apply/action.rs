@@ -358,6 +358,17 @@ pub(super) fn rename_records(records: &mut [ActionRun], from: &str, to: &str) {
     }
 }
 
+/// Whether a run-once action of `config` with the `Degrade` policy failed (or was interrupted
+/// or timed out): the apply of that config was undone because of it, and applying it again
+/// would only rewrite and roll back the same files (the action is never run twice).
+pub(super) fn failed_degrading(j: &Journal, config: &str) -> bool {
+    j.actions.iter().any(|r| {
+        r.config == config
+            && r.failure == ActionFailurePolicy::Degrade
+            && !matches!(r.outcome, ActionOutcome::Succeeded | ActionOutcome::Running)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -331,6 +331,16 @@ impl Agent {
             // retries.
             return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
         }
+        if !force
+            && j.state == State::Degraded
+            && j.desired.as_ref().map(|d| &d.spec) == Some(&desired.spec)
+            && action::failed_degrading(&j, &desired.name)
+        {
+            // A run-once action of it failed under `Degrade` and the apply was undone: the
+            // action does not run twice, so applying again would only rewrite and roll back
+            // the same files. A new config or a force retries.
+            return Ok(Outcome::Degraded(j.reason.clone().unwrap_or_default()));
+        }
         let same = j.current.as_ref().is_some_and(|c| c.spec == desired.spec);
         if same && !force && j.state == State::Done {
             // Nothing to do but make sure the host still matches: every difference is drift

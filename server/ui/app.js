@@ -275,7 +275,7 @@ async function follow() {
         while ((i = buf.indexOf("\n\n")) >= 0) {
           const msg = buf.slice(0, i);
           buf = buf.slice(i + 2);
-          if (msg.startsWith("event: change")) refresh();
+          if (msg.split("\n").includes("event: change")) refresh();
         }
       }
     } catch (e) {

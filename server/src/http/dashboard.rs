@@ -11,9 +11,10 @@ use super::auth::{Admin, Reader};
 use super::AppState;
 use crate::error::ApiError;
 use crate::store::Store;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_api::admin::{ViewerTokenAnswer, ViewerTokenRequest};
@@ -85,55 +86,31 @@ pub(super) async fn style_css() -> Response {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
-/// `GET /api/v1/watch`: server-sent events, `event: change` with the store revision whenever
-/// something was committed (at most once per [`WATCH_MIN_INTERVAL`]), a heartbeat comment every
-/// [`WATCH_HEARTBEAT`], for at most [`WATCH_LIFETIME`].
-pub(super) async fn watch<S: Store>(State(app): AppState<S>, _: Reader) -> Response {
-    let mut rx = app.revision_watch();
-    let (tx, body_rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    tokio::spawn(async move {
-        let end = tokio::time::Instant::now() + WATCH_LIFETIME;
-        let first = *rx.borrow_and_update();
-        if tx
-            .send(Ok(Bytes::from(format!("event: change\ndata: {first}\n\n"))))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        loop {
-            let msg = tokio::select! {
-                _ = tokio::time::sleep_until(end) => return,
-                _ = tokio::time::sleep(WATCH_HEARTBEAT) => Bytes::from_static(b": alive\n\n"),
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    tokio::time::sleep(WATCH_MIN_INTERVAL).await;
-                    let rev = *rx.borrow_and_update();
-                    Bytes::from(format!("event: change\ndata: {rev}\n\n"))
+/// `GET /api/v1/watch`: server-sent events (axum's `Sse`), `event: change` with the store
+/// revision at once and whenever something was committed (at most once per
+/// [`WATCH_MIN_INTERVAL`]), a keep-alive comment every [`WATCH_HEARTBEAT`], for at most
+/// [`WATCH_LIFETIME`].
+pub(super) async fn watch<S: Store>(
+    State(app): AppState<S>,
+    _: Reader,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let end = tokio::time::Instant::now() + WATCH_LIFETIME;
+    let changes = futures_util::stream::unfold(
+        (app.revision_watch(), true),
+        move |(mut rx, first)| async move {
+            if !first {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(end) => return None,
+                    changed = rx.changed() => changed.ok()?,
                 }
-            };
-            if tx.send(Ok(msg)).await.is_err() {
-                return;
+                tokio::time::sleep(WATCH_MIN_INTERVAL).await;
             }
-        }
-    });
-    let stream = tokio_stream_from(body_rx);
-    let mut resp = Response::new(Body::from_stream(stream));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
+            let revision = *rx.borrow_and_update();
+            let event = Event::default().event("change").data(revision.to_string());
+            Some((Ok(event), (rx, false)))
+        },
     );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
-}
-
-fn tokio_stream_from(
-    mut rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
-) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    Sse::new(changes).keep_alive(KeepAlive::new().interval(WATCH_HEARTBEAT).text("alive"))
 }
 
 #[derive(Debug, Deserialize)]

@@ -404,17 +404,7 @@ fn enroll_node(
         _ if !req.labels.is_empty() => req.labels.clone(),
         _ => token_pool_rec.value.spec.node_selector.match_labels.clone(),
     };
-    let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
-    let pools = render::with_builtin_pools(&models);
-    let probe = NodeRecord {
-        name: req.node.clone(),
-        labels: labels.clone(),
-        ..Default::default()
-    };
-    let pool = render::pool_for_node(&pools, &probe.to_model())
-        .map_err(|e| ApiError::forbidden(e.to_string()))?
-        .name()
-        .to_string();
+    let pool = pool_of(fleet, &req.node, &labels).map_err(ApiError::forbidden)?;
     if pool != token_pool {
         return Err(ApiError::forbidden(format!(
             "node {} with labels {} belongs to pool {pool}, but the bootstrap token is for pool {token_pool}",
@@ -471,4 +461,23 @@ fn enroll_node(
         )
     }]);
     Ok(Placed::Done(labels, pool))
+}
+
+/// The pool a node named `node` with `labels` belongs to, by the pools' node selectors (the
+/// built-in pools included); the error says why none or several.
+pub(super) fn pool_of(
+    fleet: &Fleet,
+    node: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<String, String> {
+    let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
+    let pools = render::with_builtin_pools(&models);
+    let probe = NodeRecord {
+        name: node.to_string(),
+        labels: labels.clone(),
+        ..Default::default()
+    };
+    render::pool_for_node(&pools, &probe.to_model())
+        .map(|p| p.name().to_string())
+        .map_err(|e| e.to_string())
 }

@@ -16,7 +16,6 @@ use crate::pki;
 use crate::records::{node_bootstrap_token_name, EventRecord, NodeRecord, TokenRecord, TokenScope};
 use crate::store::Store;
 use hearth_config::manifest::check_object_name;
-use hearth_config::render;
 use std::time::Duration;
 
 impl<S: Store> App<S> {
@@ -58,17 +57,8 @@ impl<S: Store> App<S> {
                     Some(n) if !n.labels.is_empty() => n.labels.clone(),
                     _ => pool_rec.value.spec.node_selector.match_labels.clone(),
                 };
-                let models: Vec<_> = fleet.pools.values().map(|p| p.value.to_model()).collect();
-                let pools = render::with_builtin_pools(&models);
-                let probe = NodeRecord {
-                    name: node.to_string(),
-                    labels: labels.clone(),
-                    ..Default::default()
-                };
-                let belongs = render::pool_for_node(&pools, &probe.to_model())
-                    .map_err(|e| ApiError::conflict(format!("node {node}: {e}")))?
-                    .name()
-                    .to_string();
+                let belongs = super::agent::pool_of(fleet, node, &labels)
+                    .map_err(|e| ApiError::conflict(format!("node {node}: {e}")))?;
                 if belongs != pool {
                     return Err(ApiError::conflict(format!(
                         "node {node} with labels {} belongs to pool {belongs}, not {pool}: make \

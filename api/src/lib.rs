@@ -6,6 +6,8 @@
 //!
 //! - [`enroll`]: `POST /api/v1/enroll` ([`EnrollRequest`], [`EnrollResponse`]).
 //! - [`firstboot`]: the paths of the files a first-boot config writes for the agent.
+//! - [`text`]: what a node said, escaped for a terminal (not a wire type: the one rule the CLI
+//!   and the server's journal entries share).
 //! - [`desired`]: `GET /api/v1/agent/desired` ([`DesiredConfig`]).
 //! - [`status`]: `POST /api/v1/agent/status`, the agent's status document ([`AgentStatus`],
 //!   [`NodeState`], [`HistoryItem`]).
@@ -41,6 +43,7 @@ pub mod firstboot;
 pub mod request;
 pub mod slot;
 pub mod status;
+pub mod text;
 pub mod version;
 pub mod views;
 

@@ -8,6 +8,7 @@
 
 use crate::records::EventRecord;
 use crate::store::{Kind, Op};
+use hearth_api::text::escape;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
 
@@ -55,18 +56,18 @@ pub fn committed_events(ops: &[Op]) {
             continue;
         };
         // A node's words (its reason) reach a terminal through journalctl: escaped.
-        let (object, message) = (printable(&e.object), printable(&e.message));
+        let (object, message) = (escape(&e.object), escape(&e.message));
         if e.kind == "Warning" {
             tracing::warn!(
                 MESSAGE_ID = MSG_EVENT_WARNING,
-                REASON = %printable(&e.reason),
+                REASON = %escape(&e.reason),
                 OBJECT = %object,
                 "{object}: {message}"
             );
         } else {
             tracing::info!(
                 MESSAGE_ID = MSG_EVENT,
-                REASON = %printable(&e.reason),
+                REASON = %escape(&e.reason),
                 OBJECT = %object,
                 "{object}: {message}"
             );
@@ -74,33 +75,9 @@ pub fn committed_events(ops: &[Op]) {
     }
 }
 
-/// `s` with control characters written as escapes (`\u{1b}`), so that nothing a node said can
-/// drive a terminal.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Tells systemd's watchdog the server is alive (nothing when it runs without one).
 pub fn watchdog() {
     if std::env::var_os("WATCHDOG_USEC").is_some() {
         let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Watchdog]);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(printable("a\x1b[31mb\nc"), "a\\u{1b}[31mb\\u{a}c");
     }
 }

@@ -6,23 +6,9 @@
 
 mod common;
 
-use common::hosts::{agent_unit, boot_with_server, hearth, put, wait_for};
+use common::hosts::{boot_with_server, first_node, hearth, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;
-use serde_json::Value;
 use std::time::Duration;
-
-/// node-a as `hearth get nodes -o json` shows it.
-fn node(host: &SystemdHost) -> Value {
-    let out = hearth(host, &["get", "nodes", "-o", "json"]);
-    if !out.status.success() {
-        return Value::Null;
-    }
-    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-    v["items"]
-        .as_array()
-        .and_then(|a| a.first().cloned())
-        .unwrap_or_default()
-}
 
 /// A worker MachineConfig writing `/etc/demo/app.conf` with `content`, with one action.
 fn with_action(content: &str, action: &str) -> String {
@@ -56,29 +42,12 @@ fn an_action_runs_once_through_the_real_agent_and_a_failing_one_degrades_the_nod
     );
     let out = hearth(&host, &["apply", "-f", "/root/fleet"]);
     assert!(out.status.success(), "hearth apply: {out}");
-    let token =
-        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
-    put(
-        &host,
-        "/etc/hearth/agent.env",
-        &format!(
-            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME=node-a\n",
-            token.trim()
-        ),
-    );
-    put(
-        &host,
-        "/etc/systemd/system/hearth-agent.service",
-        &agent_unit(),
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
-        .unwrap();
+    start_agent(&host, "node-a");
     wait_for(
         "node-a Done with its action run",
         Duration::from_secs(60),
         || {
-            let n = node(&host);
+            let n = first_node(&host);
             n["status"]["state"] == "Done"
                 && n["status"]["current"] == n["status"]["desired"]
                 && n["status"]["actions"]
@@ -127,7 +96,7 @@ fn an_action_runs_once_through_the_real_agent_and_a_failing_one_degrades_the_nod
         "node-a Degraded by its action",
         Duration::from_secs(60),
         || {
-            let n = node(&host);
+            let n = first_node(&host);
             n["status"]["state"] == "Degraded"
                 && n["status"]["reason"]
                     .as_str()

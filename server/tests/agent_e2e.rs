@@ -6,22 +6,8 @@
 
 mod common;
 
-use common::hosts::{agent_unit, boot_with_server, hearth, mc, put, wait_for};
-use hearth_vm_tests::SystemdHost;
+use common::hosts::{boot_with_server, first_node, hearth, mc, put, start_agent, wait_for};
 use std::time::Duration;
-
-fn node_state(host: &SystemdHost) -> serde_json::Value {
-    let out = hearth(host, &["get", "nodes", "-o", "json"]);
-    if !out.status.success() {
-        return serde_json::Value::Null;
-    }
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-    let items = v.get("items").cloned().unwrap_or(v);
-    items
-        .as_array()
-        .and_then(|a| a.first().cloned())
-        .unwrap_or_default()
-}
 
 #[test]
 fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
@@ -41,31 +27,14 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
     assert!(out.status.success(), "hearth apply: {out}");
 
     // The agent, as the node runs it: first-boot style environment file.
-    let token =
-        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
-    put(
-        &host,
-        "/etc/hearth/agent.env",
-        &format!(
-            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME=node-a\n",
-            token.trim()
-        ),
-    );
-    put(
-        &host,
-        "/etc/systemd/system/hearth-agent.service",
-        &agent_unit(),
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
-        .unwrap();
+    start_agent(&host, "node-a");
 
     wait_for("the file from the server", Duration::from_secs(60), || {
         std::fs::read_to_string(host.path("/etc/demo/motd"))
             .is_ok_and(|s| s == "hello from the server\n")
     });
     wait_for("node-a Done in get nodes", Duration::from_secs(60), || {
-        node_state(&host).to_string().contains("Done")
+        first_node(&host).to_string().contains("Done")
     });
     let pools = hearth(&host, &["get", "mcp"]);
     assert!(pools.status.success(), "{pools}");
@@ -146,6 +115,6 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
         .unwrap();
     assert!(history.contains("Rebooting"), "{history}");
     wait_for("the server sees Done", Duration::from_secs(60), || {
-        node_state(&host).to_string().contains("Done")
+        first_node(&host).to_string().contains("Done")
     });
 }

@@ -6,28 +6,14 @@
 
 mod common;
 
-use common::hosts::{agent_unit, boot_with_server, hearth, mc, put, wait_for};
+use common::hosts::{boot_with_server, first_node, hearth, mc, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;
 use serde_json::Value;
 use std::time::Duration;
 
-/// node-a as `hearth get nodes -o json` shows it.
-fn node(host: &SystemdHost) -> Value {
-    let out = hearth(host, &["get", "nodes", "-o", "json"]);
-    if !out.status.success() {
-        return Value::Null;
-    }
-    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-    let items = v.get("items").cloned().unwrap_or(v);
-    items
-        .as_array()
-        .and_then(|a| a.first().cloned())
-        .unwrap_or_default()
-}
-
 /// The state of request `id` in node-a's view.
 fn request_state(host: &SystemdHost, id: u64) -> Option<String> {
-    node(host)["status"]["requests"]
+    first_node(host)["status"]["requests"]
         .as_array()?
         .iter()
         .find(|r| r["id"].as_u64() == Some(id))
@@ -70,26 +56,9 @@ fn restore_file_and_force_put_drifted_files_back_once_through_the_real_agent() {
     );
     let out = hearth(&host, &["apply", "-f", "/root/fleet"]);
     assert!(out.status.success(), "hearth apply: {out}");
-    let token =
-        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
-    put(
-        &host,
-        "/etc/hearth/agent.env",
-        &format!(
-            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME=node-a\n",
-            token.trim()
-        ),
-    );
-    put(
-        &host,
-        "/etc/systemd/system/hearth-agent.service",
-        &agent_unit(),
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
-        .unwrap();
+    start_agent(&host, "node-a");
     wait_for("node-a Done in its config", Duration::from_secs(60), || {
-        let n = node(&host);
+        let n = first_node(&host);
         n["status"]["state"] == "Done"
             && n["status"]["current"].is_string()
             && n["status"]["current"] == n["status"]["desired"]
@@ -104,15 +73,15 @@ fn restore_file_and_force_put_drifted_files_back_once_through_the_real_agent() {
         "{out}"
     );
     assert!(
-        node(&host)["status"]["requests"].is_null(),
+        first_node(&host)["status"]["requests"].is_null(),
         "{}",
-        node(&host)
+        first_node(&host)
     );
 
     // A hand edit: reported as drift (the default policy), then put back on request.
     put(&host, "/etc/demo/motd", "edited by hand\n");
     wait_for("the drift reported", Duration::from_secs(60), || {
-        node(&host)["status"]["drift"]
+        first_node(&host)["status"]["drift"]
             .to_string()
             .contains("/etc/demo/motd")
     });
@@ -125,7 +94,7 @@ fn restore_file_and_force_put_drifted_files_back_once_through_the_real_agent() {
     });
     assert_eq!(read(&host, "/etc/demo/motd").as_deref(), Some("hello\n"));
     wait_for("the drift gone", Duration::from_secs(60), || {
-        node(&host)["status"]["drift"] == Value::Array(vec![])
+        first_node(&host)["status"]["drift"] == Value::Array(vec![])
     });
     // One file written back, no apply.
     assert_eq!(applies(&host), before);
@@ -149,7 +118,7 @@ fn restore_file_and_force_put_drifted_files_back_once_through_the_real_agent() {
         .unwrap();
     put(&host, "/etc/demo/motd", "edited after the force\n");
     wait_for("the new drift reported", Duration::from_secs(60), || {
-        node(&host)["status"]["drift"]
+        first_node(&host)["status"]["drift"]
             .to_string()
             .contains("/etc/demo/motd")
     });

@@ -7,27 +7,13 @@
 
 mod common;
 
-use common::hosts::{agent_unit, boot_with_server, hearth, put, wait_for};
+use common::hosts::{boot_with_server, first_node, hearth, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;
 use serde_json::Value;
 use std::time::Duration;
 
 /// The trial's deadline the test pool sets (`hearth.io/trial-seconds`).
 const TRIAL_SECONDS: u64 = 20;
-
-/// node-a as `hearth get nodes -o json` shows it (null while the server cannot be reached).
-fn node(host: &SystemdHost) -> Value {
-    let out = hearth(host, &["get", "nodes", "-o", "json"]);
-    if !out.status.success() {
-        return Value::Null;
-    }
-    let v: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-    let items = v.get("items").cloned().unwrap_or(v);
-    items
-        .as_array()
-        .and_then(|a| a.first().cloned())
-        .unwrap_or_default()
-}
 
 /// The states of the agent's own history, oldest first.
 fn agent_history(host: &SystemdHost) -> Vec<String> {
@@ -99,26 +85,9 @@ fn fleet() -> SystemdHost {
     );
     let out = hearth(&host, &["apply", "-f", "/root/fleet"]);
     assert!(out.status.success(), "hearth apply: {out}");
-    let token =
-        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
-    put(
-        &host,
-        "/etc/hearth/agent.env",
-        &format!(
-            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME=node-a\n",
-            token.trim()
-        ),
-    );
-    put(
-        &host,
-        "/etc/systemd/system/hearth-agent.service",
-        &agent_unit(),
-    );
-    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
-    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
-        .unwrap();
+    start_agent(&host, "node-a");
     wait_for("node-a Done in its config", Duration::from_secs(90), || {
-        let n = node(&host);
+        let n = first_node(&host);
         n["status"]["state"] == "Done"
             && n["status"]["current"].is_string()
             && n["status"]["current"] == n["status"]["desired"]
@@ -130,7 +99,7 @@ fn fleet() -> SystemdHost {
 #[test]
 fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
     let host = fleet();
-    let base = node(&host)["status"]["current"].clone();
+    let base = first_node(&host)["status"]["current"].clone();
     // The new config: a file under /etc/systemd/network (on trial by default) and the
     // loopback unit changed to take the link down, which cuts the agent off its server.
     put(
@@ -171,7 +140,7 @@ fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
         "node-a Degraded with the trial's reason",
         Duration::from_secs(TRIAL_SECONDS + 120),
         || {
-            let n = node(&host);
+            let n = first_node(&host);
             n["status"]["state"] == "Degraded"
                 && n["status"]["reason"]
                     .as_str()
@@ -188,7 +157,7 @@ fn a_change_that_cuts_the_node_off_is_undone_by_the_agent_and_reported() {
         !host.path("/etc/systemd/network/05-cut.network").exists(),
         "the trial's file is gone"
     );
-    let n = node(&host);
+    let n = first_node(&host);
     let reason = n["status"]["reason"].as_str().unwrap();
     assert!(
         reason.contains(&format!(
@@ -251,7 +220,7 @@ fn a_harmless_network_change_is_kept_once_the_server_answers() {
         "node-a Done in the new config",
         Duration::from_secs(90),
         || {
-            let n = node(&host);
+            let n = first_node(&host);
             n["status"]["state"] == "Done"
                 && n["status"]["current"] == n["status"]["desired"]
                 && host
@@ -301,7 +270,7 @@ fn a_network_change_that_needs_a_reboot_starts_its_trial_after_the_boot() {
         "node-a Done in the new config after the boot",
         Duration::from_secs(90),
         || {
-            let n = node(&host);
+            let n = first_node(&host);
             n["status"]["state"] == "Done"
                 && n["status"]["current"] == n["status"]["desired"]
                 && n["status"]["current"]

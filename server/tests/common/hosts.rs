@@ -121,3 +121,41 @@ pub fn hearth(host: &SystemdHost, args: &[&str]) -> hearth_vm_tests::ExecOutput 
     argv.extend(args.iter().map(|s| s.to_string()));
     host.exec(&argv).unwrap()
 }
+
+/// Starts hearth-agent as the service in a [`boot_with_server`] host, as node `name`, with the
+/// worker pool's bootstrap token in `/etc/hearth/agent.env` (as a first-boot config writes it).
+pub fn start_agent(host: &SystemdHost, name: &str) {
+    let token =
+        std::fs::read_to_string(host.path("/var/lib/hearth-server/tokens/worker.token")).unwrap();
+    put(
+        host,
+        "/etc/hearth/agent.env",
+        &format!(
+            "HEARTH_SERVER=https://127.0.0.1:22623\nHEARTH_CA=/var/lib/hearth-server/pki/ca.crt\nHEARTH_BOOTSTRAP_TOKEN={}\nHEARTH_NODE_NAME={name}\n",
+            token.trim()
+        ),
+    );
+    put(
+        host,
+        "/etc/systemd/system/hearth-agent.service",
+        &agent_unit(),
+    );
+    host.exec_ok(&["systemctl", "daemon-reload"]).unwrap();
+    host.exec_ok(&["systemctl", "enable", "--now", "hearth-agent.service"])
+        .unwrap();
+}
+
+/// The first node of `hearth get nodes -o json` in a [`boot_with_server`] host (`null` when the
+/// CLI fails).
+pub fn first_node(host: &SystemdHost) -> serde_json::Value {
+    let out = hearth(host, &["get", "nodes", "-o", "json"]);
+    if !out.status.success() {
+        return serde_json::Value::Null;
+    }
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+    let items = v.get("items").cloned().unwrap_or(v);
+    items
+        .as_array()
+        .and_then(|a| a.first().cloned())
+        .unwrap_or_default()
+}

@@ -10,26 +10,15 @@ mod common;
 #[path = "../src/etcd/test_cluster.rs"]
 mod test_cluster;
 
+use common::binary::{self, api_for, Server};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use test_cluster::Cluster;
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn command(state: &Path, endpoints: &[String]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth-server"));
@@ -43,33 +32,9 @@ fn command(state: &Path, endpoints: &[String]) -> Command {
     cmd
 }
 
-/// Starts the binary on etcd and reads the port from its first line of output.
+/// Starts the binary on etcd.
 fn spawn(state: &Path, endpoints: &[String]) -> Server {
-    let mut child = command(state, endpoints)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("hearth-server starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("readable");
-    // "hearth-server: listening on 127.0.0.1:PORT (URL)"
-    let addr = first
-        .split_whitespace()
-        .nth(3)
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, port }
-}
-
-fn api_for(state: &Path, port: u16) -> Api {
-    Api {
-        base: format!("https://127.0.0.1:{port}"),
-        client: client(&std::fs::read(state.join("pki/ca.crt")).unwrap()),
-        token: std::fs::read_to_string(state.join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_string(),
-    }
+    binary::spawn(command(state, endpoints))
 }
 
 fn names(v: &serde_json::Value) -> Vec<String> {

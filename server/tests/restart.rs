@@ -3,30 +3,18 @@
 
 mod common;
 
+use common::binary::{self, api_for, Server};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary on 127.0.0.1:0 and reads the port from its first line of output.
+/// Starts the binary on 127.0.0.1:0.
 fn spawn(state: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hearth-server"))
-        .args(["--state-dir"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth-server"));
+    cmd.arg("--state-dir")
         .arg(state)
         .args([
             "--listen",
@@ -36,33 +24,8 @@ fn spawn(state: &Path) -> Server {
             "--san",
             "127.0.0.1",
         ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("hearth-server starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("readable");
-    // "hearth-server: listening on 127.0.0.1:PORT (URL)"
-    let addr = first
-        .split_whitespace()
-        .nth(3)
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-    // Keep draining stdout so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, port }
-}
-
-fn api_for(state: &Path, port: u16) -> Api {
-    Api {
-        base: format!("https://127.0.0.1:{port}"),
-        client: client(&std::fs::read(state.join("pki/ca.crt")).unwrap()),
-        token: std::fs::read_to_string(state.join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_string(),
-    }
+        .env("RUST_LOG", "warn");
+    binary::spawn(cmd)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,7 @@
 //! binary), a real TLS client that trusts the server's generated CA, and the shared corpus.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod hosts;
 
 use hearth_server::app::Options;

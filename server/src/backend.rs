@@ -2,7 +2,7 @@
 //! (`--etcd-endpoints`), behind one type so that the rest of the server is the same for both.
 
 use crate::etcd::EtcdStore;
-use crate::store::{Kind, Op, RedbStore, Store, StoreError, Versioned};
+use crate::store::{Changes, Kind, Op, RedbStore, Store, StoreError, Versioned};
 use tokio::sync::watch;
 
 /// One of the two stores.
@@ -36,6 +36,13 @@ impl Store for Backend {
         }
     }
 
+    async fn commit_fenced(&self, ops: Vec<Op>, based_on: u64) -> Result<u64, StoreError> {
+        match self {
+            Backend::Embedded(s) => s.commit(ops).await,
+            Backend::Etcd(s) => s.commit_fenced(ops, based_on).await,
+        }
+    }
+
     fn revision(&self) -> u64 {
         match self {
             Backend::Embedded(s) => s.revision(),
@@ -47,6 +54,13 @@ impl Store for Backend {
         match self {
             Backend::Embedded(s) => s.watch(),
             Backend::Etcd(s) => s.watch(),
+        }
+    }
+
+    fn changes(&self, from: u64) -> Option<Changes> {
+        match self {
+            Backend::Embedded(_) => None,
+            Backend::Etcd(s) => s.changes(from),
         }
     }
 }

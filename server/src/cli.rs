@@ -72,8 +72,8 @@ pub struct Cli {
     pub test_render_gate: Option<PathBuf>,
     /// Keep the store on etcd v3 instead of the embedded database: the members' client URLs
     /// (http:// or https://), comma-separated or repeated. One member that is down does not fail
-    /// requests. The server takes a lock on --etcd-prefix: one server per prefix (replicas are
-    /// not supported yet).
+    /// requests. Several servers on the same --etcd-prefix are equal replicas (each serves
+    /// everything; one at a time, elected, does the periodic controller work).
     #[arg(
         long,
         value_name = "URL[,URL...]",
@@ -308,25 +308,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         ],
     );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let lost = running.lock_lost();
-    let lock_lost = async move {
-        match lost {
-            Some(mut rx) => match rx.wait_for(|l| l.is_some()).await {
-                Ok(reason) => reason.clone().unwrap_or_default(),
-                Err(_) => std::future::pending().await,
-            },
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
-        reason = lock_lost => {
-            // Another server may hold the prefix by now: this one must not write any more.
-            let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
-            running.shutdown().await;
-            anyhow::bail!("{reason}: stopping (replicas are not supported yet; start again when etcd is reachable)");
-        }
     }
     tracing::info!("stopping");
     let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);

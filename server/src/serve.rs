@@ -2,7 +2,7 @@
 
 use crate::app::{App, Options};
 use crate::backend::Backend;
-use crate::etcd::lock::ServerLock;
+use crate::etcd::session::Session;
 use crate::etcd::{EtcdConfig, EtcdStore};
 use crate::http;
 use crate::limits;
@@ -52,7 +52,8 @@ pub struct Running {
     pub ca_fingerprint: String,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
-    lock: Option<ServerLock>,
+    session: Option<Session>,
+    follower: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -64,21 +65,18 @@ impl Running {
         format!("https://localhost:{}", self.addr.port())
     }
 
-    /// Stops accepting, cuts open connections and closes the store (on etcd: gives up the
-    /// server lock at once, so that another server may start).
+    /// Stops accepting, cuts open connections and closes the store (on etcd: ends the
+    /// replica's session at once, so that the controller role passes without waiting for its
+    /// lease).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
-        if let Some(lock) = self.lock {
-            lock.release().await;
+        if let Some(f) = self.follower {
+            f.abort();
         }
-    }
-
-    /// On etcd: changes to `Some(reason)` when the server lock is lost (etcd was out of reach
-    /// for longer than the lock's lease); the server must stop then. `None` on the embedded
-    /// store.
-    pub fn lock_lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
-        self.lock.as_ref().map(|l| l.lost())
+        if let Some(session) = self.session {
+            session.end().await;
+        }
     }
 
     /// How to use this server, for people (printed at first start).
@@ -145,7 +143,7 @@ pub async fn start(config: Config) -> Result<Running> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let (store, lock) = match &config.etcd {
+    let (store, session) = match &config.etcd {
         None => (
             Backend::Embedded(RedbStore::open(&layout.database())?),
             None,
@@ -159,10 +157,10 @@ pub async fn start(config: Config) -> Result<Running> {
                 layout.dir.display(),
                 crate::time::rfc3339(crate::time::now())
             );
-            let lock = ServerLock::acquire(&store, &who).await?;
+            let session = Session::start(&store, who).await?;
             store.remove_stale_markers().await?;
-            tracing::info!(endpoints = ?etcd.endpoints, prefix = %etcd.prefix, "the store is on etcd; this server holds its lock");
-            (Backend::Etcd(store), Some(lock))
+            tracing::info!(endpoints = ?etcd.endpoints, prefix = %etcd.prefix, "the store is on etcd; this server is one of its replicas");
+            (Backend::Etcd(store), Some(session))
         }
     };
     let mut options = config.options.clone();
@@ -173,6 +171,10 @@ pub async fn start(config: Config) -> Result<Running> {
             .await
             .context("cannot load the store")?,
     );
+    // On etcd: the fleet follows every replica's changes from here on.
+    let follower = session
+        .as_ref()
+        .and_then(|s| app.start_following(s.state(), s.role()));
     let new_bootstrap_tokens = app.ensure_defaults(&layout, &init.admin_token).await?;
 
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -214,6 +216,11 @@ pub async fn start(config: Config) -> Result<Running> {
                 tokio::select! {
                     _ = stop.changed() => return,
                     _ = tokio::time::sleep(every) => {
+                        // On etcd, the periodic work is the controller replica's alone.
+                        if !app.is_controller() {
+                            crate::logging::watchdog();
+                            continue;
+                        }
                         if let Err(e) = app.tick().await {
                             tracing::warn!(error = %e, "periodic reconcile failed");
                         }
@@ -309,6 +316,7 @@ pub async fn start(config: Config) -> Result<Running> {
         ca_fingerprint: init.tls.ca_fingerprint.clone(),
         shutdown,
         task,
-        lock,
+        session,
+        follower,
     })
 }

@@ -143,10 +143,25 @@ pub enum StoreError {
         /// The object's revision (`None`: absent).
         found: Option<u64>,
     },
+    /// The fleet changed since the revision a fenced commit was computed on
+    /// ([`Store::commit_fenced`]): catch up with `revision` and compute the change again.
+    #[error(
+        "the fleet changed at revision {revision}, after the revision this change was computed on"
+    )]
+    Behind {
+        /// The revision of the newer change.
+        revision: u64,
+    },
     /// The backend failed (I/O, corruption, a lock held by another process).
     #[error("store: {0}")]
     Backend(String),
 }
+
+/// A stream of a shared store's changes and the state of its link ([`Store::changes`]).
+pub type Changes = (
+    tokio::sync::mpsc::Receiver<crate::etcd::changes::Batch>,
+    watch::Receiver<crate::etcd::changes::Link>,
+);
 
 /// The store interface. Small on purpose: get, list, an atomic commit with compare-and-swap,
 /// the current revision and a watch, which is what etcd offers too.
@@ -168,11 +183,33 @@ pub trait Store: Send + Sync + 'static {
     /// `mod_revision` of everything written). An empty commit returns the current revision.
     fn commit(&self, ops: Vec<Op>) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    /// [`Store::commit`], and only if no other fenced commit was made after revision
+    /// `based_on` (the revision of the snapshot the change was computed from), else
+    /// [`StoreError::Behind`]. Where one process is the only writer (the embedded store) this
+    /// is `commit`; on etcd, several servers share the store and this is what makes their
+    /// decisions as if one server made them in turn.
+    fn commit_fenced(
+        &self,
+        ops: Vec<Op>,
+        based_on: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        let _ = based_on;
+        self.commit(ops)
+    }
+
     /// The revision of the last commit.
     fn revision(&self) -> u64;
 
     /// Yields the revision after each commit.
     fn watch(&self) -> watch::Receiver<u64>;
+
+    /// Where other processes write to the same store (etcd): the decoded changes after revision
+    /// `from`, whoever made them, and the state of the link they come over. `None` where this
+    /// process is the only writer (the embedded store).
+    fn changes(&self, from: u64) -> Option<Changes> {
+        let _ = from;
+        None
+    }
 }
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");

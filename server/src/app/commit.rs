@@ -13,10 +13,14 @@ use crate::time::now;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+/// How often a change on a shared store is decided again when another replica committed first
+/// (each attempt waits until this replica has seen that commit).
+const SHARED_ATTEMPTS: usize = 20;
+
 impl<S: Store> App<S> {
     /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
     /// waits on.
-    fn notify_nodes(&self, nodes: Option<&[String]>) {
+    pub(super) fn notify_nodes(&self, nodes: Option<&[String]>) {
         let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
         match nodes {
             None => {
@@ -188,6 +192,39 @@ impl<S: Store> App<S> {
             if dry_run || ops.is_empty() {
                 return Ok(Some(out));
             }
+            if self.is_replica() {
+                // Shared store: fenced on this snapshot's revision; published by the follower.
+                self.check_linked()?;
+                match self.store.commit_fenced(ops.clone(), old.revision).await {
+                    Ok(revision) => {
+                        self.metrics.commit();
+                        crate::logging::committed_events(&ops);
+                        if !self.wait_applied(revision).await {
+                            tracing::warn!(revision, "committed, but this replica's view has not caught up with its own commit yet");
+                        }
+                        return Ok(Some(out));
+                    }
+                    Err(e @ (StoreError::Behind { .. } | StoreError::Conflict { .. }))
+                        if attempts < SHARED_ATTEMPTS =>
+                    {
+                        // Another replica committed first: decide again on the fleet as it is.
+                        self.metrics.conflict();
+                        let newer = match e {
+                            StoreError::Behind { revision } => revision,
+                            _ => self.store.revision(),
+                        };
+                        tracing::debug!(newer, "another replica committed first; deciding again");
+                        if !self.wait_applied(newer).await {
+                            return Err(ApiError::unavailable(format!(
+                                "this replica's view of the fleet lags behind etcd (revision {newer} not reached within {} s); try again or use another replica",
+                                super::follow::APPLY_WAIT.as_secs()
+                            )));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
                     self.metrics.commit();
@@ -196,6 +233,7 @@ impl<S: Store> App<S> {
                     let (changed, credentials) = node_changes(&old, &new);
                     let new = Arc::new(new);
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+                    self.published(revision);
                     if credentials {
                         // After publishing: a new credential never names a node the snapshot
                         // does not have yet.
@@ -230,7 +268,9 @@ impl<S: Store> App<S> {
                     let fresh = Fleet::load(&self.store).await?;
                     *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
                         (*fresh.credentials).clone();
+                    let revision = fresh.revision;
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                    self.published(revision);
                     self.notify_nodes(None);
                     self.desired_tx.send_modify(|v| *v += 1);
                 }

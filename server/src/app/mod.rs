@@ -26,6 +26,7 @@ use tokio::sync::{oneshot, watch};
 mod admin;
 mod agent;
 mod commit;
+mod follow;
 mod holds;
 mod liveness;
 mod manifests;
@@ -34,6 +35,7 @@ mod requests;
 mod rollback;
 mod viewer;
 
+pub use follow::{Replica, CUT_OFF_GRACE};
 pub use manifests::read_manifests;
 
 /// Server settings that are not the store's.
@@ -162,6 +164,11 @@ pub struct App<S: Store> {
     credentials: RwLock<HashMap<String, String>>,
     /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
     reboot_plans: Mutex<RebootPlans>,
+    /// The store revision the published snapshot reflects (ticks on every publication).
+    applied: watch::Sender<u64>,
+    /// Set when the store is shared with other replicas (etcd): the snapshot then follows the
+    /// store's changes ([`App::start_following`]) and is published only by that follower.
+    replica: std::sync::OnceLock<Replica>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {
@@ -182,6 +189,7 @@ impl<S: Store> App<S> {
         let fleet = Fleet::load(&store).await?;
         let credentials = RwLock::new((*fleet.credentials).clone());
         let (desired_tx, _) = watch::channel(0);
+        let applied = watch::channel(fleet.revision).0;
         Ok(App {
             store,
             fleet: RwLock::new(Arc::new(fleet)),
@@ -197,6 +205,8 @@ impl<S: Store> App<S> {
             group_flush: tokio::sync::Mutex::new(()),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
+            applied,
+            replica: std::sync::OnceLock::new(),
         })
     }
 
@@ -205,9 +215,10 @@ impl<S: Store> App<S> {
         self.fleet.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Yields the store revision after each commit (any change: configs, pools, node reports).
+    /// Yields the revision of the published snapshot after each change (any change: configs,
+    /// pools, node reports; on etcd, made through any replica).
     pub fn revision_watch(&self) -> watch::Receiver<u64> {
-        self.store.watch()
+        self.applied.subscribe()
     }
 
     /// Ticks whenever some node's desired config changes (or a node goes away).
@@ -255,6 +266,16 @@ impl<S: Store> App<S> {
             }
         }
         let admin_hash = pki::token_hash(admin_token);
+        if self.is_replica() {
+            if let Some(stored) = self.snapshot().tokens.get(ADMIN_TOKEN) {
+                if stored.value.sha256 != admin_hash {
+                    anyhow::bail!(
+                        "{} is not the admin token the other replicas on this etcd prefix use: copy admin.token (and pki/ca.crt, pki/ca.key) from the first replica's state directory before starting another one (a replica never replaces the fleet's admin token)",
+                        layout.admin_token().display()
+                    );
+                }
+            }
+        }
         let ttl = self.options.bootstrap_ttl;
         self.mutate(Scope::Full, false, |fleet, t| {
             for role in ["master", "worker"] {

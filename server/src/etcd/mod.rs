@@ -17,9 +17,10 @@
 //! - What is read from etcd is bounded: [`MAX_VALUE_BYTES`] per object, [`MAX_LIST_OBJECTS`]
 //!   and [`MAX_LIST_BYTES`] per kind, [`MAX_RESPONSE_BYTES`] per answer.
 
+pub mod changes;
 mod commit;
 mod endpoints;
-pub mod lock;
+pub mod session;
 #[cfg(test)]
 pub(crate) mod test_cluster;
 mod watcher;
@@ -106,16 +107,6 @@ pub enum EtcdError {
     /// Something read from etcd is over a limit or malformed.
     #[error("etcd: {0}")]
     Bound(String),
-    /// Another server holds the prefix.
-    #[error("another hearth-server already runs on etcd prefix {prefix} and replicas are not supported yet: it is {holder}. It kept the prefix while this one waited longer than its lock's lease ({ttl} s); stop it first, or use another --etcd-prefix")]
-    Held {
-        /// The prefix.
-        prefix: String,
-        /// Who holds it (what it wrote into its lock).
-        holder: String,
-        /// The lock's lease time (s).
-        ttl: i64,
-    },
 }
 
 impl From<EtcdError> for StoreError {
@@ -139,7 +130,7 @@ pub(crate) fn hint(message: String) -> String {
 pub struct EtcdStore {
     endpoints: Endpoints,
     prefix: String,
-    commits: commit::Marker,
+    commits: Arc<commit::Marker>,
     tx: Arc<watch::Sender<u64>>,
     watcher: tokio::task::JoinHandle<()>,
 }
@@ -243,7 +234,7 @@ impl EtcdStore {
             Arc::downgrade(&tx),
         ));
         Ok(EtcdStore {
-            commits: commit::Marker::new(prefix)?,
+            commits: Arc::new(commit::Marker::new(prefix)?),
             endpoints,
             prefix: prefix.clone(),
             tx,
@@ -254,6 +245,11 @@ impl EtcdStore {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// This store's commit marker.
+    pub(crate) fn marker(&self) -> Arc<commit::Marker> {
+        self.commits.clone()
     }
 
     /// The members.
@@ -292,11 +288,29 @@ impl EtcdStore {
         });
     }
 
-    /// Deletes the commit markers of earlier server processes under this prefix (each process
-    /// writes its own; the server calls this once it holds the prefix's lock, so no other
-    /// process's marker is in use).
+    /// Deletes the commit markers that older servers wrote without a lease (markers written
+    /// with a replica's session lease go with it).
     pub async fn remove_stale_markers(&self) -> Result<(), EtcdError> {
-        self.commits.remove_others(&self.endpoints).await
+        self.commits.remove_unleased(&self.endpoints).await
+    }
+
+    /// From now on, commits write this store's marker with `lease` (a replica's session): a new
+    /// marker, since the old one went with its lease (or had none).
+    pub async fn use_lease(&self, lease: i64) -> Result<(), EtcdError> {
+        self.commits.renew(lease).await
+    }
+
+    /// The changes under the prefix after revision `from`, decoded, in revision order
+    /// ([`changes::Batch`]), and the state of that stream's link to etcd; the stream follows
+    /// members as the revision watch does.
+    pub fn follow_changes(
+        &self,
+        from: u64,
+    ) -> (
+        tokio::sync::mpsc::Receiver<changes::Batch>,
+        watch::Receiver<changes::Link>,
+    ) {
+        changes::spawn(self.endpoints.clone(), self.prefix.clone(), from)
     }
 }
 
@@ -406,9 +420,18 @@ impl Store for EtcdStore {
         if ops.is_empty() {
             return Ok(self.revision());
         }
+        let revision = self.commits.commit(&self.endpoints, ops, None).await?;
+        self.saw(revision);
+        Ok(revision)
+    }
+
+    async fn commit_fenced(&self, ops: Vec<Op>, based_on: u64) -> Result<u64, StoreError> {
+        if ops.is_empty() {
+            return Ok(self.revision());
+        }
         let revision = self
             .commits
-            .commit(&self.endpoints, &self.prefix, ops)
+            .commit(&self.endpoints, ops, Some(based_on))
             .await?;
         self.saw(revision);
         Ok(revision)
@@ -420,5 +443,9 @@ impl Store for EtcdStore {
 
     fn watch(&self) -> watch::Receiver<u64> {
         self.tx.subscribe()
+    }
+
+    fn changes(&self, from: u64) -> Option<crate::store::Changes> {
+        Some(self.follow_changes(from))
     }
 }

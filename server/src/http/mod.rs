@@ -26,7 +26,7 @@ use crate::limits;
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -128,7 +128,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             post(fleetlock::fleetlock_steady_state::<S>),
         )
         .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(healthz::<S>))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
         .fallback(not_found)
         // Outermost last: every error a Status document; headers bounded; bodies read in full
@@ -171,8 +171,22 @@ async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; see docs/api.md")
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+/// `ok` (200); on etcd also this replica's part (`controller`, or the holder of the role), and
+/// 503 with the reason when the replica is cut off from etcd (so that a load balancer or an agent
+/// moves on).
+async fn healthz<S: Store>(State(app): AppState<S>) -> Response {
+    if let Some(why) = app.cut_off() {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
+    }
+    match app.role() {
+        None => "ok\n".into_response(),
+        Some(r) if r.held => "ok\nreplica: controller\n".into_response(),
+        Some(r) => format!(
+            "ok\nreplica: serving; controller: {}\n",
+            hearth_api::text::escape(r.holder.as_deref().unwrap_or("being elected"))
+        )
+        .into_response(),
+    }
 }
 
 async fn metrics<S: Store>(

@@ -1,0 +1,258 @@
+//! A replica's fleet follows the shared store (etcd): every change, whichever replica made it,
+//! arrives through the store's change stream and is applied to the snapshot here, and only
+//! here; a replica's own commits are published the same way (the commit waits until the
+//! follower has applied its revision). So the snapshot is always the store at one revision, the
+//! long-polls of nodes whose desired config changed wake on every replica, and a commit's fence
+//! ([`crate::store::Store::commit_fenced`]) is the snapshot's revision.
+//!
+//! A replica cut off from etcd (its change stream down for longer than [`CUT_OFF_GRACE`], or its
+//! session lost) says so: [`App::cut_off`] is the reason, and the server answers with it
+//! (503) instead of serving what may be stale.
+
+use super::App;
+use crate::error::ApiError;
+use crate::etcd::changes::{Batch, Change, Link};
+use crate::etcd::session::{Role, SessionState};
+use crate::fleet::{Fleet, Map, Rec};
+use crate::records::Record;
+use crate::store::{Kind, Store};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long the link to etcd may be down before the replica counts as cut off (a member dying
+/// costs a reconnection of well under a second).
+pub const CUT_OFF_GRACE: Duration = Duration::from_secs(5);
+/// How long a commit waits for the follower to apply its revision (or the newer revision it
+/// conflicted with).
+pub(super) const APPLY_WAIT: Duration = Duration::from_secs(10);
+
+/// What a replica knows of its link to the shared store.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// The change stream's link.
+    pub link: watch::Receiver<Link>,
+    /// The etcd session.
+    pub session: watch::Receiver<SessionState>,
+    /// The controller role.
+    pub role: watch::Receiver<Role>,
+}
+
+/// Applies one change to a map; returns whether it changed anything.
+fn apply_one<T: Record>(map: &mut Map<T>, c: &Change) -> bool {
+    let current = map.get(&c.name).map(|r| r.mod_revision);
+    match &c.value {
+        None => {
+            if current.is_some_and(|r| r < c.revision) {
+                map.remove(&c.name);
+                true
+            } else {
+                false
+            }
+        }
+        Some(v) => {
+            if current.is_some_and(|r| r >= v.mod_revision) {
+                return false;
+            }
+            match serde_json::from_slice::<T>(&v.value) {
+                Ok(value) => {
+                    map.insert(
+                        c.name.clone(),
+                        Arc::new(Rec {
+                            value,
+                            create_revision: v.create_revision,
+                            mod_revision: v.mod_revision,
+                        }),
+                    );
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(kind = %c.kind, name = %c.name, error = %e, "a stored object written by another replica is unreadable; kept the previous one");
+                    false
+                }
+            }
+        }
+    }
+}
+
+impl<S: Store> App<S> {
+    /// Whether the store is shared with other replicas (and the snapshot follows it).
+    pub fn is_replica(&self) -> bool {
+        self.replica.get().is_some()
+    }
+
+    /// On a shared store: starts following its changes (from the snapshot's revision) and
+    /// records the session and role to report. Nothing on the embedded store.
+    pub fn start_following(
+        self: &Arc<Self>,
+        session: watch::Receiver<SessionState>,
+        role: watch::Receiver<Role>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let (rx, link) = self.store.changes(self.snapshot().revision)?;
+        let _ = self.replica.set(Replica {
+            link,
+            session,
+            role,
+        });
+        let app = self.clone();
+        Some(tokio::spawn(async move { app.follow(rx).await }))
+    }
+
+    async fn follow(&self, mut rx: tokio::sync::mpsc::Receiver<Batch>) {
+        while let Some(batch) = rx.recv().await {
+            match batch {
+                Batch::Changes { revision, changes } => self.apply_changes(revision, &changes),
+                Batch::Reload => loop {
+                    match Fleet::load(&self.store).await {
+                        Ok(fresh) => {
+                            let revision = fresh.revision;
+                            *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
+                                (*fresh.credentials).clone();
+                            *self.fleet.write().unwrap_or_else(|e| e.into_inner()) =
+                                Arc::new(fresh);
+                            self.notify_nodes(None);
+                            self.desired_tx.send_modify(|v| *v += 1);
+                            self.applied.send_modify(|a| *a = (*a).max(revision));
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot read the fleet again from etcd; retrying");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Applies a batch of changes to a copy of the snapshot and publishes it, then wakes the
+    /// nodes whose desired config, credential or requests changed.
+    fn apply_changes(&self, revision: u64, changes: &[Change]) {
+        tracing::debug!(
+            revision,
+            changes = changes.len(),
+            "applying the store's changes"
+        );
+        let old = self.snapshot();
+        let mut new = (*old).clone();
+        let mut nodes = Vec::new();
+        for c in changes {
+            let changed = match c.kind {
+                Kind::MachineConfig => apply_one(&mut new.mcs, c),
+                Kind::Pool => apply_one(&mut new.pools, c),
+                Kind::Node => apply_one(&mut new.nodes, c),
+                Kind::Rendered => apply_one(&mut new.rendered, c),
+                Kind::Policies => apply_one(&mut new.policies, c),
+                Kind::Token => apply_one(&mut new.tokens, c),
+                Kind::Event => apply_one(&mut new.events, c),
+            };
+            if changed && c.kind == Kind::Node {
+                nodes.push(c.name.clone());
+            }
+        }
+        new.revision = new.revision.max(revision);
+        nodes.sort();
+        nodes.dedup();
+        // Which nodes' long-polls to wake, and the credential index's changes.
+        let mut wake = Vec::new();
+        let mut credentials = Vec::new();
+        for name in &nodes {
+            let before = old.nodes.get(name).map(|n| &n.value);
+            let after = new.nodes.get(name).map(|n| &n.value);
+            let cred = |n: Option<&crate::records::NodeRecord>| {
+                n.and_then(|n| n.credential_sha256.clone())
+            };
+            let (cb, ca) = (cred(before), cred(after));
+            let woken = match (before, after) {
+                (Some(b), Some(a)) => {
+                    cb != ca || b.desired != a.desired || b.requests.last_id != a.requests.last_id
+                }
+                _ => true,
+            };
+            if cb != ca {
+                credentials.push((cb, ca, name.clone()));
+            }
+            if woken {
+                wake.push(name.clone());
+            }
+        }
+        *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        if !credentials.is_empty() {
+            // After publishing: a new credential never names a node the snapshot lacks.
+            let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
+            for (before, after, name) in credentials {
+                if let Some(h) = before {
+                    index.remove(&h);
+                }
+                if let Some(h) = after {
+                    index.insert(h, name);
+                }
+            }
+        }
+        if !wake.is_empty() {
+            self.notify_nodes(Some(&wake));
+            self.desired_tx.send_modify(|v| *v += 1);
+        }
+        self.applied.send_modify(|a| *a = (*a).max(revision));
+    }
+
+    /// Waits until the published snapshot reflects `revision` (bounded); whether it does.
+    pub(super) async fn wait_applied(&self, revision: u64) -> bool {
+        let mut rx = self.applied.subscribe();
+        let reached = tokio::time::timeout(APPLY_WAIT, rx.wait_for(|a| *a >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        reached
+    }
+
+    /// Notes a publication by this process (the embedded store).
+    pub(super) fn published(&self, revision: u64) {
+        self.applied.send_modify(|a| *a = (*a).max(revision));
+    }
+
+    /// Why this replica must not serve now: cut off from etcd for longer than
+    /// [`CUT_OFF_GRACE`], or without a session. `None` on the embedded store.
+    pub fn cut_off(&self) -> Option<String> {
+        let r = self.replica.get()?;
+        if let SessionState::Lost { reason, since } = &*r.session.borrow() {
+            return Some(format!(
+                "this replica lost its etcd session at {}: {reason}; another replica serves meanwhile",
+                crate::time::rfc3339(*since)
+            ));
+        }
+        match &*r.link.borrow() {
+            Link::Down { since, reason }
+                if crate::time::now().saturating_sub(*since) >= CUT_OFF_GRACE.as_secs() =>
+            {
+                Some(format!(
+                    "this replica is cut off from etcd since {}: {reason}; another replica serves meanwhile",
+                    crate::time::rfc3339(*since)
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`App::cut_off`] as an error answer (503).
+    pub fn check_linked(&self) -> Result<(), ApiError> {
+        match self.cut_off() {
+            Some(why) => Err(ApiError::unavailable(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this server does the periodic controller work: always on the embedded store;
+    /// on etcd, the replica elected to the controller role.
+    pub fn is_controller(&self) -> bool {
+        match self.replica.get() {
+            None => true,
+            Some(r) => r.role.borrow().held,
+        }
+    }
+
+    /// The replica's view for `/healthz`: the controller role and its holder (`None` on the
+    /// embedded store).
+    pub fn role(&self) -> Option<Role> {
+        self.replica.get().map(|r| r.role.borrow().clone())
+    }
+}

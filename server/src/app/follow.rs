@@ -90,11 +90,34 @@ impl<S: Store> App<S> {
     ) -> Option<tokio::task::JoinHandle<()>> {
         let (rx, link) = self.store.changes(self.snapshot().revision)?;
         let _ = self.replica.set(Replica {
-            link,
-            session,
+            link: link.clone(),
+            session: session.clone(),
             role,
         });
         let app = self.clone();
+        // Long-polls waiting here end (503) once the replica counts as cut off, so that their
+        // agents ask another replica at once instead of at the end of their wait.
+        let cut = {
+            let app = self.clone();
+            let (mut link, mut session) = (link, session);
+            async move {
+                loop {
+                    tokio::select! {
+                        r = link.changed() => if r.is_err() { return },
+                        r = session.changed() => if r.is_err() { return },
+                    }
+                    let down = *link.borrow_and_update() != Link::Up
+                        || matches!(*session.borrow_and_update(), SessionState::Lost { .. });
+                    if down {
+                        tokio::time::sleep(CUT_OFF_GRACE + Duration::from_millis(100)).await;
+                        if app.cut_off().is_some() {
+                            app.notify_nodes(None);
+                        }
+                    }
+                }
+            }
+        };
+        tokio::spawn(cut);
         Some(tokio::spawn(async move { app.follow(rx).await }))
     }
 

@@ -156,14 +156,14 @@ async fn follow(
                         break;
                     }
                     if resp.created() || !resp.events().is_empty() {
-                        // The watch answers: the member has a leader (require-leader).
-                        if endpoints.healthy() > 0 {
-                            link.send_if_modified(|l| {
-                                let was = *l != Link::Up;
-                                *l = Link::Up;
-                                was
-                            });
-                        }
+                        // The watch answers: the member is reachable and has a leader (the
+                        // connection requires one). (Not the probes' view: an idle watch may
+                        // answer nothing more for a long time after it is created.)
+                        link.send_if_modified(|l| {
+                            let was = *l != Link::Up;
+                            *l = Link::Up;
+                            was
+                        });
                     }
                     let mut changes = Vec::with_capacity(resp.events().len());
                     let mut newest = last;

@@ -39,6 +39,8 @@ pub struct Cluster {
     pub members: Vec<Member>,
     dir: tempfile::TempDir,
     tls: Option<MemberTls>,
+    /// Another address the members take clients on.
+    also: Option<String>,
 }
 
 impl Drop for Cluster {
@@ -79,6 +81,16 @@ impl Cluster {
     /// Starts `n` members, with TLS and client-certificate authentication on the client URLs
     /// when `tls` is given.
     pub fn start_with(n: usize, tls: Option<MemberTls>) -> Cluster {
+        Self::start_full(n, tls, None)
+    }
+
+    /// Starts `n` members (plain http) that also take clients on `also` (an address of this
+    /// machine, e.g. the host side of a network namespace's link).
+    pub fn start_also_on(n: usize, also: &str) -> Cluster {
+        Self::start_full(n, None, Some(also.to_string()))
+    }
+
+    fn start_full(n: usize, tls: Option<MemberTls>, also: Option<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let members = (0..n)
             .map(|i| Member {
@@ -88,7 +100,12 @@ impl Cluster {
                 child: None,
             })
             .collect();
-        let mut c = Cluster { members, dir, tls };
+        let mut c = Cluster {
+            members,
+            dir,
+            tls,
+            also,
+        };
         for i in 0..n {
             c.spawn(i, "new");
         }
@@ -111,6 +128,10 @@ impl Cluster {
             .collect();
         let m = &self.members[i];
         let client = format!("{}://127.0.0.1:{}", self.scheme(), m.client_port);
+        let listen = match &self.also {
+            Some(ip) => format!("{client},{}://{ip}:{}", self.scheme(), m.client_port),
+            None => client.clone(),
+        };
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
         let data = self.dir.path().join(&m.name);
         let mut cmd = Command::new(etcd_bin());
@@ -118,7 +139,7 @@ impl Cluster {
             .arg(&m.name)
             .arg("--data-dir")
             .arg(&data)
-            .args(["--listen-client-urls", &client])
+            .args(["--listen-client-urls", &listen])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
@@ -149,6 +170,14 @@ impl Cluster {
         self.members
             .iter()
             .map(|m| format!("{}://127.0.0.1:{}", self.scheme(), m.client_port))
+            .collect()
+    }
+
+    /// The client URLs of every member on the extra address of [`Cluster::start_also_on`].
+    pub fn endpoints_on(&self, ip: &str) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("{}://{ip}:{}", self.scheme(), m.client_port))
             .collect()
     }
 

@@ -109,7 +109,11 @@ pub(super) async fn desired<S: Store>(
         if let Some(rx) = rx.as_mut() {
             rx.borrow_and_update();
         }
-        // Woken: the credential may have been revoked (a reset, a new enrollment).
+        // Woken: the replica may be cut off from etcd now (the agent asks another), or the
+        // credential revoked (a reset, a new enrollment).
+        if !first {
+            app.check_linked()?;
+        }
         if !first && app.authenticate(&token)? != Caller::Node(me.clone()) {
             return Err(ApiError::unauthorized(format!(
                 "the credential of node {me} was revoked; enroll again"

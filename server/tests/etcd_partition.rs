@@ -1,0 +1,289 @@
+//! A network partition of one hearth-server replica from etcd, with a real network namespace:
+//! replica A runs in a namespace of its own, linked to this machine by a veth pair; replica B and
+//! a three-member etcd run here. A blackhole route in A's namespace cuts A from etcd while its
+//! clients still reach it. A stops serving what needs the store and says why (503 naming the
+//! cut, on `/healthz`, a change and a long-poll, also one that was already waiting); B serves
+//! and holds the controller role; once the route is gone, A serves again, with what was
+//! committed through B meanwhile. Needs root (`ip netns`), as the container tests do.
+
+mod common;
+
+#[path = "../src/etcd/test_cluster.rs"]
+mod test_cluster;
+
+use common::binary::{self, api_for, Server};
+use common::*;
+use reqwest::StatusCode;
+use serde_json::json;
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use test_cluster::Cluster;
+
+/// A network namespace linked to this machine: `host` here, `inner` there, and `client`, a
+/// second address here that the test's requests come from (so that cutting `host` in the
+/// namespace leaves them alone). Removed when dropped.
+struct Netns {
+    name: String,
+    prefix: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("ip (iproute2)");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Netns {
+    fn new() -> Netns {
+        let id = std::process::id();
+        let name = format!("hearth-part-{id}");
+        let (outer, inner) = (
+            format!("hph{}", id % 100_000),
+            format!("hpn{}", id % 100_000),
+        );
+        let prefix = format!("10.231.{}", 20 + id % 200);
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name, prefix };
+        ip(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ]);
+        ip(&["link", "set", &inner, "netns", &ns.name]);
+        ip(&["addr", "add", &format!("{}/24", ns.host()), "dev", &outer]);
+        ip(&["addr", "add", &format!("{}/24", ns.client()), "dev", &outer]);
+        ip(&["link", "set", &outer, "up"]);
+        ns.exec(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", ns.inner()),
+            "dev",
+            &inner,
+        ]);
+        ns.exec(&["ip", "link", "set", &inner, "up"]);
+        ns.exec(&["ip", "link", "set", "lo", "up"]);
+        ns
+    }
+    fn host(&self) -> String {
+        format!("{}.1", self.prefix)
+    }
+    fn inner(&self) -> String {
+        format!("{}.2", self.prefix)
+    }
+    fn client(&self) -> String {
+        format!("{}.3", self.prefix)
+    }
+    fn exec(&self, args: &[&str]) {
+        let mut all = vec!["netns", "exec", &self.name];
+        all.extend_from_slice(args);
+        ip(&all);
+    }
+    /// Cuts the namespace from `host` (etcd) or mends the cut.
+    fn cut(&self, cut: bool) {
+        let host = format!("{}/32", self.host());
+        self.exec(&[
+            "ip",
+            "route",
+            if cut { "add" } else { "del" },
+            "blackhole",
+            &host,
+        ]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // The veth pair goes with the namespace.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+fn server(netns: Option<&Netns>, state: &Path, listen: &str, endpoints: &[String]) -> Server {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns.name])
+                .arg(env!("CARGO_BIN_EXE_hearth-server"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_hearth-server")),
+    };
+    cmd.arg("--state-dir")
+        .arg(state)
+        .args(["--listen", &format!("{listen}:0"), "--san", listen])
+        .arg("--etcd-endpoints")
+        .arg(endpoints.join(","))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped());
+    binary::spawn(cmd)
+}
+
+async fn healthz(api: &Api) -> Option<(StatusCode, String)> {
+    let r = api
+        .client
+        .get(format!("{}/healthz", api.base))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    Some((r.status(), r.text().await.unwrap_or_default()))
+}
+
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..900 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within 90 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
+    let netns = Netns::new();
+    let cluster = Cluster::start_also_on(3, &netns.host());
+    cluster.wait_leader().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (state_a, state_b) = (dir.path().join("a"), dir.path().join("b"));
+
+    let a = server(
+        Some(&netns),
+        &state_a,
+        &netns.inner(),
+        &cluster.endpoints_on(&netns.host()),
+    );
+    std::fs::create_dir_all(state_b.join("pki")).unwrap();
+    for f in ["pki/ca.crt", "pki/ca.key", "admin.token"] {
+        std::fs::copy(state_a.join(f), state_b.join(f)).unwrap();
+    }
+    let b = server(None, &state_b, "127.0.0.1", &cluster.endpoints());
+    let api_b = api_for(&state_b, b.port);
+    // A's clients come from the second address.
+    let client: IpAddr = netns.client().parse().unwrap();
+    let api_a = Api {
+        base: format!("https://{}:{}", netns.inner(), a.port),
+        client: reqwest::Client::builder()
+            .tls_certs_only(
+                reqwest::Certificate::from_pem_bundle(
+                    &std::fs::read(state_a.join("pki/ca.crt")).unwrap(),
+                )
+                .unwrap(),
+            )
+            .local_address(client)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+        token: api_b.token.clone(),
+    };
+    let r = api_a.apply(&example_files()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let token = std::fs::read_to_string(state_a.join("tokens/worker.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let node = api_a.enroll(&token, "worker-0", json!({})).await;
+    let first = node.desired_name().await.expect("a desired config");
+    node.report("Done", Some(&first), Some(&first), None).await;
+    // A holds the controller role (it started first).
+    let (_, text) = healthz(&api_a).await.unwrap();
+    assert!(text.contains("replica: controller"), "{text}");
+
+    // A long-poll waiting on A when the cut comes.
+    let waiting = {
+        let node = node.clone();
+        let known = first.clone();
+        tokio::spawn(async move {
+            node.get(&format!("/api/v1/agent/desired?wait=120&known={known}"))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    netns.cut(true);
+
+    eventually("A says it is cut off", || async {
+        matches!(healthz(&api_a).await, Some((StatusCode::SERVICE_UNAVAILABLE, t)) if t.contains("etcd"))
+    })
+    .await;
+    let (_, why) = healthz(&api_a).await.unwrap();
+    assert!(
+        why.contains("cut off from etcd since") || why.contains("lost its etcd session"),
+        "{why}"
+    );
+    // The waiting long-poll ended with the reason; new ones and changes are refused with it.
+    let woke = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting long-poll ends once A is cut off")
+        .unwrap();
+    assert_eq!(
+        woke.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        woke.text
+    );
+    assert!(woke.text.contains("etcd"), "{}", woke.text);
+    let refused = api_a
+        .apply_text("cut.yaml", &worker_mc("99-cut", "cut"))
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.text
+    );
+    assert!(refused.text.contains("etcd"), "{}", refused.text);
+
+    // B serves meanwhile and takes the controller role once A's lease is gone.
+    let r = api_b
+        .apply_text("late.yaml", &worker_mc("99-late", "late"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    eventually("B holds the controller role", || async {
+        matches!(healthz(&api_b).await, Some((StatusCode::OK, t)) if t.contains("replica: controller"))
+    })
+    .await;
+    let node_b = Api {
+        base: api_b.base.clone(),
+        ..node.clone()
+    };
+    let second = node_b.desired_name().await.expect("the new config via B");
+    assert_ne!(second, first);
+
+    // The cut mends: A serves again, with what B committed meanwhile.
+    netns.cut(false);
+    eventually("A serves again", || async {
+        matches!(healthz(&api_a).await, Some((StatusCode::OK, _)))
+    })
+    .await;
+    eventually("A's view has B's change", || async {
+        api_a.get("/api/v1/machineconfigs/99-late").await.status == StatusCode::OK
+    })
+    .await;
+    assert_eq!(node.desired_name().await, Some(second));
+    let r = api_a
+        .apply_text("after.yaml", &worker_mc("99-after", "after"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    eventually("B sees A's change", || async {
+        api_b.get("/api/v1/machineconfigs/99-after").await.status == StatusCode::OK
+    })
+    .await;
+    // B stays controller: one at a time.
+    let (_, text) = healthz(&api_a).await.unwrap();
+    assert!(!text.contains("replica: controller"), "{text}");
+}

@@ -4,7 +4,7 @@
 //! the daemon's monitor puts back) it is listed as drift and never fails unrelated work.
 //! Everything else that differs after an apply is a failure. Pure logic.
 
-use hearth_config::plan::{Action, Plan, SYSTEMD_UNIT_DIR};
+use hearth_config::plan::{Action, Plan};
 use hearth_hostops::drift::{self, DriftMonitor, DriftPolicy, ManagedPath};
 use hearth_hostops::fs::Root;
 use hearth_hostops::verify::Mismatch;
@@ -165,10 +165,10 @@ pub fn touched_paths(p: &Plan) -> BTreeSet<String> {
             | Action::DeleteUnit { name }
             | Action::MaskUnit { name }
             | Action::UnmaskUnit { name } => {
-                out.insert(format!("{SYSTEMD_UNIT_DIR}/{name}"));
+                out.insert(hearth_config::paths::unit_path(name));
             }
             Action::WriteDropin { unit, name, .. } | Action::DeleteDropin { unit, name } => {
-                out.insert(format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}"));
+                out.insert(hearth_config::paths::dropin_path(unit, name));
             }
             _ => {}
         }

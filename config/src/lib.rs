@@ -49,6 +49,7 @@ pub mod manifest;
 pub mod mco;
 pub mod model;
 pub mod node;
+pub mod paths;
 pub mod plan;
 pub mod render;
 pub mod time;

@@ -33,10 +33,10 @@
 
 use crate::fs::{self, EntryKind, FsError};
 use crate::passwd::{Db, PasswdError};
-use crate::verify::{
-    dropin_path, expected_file_content, expected_file_mode, mode_str, sha256_hex, unit_path,
-};
+use crate::verify::{expected_file_content, expected_file_mode, mode_str, sha256_hex};
 use hearth_config::ignition::Config;
+use hearth_config::ignition::{Dropin, Unit};
+use hearth_config::paths::Written;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
@@ -240,45 +240,40 @@ pub fn managed_paths(
         out.retain(|m| m.path != mp.path);
         out.push(mp);
     };
-    for f in &config.storage.files {
-        if !f.append.is_empty() {
+    for w in hearth_config::paths::written(config) {
+        if !w.has_known_contents() {
             continue;
         }
-        let Some(content) = expected_file_content(f).map_err(DriftError::Content)? else {
-            continue;
-        };
-        let owner = db.resolve_owner(&f.user, &f.group)?;
-        push(ManagedPath::new(
-            &f.path,
-            content,
-            expected_file_mode(f),
-            Some(owner),
-            policy,
-        ));
-    }
-    for u in &config.systemd.units {
-        if u.mask == Some(true) {
-            continue;
-        }
-        if let Some(c) = u.contents.as_deref().filter(|c| !c.is_empty()) {
-            push(ManagedPath::new(
-                unit_path(&u.name),
+        match w.what {
+            Written::File(f) => {
+                let Some(content) = expected_file_content(f).map_err(DriftError::Content)? else {
+                    continue;
+                };
+                let owner = db.resolve_owner(&f.user, &f.group)?;
+                push(ManagedPath::new(
+                    &w.path,
+                    content,
+                    expected_file_mode(f),
+                    Some(owner),
+                    policy,
+                ));
+            }
+            Written::Unit(Unit {
+                contents: Some(c), ..
+            })
+            | Written::Dropin(
+                _,
+                Dropin {
+                    contents: Some(c), ..
+                },
+            ) => push(ManagedPath::new(
+                &w.path,
                 c.as_bytes(),
                 0o644,
                 Some((0, 0)),
                 policy,
-            ));
-        }
-        for d in &u.dropins {
-            if let Some(c) = d.contents.as_deref().filter(|c| !c.is_empty()) {
-                push(ManagedPath::new(
-                    dropin_path(&u.name, &d.name),
-                    c.as_bytes(),
-                    0o644,
-                    Some((0, 0)),
-                    policy,
-                ));
-            }
+            )),
+            Written::Unit(_) | Written::Dropin(..) | Written::Mask(_) => {}
         }
     }
     Ok(out)

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 /// Where unit files and drop-ins live.
-pub const UNIT_DIR: &str = "/etc/systemd/system";
+pub use hearth_config::paths::SYSTEMD_UNIT_DIR as UNIT_DIR;
 /// Ignition's default file mode.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 
@@ -177,15 +177,7 @@ pub fn mode_str(mode: u32) -> String {
     format!("{mode:04o}")
 }
 
-/// The path of a unit file.
-pub fn unit_path(unit: &str) -> String {
-    format!("{UNIT_DIR}/{unit}")
-}
-
-/// The path of a drop-in.
-pub fn dropin_path(unit: &str, dropin: &str) -> String {
-    format!("{UNIT_DIR}/{unit}.d/{dropin}")
-}
+pub use hearth_config::paths::{dropin_path, unit_path};
 
 /// The units whose state [`verify`] asks for (those with `enabled` set or `mask: true`).
 pub fn units_to_query(config: &Config) -> Vec<String> {

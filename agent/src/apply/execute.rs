@@ -3,9 +3,10 @@
 //! service steps (reload, restart) a plan's disruption asks for.
 
 use super::step::{OnObject, StepError};
-use super::{dropin_path, unit_path, Agent, Units};
+use super::{Agent, Units};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
 use hearth_config::model::DisruptionPolicies;
+use hearth_config::paths::{dropin_path, unit_path};
 use hearth_config::plan::{Action, Plan, SYSTEMD_UNIT_DIR};
 use hearth_hostops::files::{self, FileError};
 use hearth_hostops::offline;

@@ -36,7 +36,6 @@ use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
 use crate::state::{Event, State};
 use hearth_config::ignition::Config;
 use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
-use hearth_config::plan::SYSTEMD_UNIT_DIR;
 use hearth_hostops::fs::{DirSyncs, Root};
 use hearth_hostops::os::{NoneBackend, OsBackend};
 use hearth_hostops::systemd::Systemd;
@@ -172,33 +171,12 @@ pub struct Agent {
 /// Why an offline image root has no OS backend.
 pub const OFFLINE_OS_REASON: &str = "an offline image root cannot take OS-level changes";
 
-fn unit_path(name: &str) -> String {
-    format!("{SYSTEMD_UNIT_DIR}/{name}")
-}
-
-fn dropin_path(unit: &str, name: &str) -> String {
-    format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}")
-}
-
 /// Every path a config manages (files, unit files, drop-ins, masks).
 pub fn managed_paths(config: &Config) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = config
-        .storage
-        .files
-        .iter()
-        .map(|f| f.path.clone())
-        .collect();
-    for u in &config.systemd.units {
-        if u.contents.as_deref().is_some_and(|c| !c.is_empty()) || u.mask == Some(true) {
-            out.insert(unit_path(&u.name));
-        }
-        for d in &u.dropins {
-            if d.contents.as_deref().is_some_and(|c| !c.is_empty()) {
-                out.insert(dropin_path(&u.name, &d.name));
-            }
-        }
-    }
-    out
+    hearth_config::paths::written(config)
+        .into_iter()
+        .map(|w| w.path)
+        .collect()
 }
 
 impl Agent {

@@ -11,8 +11,8 @@ use std::fmt;
 /// The only user that can be managed on day 2.
 pub const CORE_USER: &str = "core";
 
-/// Where unit files and drop-ins are written.
-pub const SYSTEMD_UNIT_DIR: &str = "/etc/systemd/system";
+pub use crate::paths::SYSTEMD_UNIT_DIR;
+pub(super) use crate::paths::{dropin_path, unit_path};
 
 /// One step of a plan. Actions appear in this order (each phase only when needed):
 ///
@@ -189,14 +189,6 @@ impl Action {
 pub(super) fn is_systemd_unit_path(path: &str) -> bool {
     path.strip_prefix(SYSTEMD_UNIT_DIR)
         .is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'))
-}
-
-pub(super) fn unit_path(name: &str) -> String {
-    format!("{SYSTEMD_UNIT_DIR}/{name}")
-}
-
-pub(super) fn dropin_path(unit: &str, name: &str) -> String {
-    format!("{SYSTEMD_UNIT_DIR}/{unit}.d/{name}")
 }
 
 pub(super) fn plural(n: usize, one: &str, many: &str) -> String {

@@ -12,7 +12,6 @@ use crate::records::{EventRecord, Hold, NodeRecord, RequestFinish, RequestRecord
 use crate::store::Store;
 use hearth_api::{AgentStatus, NodeRequest, RequestAction, RequestAnswer};
 use hearth_config::ignition::Config;
-use hearth_config::plan::SYSTEMD_UNIT_DIR;
 
 /// Requests a node may have pending: a node that does not take them (offline, or not
 /// following the server) does not pile them up.
@@ -25,22 +24,9 @@ pub const MAX_REQUEST_PATH: usize = 4096;
 /// The paths a config writes with known contents, as the agent can put them back: its files
 /// (not those appended to), the unit files it writes and the drop-ins.
 fn restorable(config: &Config, path: &str) -> bool {
-    let files = config
-        .storage
-        .files
+    hearth_config::paths::written(config)
         .iter()
-        .any(|f| f.path == path && f.append.is_empty());
-    files
-        || config.systemd.units.iter().any(|u| {
-            let unit = format!("{SYSTEMD_UNIT_DIR}/{}", u.name);
-            (u.mask != Some(true)
-                && u.contents.as_deref().is_some_and(|c| !c.is_empty())
-                && unit == path)
-                || u.dropins.iter().any(|d| {
-                    d.contents.as_deref().is_some_and(|c| !c.is_empty())
-                        && format!("{unit}.d/{}", d.name) == path
-                })
-        })
+        .any(|w| w.path == path && w.has_known_contents())
 }
 
 /// The requests of `node` to carry in its desired answer: those pending with an id above what

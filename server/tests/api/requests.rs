@@ -229,3 +229,42 @@ async fn ids_stay_above_what_the_node_reported() {
     assert_eq!(requests(&r.json), [(6, "force".into(), String::new())]);
     s.shutdown().await;
 }
+
+/// What `restore-file` accepts is what the agent can put back (`hearth_config::paths`, the same
+/// list the drift monitor compares): a unit file and the drop-in of a unit, not the drop-in of a
+/// masked unit (systemd ignores it; the agent keeps no expected contents for it), nor a mask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_file_takes_what_the_agent_can_put_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-units\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    systemd:\n      units:\n      - name: a.service\n        contents: \"[Service]\\nExecStart=/bin/true\\n\"\n        dropins:\n        - name: 10-a.conf\n          contents: \"[Service]\\nNice=1\\n\"\n      - name: m.service\n        mask: true\n        dropins:\n        - name: 10-m.conf\n          contents: \"[Service]\\nNice=1\\n\"\n";
+    let r = api.apply_text("mc.yaml", mc).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let token = bootstrap_token(&s, "worker");
+    api.enroll_done(&token, "w0").await;
+    let restore = |path: &'static str| {
+        let api = api.clone();
+        async move {
+            api.post("/api/v1/nodes/w0/restore-file", &json!({"path": path}))
+                .await
+                .status
+        }
+    };
+    assert_eq!(
+        restore("/etc/systemd/system/a.service").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        restore("/etc/systemd/system/a.service.d/10-a.conf").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        restore("/etc/systemd/system/m.service").await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        restore("/etc/systemd/system/m.service.d/10-m.conf").await,
+        StatusCode::BAD_REQUEST
+    );
+}

@@ -562,3 +562,61 @@ impl Remote {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What moves a request to the next server: the replica failing, never the fleet's answer.
+    #[test]
+    fn only_a_replicas_failure_moves_on() {
+        let transport = RemoteError::Transport {
+            url: "https://a:1".into(),
+            message: "connection refused".into(),
+        };
+        assert!(transport.moves_on());
+        for status in [500, 502, 503, 504] {
+            let e = RemoteError::Status {
+                status,
+                message: String::new(),
+            };
+            assert!(e.moves_on(), "{status}");
+        }
+        for status in [400, 404, 409, 413, 429] {
+            let e = RemoteError::Status {
+                status,
+                message: String::new(),
+            };
+            assert!(!e.moves_on(), "{status}");
+        }
+        assert!(!RemoteError::Unauthorized(String::new()).moves_on());
+        assert!(!RemoteError::Forbidden(String::new()).moves_on());
+        assert!(!RemoteError::Invalid(String::new()).moves_on());
+    }
+
+    /// Every server failing: one error naming each with its reason, and no server at all is
+    /// refused.
+    #[tokio::test]
+    async fn all_failing_names_each_server() {
+        let servers = Servers::new(&["https://a:1/".into(), "https://b:2".into()]).unwrap();
+        let mut asked = Vec::new();
+        let e = servers
+            .call("test", |base| {
+                asked.push(base.clone());
+                async move {
+                    Err::<(), _>(RemoteError::Transport {
+                        url: base,
+                        message: "refused".into(),
+                    })
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(asked, ["https://a:1", "https://b:2"]);
+        assert_eq!(
+            e.to_string(),
+            "no hearth-server answered: https://a:1: cannot reach hearth-server at https://a:1: refused; https://b:2: cannot reach hearth-server at https://b:2: refused"
+        );
+        assert!(Servers::new(&[]).is_err());
+    }
+}

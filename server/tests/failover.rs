@@ -2,7 +2,8 @@
 //! between them: the built `hearth-server` and `hearth-agent` binaries, the agent following with
 //! `--root` on a directory (an offline image root: files only, no systemd), real TLS.
 //!
-//! - [closed port, server]: it enrolls through the second and reaches Done;
+//! - [closed port, server]: it enrolls through the second and reaches Done (and a 401 is not
+//!   retried at another server);
 //! - [P1, P2], after Done the server is killed and started again on the same state directory on
 //!   P2: the agent moves to P2 by itself, with the same credential (not enrolled twice), and
 //!   reaches Done in a change applied there.

@@ -38,8 +38,15 @@ pub struct Conn {
 #[derive(Debug, Args)]
 pub struct LoginArgs {
     /// The server's URL; several (the replicas of one site): repeat the flag or separate URLs
-    /// with commas (at most 16). Default `$HEARTH_SERVER`.
-    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    /// with commas (at most 16).
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        env = "HEARTH_SERVER",
+        hide_env_values = true,
+        value_delimiter = ',',
+        required = true
+    )]
     server: Vec<String>,
     /// The server's CA certificate (the server prints its path at first start).
     #[arg(long, value_name = "FILE")]
@@ -339,13 +346,8 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
     };
     let client_cert = a.client_cert.as_ref().map(abs).transpose()?;
     let client_key = a.client_key.as_ref().map(abs).transpose()?;
-    let server = if a.server.is_empty() {
-        env("HEARTH_SERVER").into_iter().collect()
-    } else {
-        a.server.clone()
-    };
     let conn = Conn {
-        server,
+        server: a.server.clone(),
         ca: Some(ca.clone()),
         token: a.token.clone(),
         client_cert: client_cert.clone(),

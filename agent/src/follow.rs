@@ -299,6 +299,7 @@ impl Daemon<'_> {
             let (doc, known, done, trial) = {
                 let j = Journal::load(self.agent.root())?;
                 self.metrics.set_state(j.state);
+                self.metrics.set_server(remote.servers(), remote.base_url());
                 notify.status(&status_line(&j));
                 let known = j.desired.as_ref().map(|d| d.name.clone());
                 let done = j.requests_done.max(j.forcing.unwrap_or(0));

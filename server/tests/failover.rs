@@ -48,6 +48,8 @@ struct Agent {
     child: Child,
     root: tempfile::TempDir,
     log: PathBuf,
+    /// Its `--metrics` address.
+    metrics: String,
 }
 
 impl Drop for Agent {
@@ -62,6 +64,7 @@ impl Agent {
         let root = tempfile::tempdir().unwrap();
         let log = root.path().join("agent.log");
         let token = std::fs::read_to_string(state.join("tokens/worker.token")).unwrap();
+        let metrics = format!("127.0.0.1:{}", free_port());
         let child = Command::new(sibling("hearth-agent", "hearth-agent"))
             .arg("run")
             .arg("--root")
@@ -71,13 +74,19 @@ impl Agent {
             .arg("--ca")
             .arg(state.join("pki/ca.crt"))
             .args(["--bootstrap-token", token.trim(), "--node-name", "w0"])
+            .args(["--metrics", &metrics])
             .env_remove("HEARTH_SERVER")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("hearth-agent starts");
-        Agent { child, root, log }
+        Agent {
+            child,
+            root,
+            log,
+            metrics,
+        }
     }
 
     /// `hearth-agent status -o json` of its root.
@@ -201,8 +210,27 @@ async fn an_agent_follows_its_server_to_another_address_mid_follow() {
     // Through P2, with the credential it had: one node, enrolled once.
     assert_eq!(agent.saved()["credential"], credential);
     assert_eq!(nodes(&api).await, ["w0"]);
-    let node = api.get("/api/v1/nodes/w0").await;
-    assert_eq!(node.json["status"]["state"], "Done", "{:#}", node.json);
+    let mut reported = Value::Null;
+    for _ in 0..300 {
+        reported = api.get("/api/v1/nodes/w0").await.json;
+        if reported["status"]["state"] == "Done" && reported["status"]["current"] == second {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reported["status"]["current"], second, "{reported:#}");
+    // Its metrics say which server it follows (the report above came after they were set).
+    let metrics = reqwest::get(format!("http://{}/metrics", agent.metrics))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("hearth_agent_server{{url=\"{}\"}} 1", url(p2)))
+            && metrics.contains(&format!("hearth_agent_server{{url=\"{}\"}} 0", url(p1))),
+        "{metrics}"
+    );
     let log = agent.log();
     assert!(
         log.lines()

@@ -127,6 +127,14 @@ pub async fn connect(root: &Root, server: &Server) -> anyhow::Result<(Remote, Se
     enroll(root, server).await
 }
 
+/// How long one call may take when it goes through every server of the list (`each` per
+/// server, at most `hearth_api::servers::MAX_SERVERS` of them), and a margin of 10 s: the bound
+/// of the watchdog's `busy` around it.
+fn through_all(server: &Server, each: Duration) -> Duration {
+    let n = server.urls.len().clamp(1, hearth_api::servers::MAX_SERVERS);
+    each * u32::try_from(n).unwrap_or(1) + Duration::from_secs(10)
+}
+
 /// Enrolls with the bootstrap token and saves the credential.
 ///
 /// A node that already holds a credential for its name (saved by an earlier enrollment, with
@@ -144,6 +152,11 @@ pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, Ser
         .map(|s| s.credential);
     let mut delay = Duration::from_secs(1);
     loop {
+        // Each server may take up to its 60 s.
+        let _asking = crate::watchdog::busy(
+            "enrolling with the server",
+            through_all(server, Duration::from_secs(60)),
+        );
         let attempt = Remote::enroll_with(
             &server.urls,
             &server.ca_pem,
@@ -321,6 +334,11 @@ impl Daemon<'_> {
                 }
                 continue;
             }
+            // A report and a reboot-slot call take up to 30 s each per server tried.
+            let talking = crate::watchdog::busy(
+                "reporting to the server",
+                through_all(&server, Duration::from_secs(60)),
+            );
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
@@ -334,12 +352,13 @@ impl Daemon<'_> {
                     server.wait
                 }
             };
+            drop(talking);
             drop(doc);
-            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
-            // it: the watchdog is fed meanwhile.
+            // Idle in the long-poll (its own timeout is wait + 30 s per server tried), or in
+            // the back-off after it: the watchdog is fed meanwhile.
             let idle = crate::watchdog::busy(
                 "waiting for the server's next config",
-                wait + backoff + Duration::from_secs(40),
+                through_all(&server, wait + Duration::from_secs(30)) + backoff,
             );
             tokio::select! {
                 r = remote.desired_and_requests(known.as_deref(), Some(done), wait) => match r {

@@ -137,6 +137,22 @@ fn reads_and_changes_move_past_a_server_that_cannot_be_reached() {
     let out = env.ok(&["get", "mcp", "-o", "name"]);
     assert!(out.contains("machineconfigpool/infra"), "{out}");
 
+    // A server that accepts the connection and never answers (not even the TLS handshake):
+    // a read moves on once the connect time limit (10 s) is over.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("https://{}", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || silent.accept().map(|(s, _)| s));
+    let out = env.ok(&[
+        "get",
+        "mcp",
+        "-o",
+        "name",
+        "--server",
+        &format!("{silent_url},{}", env.url),
+    ]);
+    assert!(out.contains("machineconfigpool/infra"), "{out}");
+    drop(held.join().unwrap());
+
     // Nothing answers: the error names every server tried.
     let other = closed_url();
     let o = env.hearth(&["get", "nodes", "--server", &format!("{closed},{other}")]);

@@ -1,6 +1,7 @@
 //! The agent's client of hearth-server: enroll with a pool's bootstrap token, long-poll the
 //! desired config, report status, take and give back reboot slots. Over HTTPS, trusting only
-//! the fleet CA (never the system roots).
+//! the fleet CA (never the system roots). Over one server or several (the replicas of one site):
+//! one at a time, moving to the next when one fails as a replica fails ([`RemoteError::moves_on`]).
 //!
 //! This module is self-contained; persisting the credential and driving the calls belong to the
 //! agent's `run` loop. The wire types are `hearth_api`'s, the ones the server reads and writes;

@@ -29,7 +29,7 @@ const HANDSHAKE_AND_SOME: usize = 16 * 1024;
 
 /// How long the client has been sending nothing (its request is all sent, and passed on) when
 /// the relay closes its connection.
-const CLIENT_DONE: Duration = Duration::from_millis(500);
+const CLIENT_DONE: Duration = Duration::from_secs(2);
 
 /// A relay to `to` (the real server) that passes the TLS handshake both ways and the whole
 /// request on to the server, but once the client has sent more than [`HANDSHAKE_AND_SOME`]

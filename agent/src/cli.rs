@@ -90,9 +90,17 @@ enum Command {
         /// File or directory to watch for the desired config (when not following a server).
         #[arg(long, value_name = "PATH", default_value = "/etc/hearth/desired")]
         watch: PathBuf,
-        /// Follow hearth-server at this URL instead of watching a path.
-        #[arg(long, value_name = "URL", env = "HEARTH_SERVER")]
-        server: Option<String>,
+        /// Follow hearth-server at this URL instead of watching a path. Several servers (the
+        /// replicas of one site): repeat the flag or separate URLs with commas (at most 16); the
+        /// agent uses one at a time and moves to the next when it cannot be reached, times out
+        /// or answers 5xx.
+        #[arg(
+            long,
+            value_name = "URL[,URL...]",
+            env = "HEARTH_SERVER",
+            value_delimiter = ','
+        )]
+        server: Vec<String>,
         /// The fleet CA (PEM) that signs the server's certificate.
         #[arg(
             long,
@@ -293,8 +301,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let policies = load_policies(&policy)?;
             let drift = DriftPolicies::parse(drift_policy.into(), &drift)?;
-            let following = match &server {
-                Some(url) => format!("following {url}"),
+            let servers = if server.is_empty() {
+                None
+            } else {
+                Some(hearth_api::servers::parse(
+                    "--server (or HEARTH_SERVER)",
+                    &server,
+                )?)
+            };
+            let following = match &servers {
+                Some(urls) => format!("following {}", urls.join(",")),
                 None => format!("watching {}", watch.display()),
             };
             let _one_keeper =
@@ -306,8 +322,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("cannot serve metrics on {listen}"))?;
             }
-            let source = match server {
-                Some(url) => {
+            let source = match servers {
+                Some(urls) => {
                     let ca_pem = std::fs::read(&ca)
                         .with_context(|| format!("cannot read the fleet CA {}", ca.display()))?;
                     let bootstrap_token = match &bootstrap_token_file {
@@ -335,7 +351,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                         label_map.insert(k.to_string(), v.to_string());
                     }
                     Source::Server(crate::follow::Server {
-                        url,
+                        urls,
                         ca_pem,
                         bootstrap_token,
                         node,

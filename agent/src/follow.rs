@@ -26,11 +26,18 @@ pub const SERVER_STATE: &str = "/var/lib/hearth/server.json";
 pub const NODE_TOKEN: &str = "/var/lib/hearth/node-token";
 
 /// What the agent remembers about its server.
+///
+/// `url` is the first server (the only field an agent before the list had, which still reads
+/// it); `servers` the whole list, absent in a file such an agent wrote ([`ServerState::urls`]
+/// reads both).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerState {
-    /// Server URL.
+    /// The first server's URL.
     pub url: String,
+    /// Every server's URL, in order (the replicas of one site, which share their store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
     /// This node's name.
     pub node: String,
     /// The pool the server put it in.
@@ -43,6 +50,21 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The servers, in order: `servers`, or `url` alone in a file written before the list.
+    pub fn urls(&self) -> Vec<String> {
+        if self.servers.is_empty() {
+            vec![self.url.clone()]
+        } else {
+            self.servers.clone()
+        }
+    }
+
+    /// Sets the list (and `url`, its first entry).
+    pub fn set_urls(&mut self, urls: &[String]) {
+        self.url = urls.first().cloned().unwrap_or_default();
+        self.servers = urls.to_vec();
+    }
+
     /// Reads the saved state, if any.
     pub fn load(root: &Root) -> Option<ServerState> {
         root.read(SERVER_STATE)
@@ -66,8 +88,9 @@ impl ServerState {
 /// How to reach the server.
 #[derive(Debug, Clone)]
 pub struct Server {
-    /// URL, e.g. `https://hearth.example:22623`.
-    pub url: String,
+    /// The servers' URLs, e.g. `https://hearth.example:22623` (one, or the replicas of one
+    /// site: `hearth_api::servers::parse` reads them, at most `MAX_SERVERS`).
+    pub urls: Vec<String>,
     /// The fleet CA (PEM).
     pub ca_pem: Vec<u8>,
     /// The pool's bootstrap token, for the first enrollment.
@@ -82,65 +105,80 @@ pub struct Server {
 
 /// The connection to the server: the saved state, or a new enrollment (retried until it works,
 /// so a node that boots before its server comes up simply waits).
+///
+/// The servers are the ones given now (`--server`): a list that differs from the saved one
+/// replaces it (the admin moved the servers, or added replicas), and the node keeps its
+/// credential, which every replica of the site knows (they share the store). A server that
+/// does not know it answers 401, and the agent enrolls there ([`enroll`]).
 pub async fn connect(root: &Root, server: &Server) -> anyhow::Result<(Remote, ServerState)> {
-    if let Some(state) = ServerState::load(root).filter(|s| s.url == server.url) {
-        let remote = Remote::new(&state.url, &server.ca_pem, &state.credential)?;
+    if let Some(mut state) = ServerState::load(root).filter(|s| !s.credential.is_empty()) {
+        if state.urls() != server.urls {
+            tracing::info!(
+                was = %state.urls().join(","),
+                now = %server.urls.join(","),
+                "the server list changed; keeping this node's credential"
+            );
+            state.set_urls(&server.urls);
+            state.save(root)?;
+        }
+        let remote = Remote::with_servers(&server.urls, &server.ca_pem, &state.credential)?;
         return Ok((remote, state));
     }
     enroll(root, server).await
 }
 
+/// How long one call may take when it goes through every server of the list (`each` per
+/// server, at most `hearth_api::servers::MAX_SERVERS` of them), and a margin of 10 s: the bound
+/// of the watchdog's `busy` around it.
+fn through_all(server: &Server, each: Duration) -> Duration {
+    let n = server.urls.len().clamp(1, hearth_api::servers::MAX_SERVERS);
+    each * u32::try_from(n).unwrap_or(1) + Duration::from_secs(10)
+}
+
 /// Enrolls with the bootstrap token and saves the credential.
 ///
 /// A node that already holds a credential for its name (saved by an earlier enrollment, with
-/// this server URL or another one) sends it along: the server enrolls an enrolled name again
+/// these server URLs or others) sends it along: the server enrolls an enrolled name again
 /// only with its current credential, so that a bootstrap token alone cannot take a node over.
 /// A stale credential does no harm (the server ignores it when it holds none for the node).
 /// Without a valid one the answer is 409 until an admin runs `hearth node reset-credential`,
 /// and the agent retries with back-off, so a reinstalled machine joins once that is done.
 pub async fn enroll(root: &Root, server: &Server) -> anyhow::Result<(Remote, ServerState)> {
     let token = server.bootstrap_token.as_deref().ok_or_else(|| {
-        anyhow::anyhow!("this node is not enrolled with {} and has no bootstrap token (give --bootstrap-token-file)", server.url)
+        anyhow::anyhow!("this node is not enrolled with {} and has no bootstrap token (give --bootstrap-token-file)", server.urls.join(","))
     })?;
     let saved = ServerState::load(root)
         .filter(|s| s.node == server.node && !s.credential.is_empty())
         .map(|s| s.credential);
     let mut delay = Duration::from_secs(1);
     loop {
-        let attempt = match &saved {
-            Some(credential) => {
-                Remote::enroll_again(
-                    &server.url,
-                    &server.ca_pem,
-                    token,
-                    &server.node,
-                    &server.labels,
-                    credential,
-                )
-                .await
-            }
-            None => {
-                Remote::enroll(
-                    &server.url,
-                    &server.ca_pem,
-                    token,
-                    &server.node,
-                    &server.labels,
-                )
-                .await
-            }
-        };
+        // Each server may take up to its 60 s.
+        let _asking = crate::watchdog::busy(
+            "enrolling with the server",
+            through_all(server, Duration::from_secs(60)),
+        );
+        let attempt = Remote::enroll_with(
+            &server.urls,
+            &server.ca_pem,
+            token,
+            &server.node,
+            &server.labels,
+            saved.as_deref(),
+        )
+        .await;
         match attempt {
             Ok(remote) => {
-                let state = ServerState {
-                    url: server.url.clone(),
+                let mut state = ServerState {
+                    url: String::new(),
+                    servers: Vec::new(),
                     node: server.node.clone(),
                     pool: String::new(),
                     credential: remote.credential().to_string(),
                     slot_held: false,
                 };
+                state.set_urls(&server.urls);
                 state.save(root)?;
-                tracing::info!(server = %server.url, node = %server.node, "enrolled");
+                tracing::info!(server = %remote.base_url(), node = %server.node, "enrolled");
                 return Ok((remote, state));
             }
             Err(e @ (RemoteError::Unauthorized(_) | RemoteError::Forbidden(_))) => {
@@ -274,6 +312,7 @@ impl Daemon<'_> {
             let (doc, known, done, trial) = {
                 let j = Journal::load(self.agent.root())?;
                 self.metrics.set_state(j.state);
+                self.metrics.set_server(remote.servers(), remote.base_url());
                 notify.status(&status_line(&j));
                 let known = j.desired.as_ref().map(|d| d.name.clone());
                 let done = j.requests_done.max(j.forcing.unwrap_or(0));
@@ -289,12 +328,17 @@ impl Daemon<'_> {
                     let control = drift.clone();
                     tokio::task::spawn_blocking(move || control.pause()).await?;
                 }
-                if self.trial_turn(&server, &state, &doc, window).await? {
+                if self.trial_turn(&server, &remote, &doc, window).await? {
                     drift.set_expected(self.expected());
                     drift.resume();
                 }
                 continue;
             }
+            // A report and a reboot-slot call take up to 30 s each per server tried.
+            let talking = crate::watchdog::busy(
+                "reporting to the server",
+                through_all(&server, Duration::from_secs(60)),
+            );
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
@@ -308,12 +352,13 @@ impl Daemon<'_> {
                     server.wait
                 }
             };
+            drop(talking);
             drop(doc);
-            // Idle in the long-poll (its own timeout is wait + 30 s), or in the back-off after
-            // it: the watchdog is fed meanwhile.
+            // Idle in the long-poll (its own timeout is wait + 30 s per server tried), or in
+            // the back-off after it: the watchdog is fed meanwhile.
             let idle = crate::watchdog::busy(
                 "waiting for the server's next config",
-                wait + backoff + Duration::from_secs(40),
+                through_all(&server, wait + Duration::from_secs(30)) + backoff,
             );
             tokio::select! {
                 r = remote.desired_and_requests(known.as_deref(), Some(done), wait) => match r {
@@ -366,7 +411,7 @@ impl Daemon<'_> {
     async fn trial_turn(
         &self,
         server: &Server,
-        state: &ServerState,
+        remote: &Remote,
         doc: &hearth_api::AgentStatus,
         (started, deadline): (i64, i64),
     ) -> Result<bool> {
@@ -391,7 +436,7 @@ impl Daemon<'_> {
         let left = Duration::from_secs(
             u64::try_from(deadline.saturating_sub(crate::apply::unix_now())).unwrap_or(0),
         );
-        let remote = Remote::new(&state.url, &server.ca_pem, &state.credential);
+        let remote = remote.fresh(&server.ca_pem);
         let _busy = crate::watchdog::busy(
             "reporting the trial to the server",
             TRIAL_REPORT_TIMEOUT + TRIAL_RETRY + Duration::from_secs(10),

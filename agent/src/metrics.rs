@@ -25,6 +25,11 @@ struct StateLabel {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabel {
+    url: String,
+}
+
 /// The agent's counters, in a `prometheus-client` registry.
 #[derive(Debug)]
 pub struct Metrics {
@@ -34,6 +39,7 @@ pub struct Metrics {
     drift_events: Counter,
     drift_reverted: Counter,
     state: Family<StateLabel, Gauge>,
+    server: Family<ServerLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -44,6 +50,7 @@ impl Default for Metrics {
         let drift_events = Counter::default();
         let drift_reverted = Counter::default();
         let state = Family::<StateLabel, Gauge>::default();
+        let server = Family::<ServerLabel, Gauge>::default();
         registry.register(
             "hearth_agent_applies",
             "Applies, by how they ended",
@@ -69,6 +76,11 @@ impl Default for Metrics {
             "The node's state (1 for the current one)",
             state.clone(),
         );
+        registry.register(
+            "hearth_agent_server",
+            "The servers followed (1 for the one in use, 0 for the others of the list)",
+            server.clone(),
+        );
         for r in ["done", "rebooting", "degraded", "unreconcilable"] {
             let _ = applies.get_or_create(&ResultLabel { result: r });
         }
@@ -82,6 +94,7 @@ impl Default for Metrics {
             drift_events,
             drift_reverted,
             state,
+            server,
         }
     }
 }
@@ -137,6 +150,16 @@ impl Metrics {
             self.state
                 .get_or_create(&StateLabel { state: s.as_str() })
                 .set(i64::from(s == current));
+        }
+    }
+
+    /// Records the servers followed (at most `hearth_api::servers::MAX_SERVERS` labels) and the
+    /// one in use.
+    pub fn set_server(&self, servers: &[String], current: &str) {
+        for url in servers {
+            self.server
+                .get_or_create(&ServerLabel { url: url.clone() })
+                .set(i64::from(url == current));
         }
     }
 
@@ -253,6 +276,16 @@ mod tests {
         assert!(text.contains("hearth_agent_drift_reverted_total 1"));
         assert!(text.contains("hearth_agent_state{state=\"Degraded\"} 1"));
         assert!(text.contains("hearth_agent_state{state=\"Done\"} 0"));
+        m.set_server(&["https://a:1".into(), "https://b:2".into()], "https://b:2");
+        let text = m.render();
+        assert!(
+            text.contains("hearth_agent_server{url=\"https://a:1\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hearth_agent_server{url=\"https://b:2\"} 1"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

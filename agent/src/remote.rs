@@ -1,6 +1,7 @@
 //! The agent's client of hearth-server: enroll with a pool's bootstrap token, long-poll the
 //! desired config, report status, take and give back reboot slots. Over HTTPS, trusting only
-//! the fleet CA (never the system roots).
+//! the fleet CA (never the system roots). Over one server or several (the replicas of one site):
+//! one at a time, moving to the next when one fails as a replica fails ([`RemoteError::moves_on`]).
 //!
 //! This module is self-contained; persisting the credential and driving the calls belong to the
 //! agent's `run` loop. The wire types are `hearth_api`'s, the ones the server reads and writes;
@@ -26,6 +27,8 @@
 
 use hearth_config::model::DisruptionPolicies;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::journal::NamedConfig;
@@ -80,6 +83,13 @@ pub enum RemoteError {
     /// The CA or an answer could not be read.
     #[error("{0}")]
     Invalid(String),
+    /// Several servers were given and none of them answered (each one's reason, in the order
+    /// they were tried).
+    #[error("no hearth-server answered: {}", tried.iter().map(|(u, why)| format!("{u}: {why}")).collect::<Vec<_>>().join("; "))]
+    NoServer {
+        /// Each server tried, with why it did not do.
+        tried: Vec<(String, String)>,
+    },
 }
 
 impl RemoteError {
@@ -87,12 +97,27 @@ impl RemoteError {
     pub fn needs_enrollment(&self) -> bool {
         matches!(self, RemoteError::Unauthorized(_))
     }
+
+    /// True when this says something about the replica that answered (or did not), not about
+    /// the fleet: the server could not be reached, TLS failed, the answer did not come in time
+    /// or broke off, or the server answered 5xx (a replica cut off from its store says 503).
+    /// The same request then goes to the next server. A 4xx answer (401, 403, 409, ...) is the
+    /// fleet's answer and is the same on every replica: never retried elsewhere.
+    pub fn moves_on(&self) -> bool {
+        match self {
+            RemoteError::Transport { .. } => true,
+            RemoteError::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
 }
 
-/// A connection to hearth-server as one enrolled node.
+/// A connection to hearth-server as one enrolled node, over one or several servers (the
+/// replicas of one site, which share their store): one at a time, sticky, moving to the next
+/// when one fails as [`RemoteError::moves_on`] says.
 #[derive(Debug, Clone)]
 pub struct Remote {
-    base_url: String,
+    servers: Servers,
     client: reqwest::Client,
     credential: String,
     /// The node's pool, when known (from enrollment).
@@ -175,15 +200,98 @@ async fn error_from(resp: reqwest::Response) -> RemoteError {
     }
 }
 
+/// The servers' base URLs and which one is in use (shared by the clones of one [`Remote`]).
+#[derive(Debug, Clone)]
+struct Servers {
+    urls: Arc<[String]>,
+    current: Arc<AtomicUsize>,
+}
+
+impl Servers {
+    fn new(urls: &[String]) -> Result<Servers, RemoteError> {
+        if urls.is_empty() {
+            return Err(RemoteError::Invalid("no server URL".into()));
+        }
+        Ok(Servers {
+            urls: urls
+                .iter()
+                .map(|u| u.trim_end_matches('/').to_string())
+                .collect(),
+            current: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    fn current(&self) -> &str {
+        &self.urls[self.current.load(Ordering::Relaxed) % self.urls.len()]
+    }
+
+    /// Runs `call` against the current server, then, while it fails in a way that
+    /// [`RemoteError::moves_on`], against the next ones, each once, in order; the one that
+    /// answers stays current. Every move is logged with both URLs and the reason. One server:
+    /// its error as it is; several that all failed: [`RemoteError::NoServer`] with each reason.
+    async fn call<T, F, Fut>(&self, what: &str, mut call: F) -> Result<T, RemoteError>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RemoteError>>,
+    {
+        let n = self.urls.len();
+        let start = self.current.load(Ordering::Relaxed) % n;
+        let mut tried = Vec::new();
+        for i in 0..n {
+            let at = (start + i) % n;
+            let base = &self.urls[at];
+            match call(base.clone()).await {
+                Err(e) if e.moves_on() && n > 1 => {
+                    let next = (at + 1) % n;
+                    if i + 1 < n {
+                        tracing::warn!(
+                            from = %base,
+                            to = %self.urls[next],
+                            reason = %e,
+                            request = what,
+                            "moving to the next hearth-server"
+                        );
+                    }
+                    self.current.store(next, Ordering::Relaxed);
+                    tried.push((base.clone(), e.to_string()));
+                }
+                other => return other,
+            }
+        }
+        Err(RemoteError::NoServer { tried })
+    }
+}
+
 impl Remote {
     /// A connection with a credential the agent already has.
     pub fn new(base_url: &str, ca_pem: &[u8], credential: &str) -> Result<Remote, RemoteError> {
+        Self::with_servers(&[base_url.to_string()], ca_pem, credential)
+    }
+
+    /// [`Remote::new`] over several servers (tried in this order, starting with the first).
+    pub fn with_servers(
+        urls: &[String],
+        ca_pem: &[u8],
+        credential: &str,
+    ) -> Result<Remote, RemoteError> {
         Ok(Remote {
-            base_url: base_url.trim_end_matches('/').to_string(),
+            servers: Servers::new(urls)?,
             client: client(ca_pem)?,
             credential: credential.trim().to_string(),
             pool: None,
         })
+    }
+
+    /// The same servers, starting with the current one, and credential over a new HTTPS client:
+    /// new connections (a new name lookup, TCP connection and TLS handshake).
+    pub fn fresh(&self, ca_pem: &[u8]) -> Result<Remote, RemoteError> {
+        let mut again = Self::with_servers(&self.servers.urls, ca_pem, &self.credential)?;
+        again.servers.current.store(
+            self.servers.current.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        again.pool = self.pool.clone();
+        Ok(again)
     }
 
     /// Enrolls `node_name` with its pool's bootstrap token; the returned connection holds the
@@ -195,7 +303,15 @@ impl Remote {
         node_name: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<Remote, RemoteError> {
-        Self::enroll_proving(base_url, ca_pem, bootstrap_token, node_name, labels, None).await
+        Self::enroll_proving(
+            &[base_url.to_string()],
+            ca_pem,
+            bootstrap_token,
+            node_name,
+            labels,
+            None,
+        )
+        .await
     }
 
     /// [`Remote::enroll`] for a node that is already enrolled: the server enrolls a name that
@@ -211,7 +327,7 @@ impl Remote {
         credential: &str,
     ) -> Result<Remote, RemoteError> {
         Self::enroll_proving(
-            base_url,
+            &[base_url.to_string()],
             ca_pem,
             bootstrap_token,
             node_name,
@@ -221,8 +337,21 @@ impl Remote {
         .await
     }
 
+    /// [`Remote::enroll`] (with `credential`: [`Remote::enroll_again`]) over several servers,
+    /// failing over between them as every call does.
+    pub async fn enroll_with(
+        urls: &[String],
+        ca_pem: &[u8],
+        bootstrap_token: &str,
+        node_name: &str,
+        labels: &BTreeMap<String, String>,
+        credential: Option<&str>,
+    ) -> Result<Remote, RemoteError> {
+        Self::enroll_proving(urls, ca_pem, bootstrap_token, node_name, labels, credential).await
+    }
+
     async fn enroll_proving(
-        base_url: &str,
+        urls: &[String],
         ca_pem: &[u8],
         bootstrap_token: &str,
         node_name: &str,
@@ -230,38 +359,45 @@ impl Remote {
         credential: Option<&str>,
     ) -> Result<Remote, RemoteError> {
         let client = client(ca_pem)?;
-        let base = base_url.trim_end_matches('/').to_string();
-        let url = format!("{base}/api/v1/enroll");
+        let servers = Servers::new(urls)?;
         let body = serde_json::to_vec(&EnrollRequest {
             node: node_name.to_string(),
             labels: labels.clone(),
             bootstrap_token: Some(bootstrap_token.trim().to_string()),
         })
         .map_err(|e| RemoteError::Invalid(e.to_string()))?;
-        let mut req = client
-            .post(&url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .timeout(Duration::from_secs(60));
-        if let Some(c) = credential {
-            req = req.bearer_auth(c.trim());
-        }
-        let resp = req.send().await.map_err(|e| transport(&url, e))?;
-        if !resp.status().is_success() {
-            return Err(error_from(resp).await);
-        }
-        let bytes = read_capped(
-            &url,
-            resp,
-            crate::limits::MAX_ANSWER_BYTES,
-            "an enrollment answer",
-            Duration::from_secs(60),
-        )
-        .await?;
-        let answer: EnrollResponse = serde_json::from_slice(&bytes)
-            .map_err(|e| RemoteError::Invalid(format!("unexpected enrollment answer: {e}")))?;
+        let answer = servers
+            .call("enroll", |base| {
+                let url = format!("{base}/api/v1/enroll");
+                let mut req = client
+                    .post(&url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+                    .timeout(Duration::from_secs(60));
+                if let Some(c) = credential {
+                    req = req.bearer_auth(c.trim());
+                }
+                async move {
+                    let resp = req.send().await.map_err(|e| transport(&url, e))?;
+                    if !resp.status().is_success() {
+                        return Err(error_from(resp).await);
+                    }
+                    let bytes = read_capped(
+                        &url,
+                        resp,
+                        crate::limits::MAX_ANSWER_BYTES,
+                        "an enrollment answer",
+                        Duration::from_secs(60),
+                    )
+                    .await?;
+                    serde_json::from_slice::<EnrollResponse>(&bytes).map_err(|e| {
+                        RemoteError::Invalid(format!("unexpected enrollment answer: {e}"))
+                    })
+                }
+            })
+            .await?;
         Ok(Remote {
-            base_url: base,
+            servers,
             client,
             credential: answer.credential,
             pool: Some(answer.pool),
@@ -273,9 +409,14 @@ impl Remote {
         &self.credential
     }
 
-    /// The server's URL.
+    /// The URL of the server in use (the one that answered last).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.servers.current()
+    }
+
+    /// Every server's URL, in the order they are tried.
+    pub fn servers(&self) -> &[String] {
+        &self.servers.urls
     }
 
     /// The desired config if it is not `known`; otherwise waits up to `wait` for it to change
@@ -297,71 +438,67 @@ impl Remote {
         done: Option<u64>,
         wait: Duration,
     ) -> Result<Option<DesiredConfig>, RemoteError> {
-        let mut url = reqwest::Url::parse(&format!("{}/api/v1/agent/desired", self.base_url))
-            .map_err(|e| RemoteError::Invalid(format!("bad server URL: {e}")))?;
-        {
-            let mut q = url.query_pairs_mut();
-            if let Some(k) = known {
-                q.append_pair("known", k);
-            }
-            if let Some(done) = done {
-                q.append_pair("done", &done.to_string());
-            }
-            q.append_pair("wait", &wait.as_secs().to_string());
-        }
-        let shown = url.to_string();
         let timeout = wait + Duration::from_secs(30);
-        let resp = self
-            .client
-            .get(url)
-            .bearer_auth(&self.credential)
-            .timeout(timeout)
-            .send()
+        self.servers
+            .call("desired config", |base| async move {
+                let mut url = reqwest::Url::parse(&format!("{base}/api/v1/agent/desired"))
+                    .map_err(|e| RemoteError::Invalid(format!("bad server URL: {e}")))?;
+                {
+                    let mut q = url.query_pairs_mut();
+                    if let Some(k) = known {
+                        q.append_pair("known", k);
+                    }
+                    if let Some(done) = done {
+                        q.append_pair("done", &done.to_string());
+                    }
+                    q.append_pair("wait", &wait.as_secs().to_string());
+                }
+                let shown = url.to_string();
+                let resp = self
+                    .client
+                    .get(url)
+                    .bearer_auth(&self.credential)
+                    .timeout(timeout)
+                    .send()
+                    .await
+                    .map_err(|e| transport(&shown, e))?;
+                match resp.status().as_u16() {
+                    304 => Ok(None),
+                    200 => {
+                        let bytes = read_capped(
+                            &shown,
+                            resp,
+                            crate::limits::MAX_CONFIG_BYTES,
+                            "a desired config",
+                            timeout,
+                        )
+                        .await?;
+                        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                            RemoteError::Invalid(format!("unexpected desired config: {e}"))
+                        })
+                    }
+                    _ => Err(error_from(resp).await),
+                }
+            })
             .await
-            .map_err(|e| transport(&shown, e))?;
-        match resp.status().as_u16() {
-            304 => Ok(None),
-            200 => {
-                let bytes = read_capped(
-                    &shown,
-                    resp,
-                    crate::limits::MAX_CONFIG_BYTES,
-                    "a desired config",
-                    timeout,
-                )
-                .await?;
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|e| RemoteError::Invalid(format!("unexpected desired config: {e}")))
-            }
-            _ => Err(error_from(resp).await),
-        }
     }
 
-    /// Reports the agent's status document (`hearth-agent status -o json`).
+    /// Reports the agent's status document (`hearth-agent status -o json`). A report whose
+    /// answer was lost goes to the next server as any other call: reports are idempotent (the
+    /// server keeps the newest).
     pub async fn report(&self, status: &AgentStatus) -> Result<(), RemoteError> {
-        let url = format!("{}/api/v1/agent/status", self.base_url);
         let body = serde_json::to_vec(status).map_err(|e| RemoteError::Invalid(e.to_string()))?;
-        let resp = self
-            .client
-            .post(&url)
-            .bearer_auth(&self.credential)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| transport(&url, e))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(error_from(resp).await)
-        }
+        self.post(
+            "status report",
+            "/api/v1/agent/status",
+            body,
+            |_url, _resp| async { Ok(()) },
+        )
+        .await
     }
 
     /// Takes (`acquire`) or gives back a reboot slot.
     pub async fn reboot_slot(&self, acquire: bool) -> Result<SlotAnswer, RemoteError> {
-        let url = format!("{}/api/v1/agent/reboot-slot", self.base_url);
         let body = serde_json::to_vec(&SlotRequest {
             action: if acquire {
                 SlotAction::Acquire
@@ -370,28 +507,117 @@ impl Remote {
             },
         })
         .map_err(|e| RemoteError::Invalid(e.to_string()))?;
-        let resp = self
-            .client
-            .post(&url)
-            .bearer_auth(&self.credential)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| transport(&url, e))?;
-        if !resp.status().is_success() {
-            return Err(error_from(resp).await);
-        }
-        let bytes = read_capped(
-            &url,
-            resp,
-            crate::limits::MAX_ANSWER_BYTES,
-            "a reboot-slot answer",
-            Duration::from_secs(30),
+        self.post(
+            "reboot slot",
+            "/api/v1/agent/reboot-slot",
+            body,
+            |url, resp| async move {
+                let bytes = read_capped(
+                    &url,
+                    resp,
+                    crate::limits::MAX_ANSWER_BYTES,
+                    "a reboot-slot answer",
+                    Duration::from_secs(30),
+                )
+                .await?;
+                serde_json::from_slice(&bytes).map_err(|e| {
+                    RemoteError::Invalid(format!("unexpected reboot-slot answer: {e}"))
+                })
+            },
         )
-        .await?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| RemoteError::Invalid(format!("unexpected reboot-slot answer: {e}")))
+        .await
+    }
+
+    /// `POST path` with the node's credential and a JSON `body` (30 s), through the failover;
+    /// a success answer is read by `read`.
+    async fn post<T, R, Fut>(
+        &self,
+        what: &str,
+        path: &str,
+        body: Vec<u8>,
+        read: R,
+    ) -> Result<T, RemoteError>
+    where
+        R: Fn(String, reqwest::Response) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RemoteError>>,
+    {
+        self.servers
+            .call(what, |base| {
+                let url = format!("{base}{path}");
+                let req = self
+                    .client
+                    .post(&url)
+                    .bearer_auth(&self.credential)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+                    .timeout(Duration::from_secs(30));
+                let read = &read;
+                async move {
+                    let resp = req.send().await.map_err(|e| transport(&url, e))?;
+                    if !resp.status().is_success() {
+                        return Err(error_from(resp).await);
+                    }
+                    read(url, resp).await
+                }
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What moves a request to the next server: the replica failing, never the fleet's answer.
+    #[test]
+    fn only_a_replicas_failure_moves_on() {
+        let transport = RemoteError::Transport {
+            url: "https://a:1".into(),
+            message: "connection refused".into(),
+        };
+        assert!(transport.moves_on());
+        for status in [500, 502, 503, 504] {
+            let e = RemoteError::Status {
+                status,
+                message: String::new(),
+            };
+            assert!(e.moves_on(), "{status}");
+        }
+        for status in [400, 404, 409, 413, 429] {
+            let e = RemoteError::Status {
+                status,
+                message: String::new(),
+            };
+            assert!(!e.moves_on(), "{status}");
+        }
+        assert!(!RemoteError::Unauthorized(String::new()).moves_on());
+        assert!(!RemoteError::Forbidden(String::new()).moves_on());
+        assert!(!RemoteError::Invalid(String::new()).moves_on());
+    }
+
+    /// Every server failing: one error naming each with its reason, and no server at all is
+    /// refused.
+    #[tokio::test]
+    async fn all_failing_names_each_server() {
+        let servers = Servers::new(&["https://a:1/".into(), "https://b:2".into()]).unwrap();
+        let mut asked = Vec::new();
+        let e = servers
+            .call("test", |base| {
+                asked.push(base.clone());
+                async move {
+                    Err::<(), _>(RemoteError::Transport {
+                        url: base,
+                        message: "refused".into(),
+                    })
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(asked, ["https://a:1", "https://b:2"]);
+        assert_eq!(
+            e.to_string(),
+            "no hearth-server answered: https://a:1: cannot reach hearth-server at https://a:1: refused; https://b:2: cannot reach hearth-server at https://b:2: refused"
+        );
+        assert!(Servers::new(&[]).is_err());
     }
 }

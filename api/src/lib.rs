@@ -21,6 +21,8 @@
 //!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
 //!   document of every error.
 //! - [`version`]: `GET /api/v1/version` ([`VersionInfo`]).
+//! - [`servers`]: the list of server URLs the agent and the CLI take (not a wire type: the one
+//!   rule both read `--server` and `HEARTH_SERVER` by).
 //!
 //! # Versioning
 //!
@@ -41,6 +43,7 @@ pub mod desired;
 pub mod enroll;
 pub mod firstboot;
 pub mod request;
+pub mod servers;
 pub mod slot;
 pub mod status;
 pub mod text;

@@ -133,11 +133,11 @@ async fn the_agents_client_against_a_real_server() {
     s.shutdown().await;
 }
 
-/// An enrolled agent pointed at its server under another URL (a new name, another replica)
-/// enrolls again with the credential it saved: the server refuses an enrolled name to a
-/// bootstrap token alone, and the agent must not wait for an admin in that case.
+/// An enrolled agent pointed at its server under another URL (a new name, another replica of
+/// the same store) keeps its credential: the new list replaces the saved one, and the node is
+/// not enrolled again (a bootstrap token alone could not take it back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_enrolled_agent_enrolls_again_under_a_new_url_with_its_credential() {
+async fn an_enrolled_agent_keeps_its_credential_under_a_new_url() {
     use hearth_agent::follow::{self, Server, ServerState};
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), options(5)).await;
@@ -149,7 +149,7 @@ async fn an_enrolled_agent_enrolls_again_under_a_new_url_with_its_credential() {
     std::fs::create_dir_all(host.path().join("var/lib/hearth")).unwrap();
     let root = hearth_hostops::fs::Root::open(host.path()).unwrap();
     let server = Server {
-        url: admin.base.clone(),
+        urls: vec![admin.base.clone()],
         ca_pem: ca.clone(),
         bootstrap_token: Some(token.clone()),
         node: "w0".into(),
@@ -157,28 +157,27 @@ async fn an_enrolled_agent_enrolls_again_under_a_new_url_with_its_credential() {
         wait: Duration::from_secs(1),
     };
     let (_first, state) = follow::connect(&root, &server).await.unwrap();
-    // The saved state names the server by another URL (as after a DNS rename).
-    ServerState {
-        url: "https://old-name.example:22623".into(),
-        ..state.clone()
-    }
-    .save(&root)
+    // The saved state names the server by another URL (as after a DNS rename), in the form an
+    // agent before server lists wrote (`url` alone).
+    let old_file = serde_json::json!({
+        "url": "https://old-name.example:22623",
+        "node": state.node,
+        "pool": state.pool,
+        "credential": state.credential,
+    });
+    std::fs::write(
+        host.path().join("var/lib/hearth/server.json"),
+        serde_json::to_vec(&old_file).unwrap(),
+    )
     .unwrap();
-    let (again, renewed) =
-        tokio::time::timeout(Duration::from_secs(30), follow::connect(&root, &server))
-            .await
-            .expect("enrolling again with the saved credential is not refused (409) and retried")
-            .unwrap();
-    assert_ne!(renewed.credential, state.credential);
-    assert_eq!(renewed.url, admin.base);
+    let (again, kept) = follow::connect(&root, &server).await.unwrap();
+    assert_eq!(kept.credential, state.credential);
+    assert_eq!(kept.urls(), vec![admin.base.clone()]);
     let d = again.desired(None, Duration::from_secs(5)).await.unwrap();
     assert!(d.unwrap().name.starts_with("rendered-worker-"));
-    // The old credential no longer works; the saved one is the new one.
-    let old = remote::Remote::new(&admin.base, &ca, &state.credential).unwrap();
-    assert!(old
-        .desired(None, Duration::from_secs(0))
-        .await
-        .unwrap_err()
-        .needs_enrollment());
-    assert_eq!(ServerState::load(&root).unwrap(), renewed);
+    // Saved with the new list: read back, and by an older agent (`url`).
+    let saved = ServerState::load(&root).unwrap();
+    assert_eq!(saved, kept);
+    assert_eq!(saved.url, admin.base);
+    s.shutdown().await;
 }

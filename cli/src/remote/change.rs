@@ -48,17 +48,21 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
         });
     }
     let c = Client::new(&a.conn)?;
-    let url = format!(
-        "{}/api/v1/manifests{}",
-        c.base,
+    let path = format!(
+        "/api/v1/manifests{}",
         if a.dry_run { "?dryRun=true" } else { "" }
     );
-    let result = c.send(
-        c.http
-            .post(url)
-            .header("content-type", "application/vnd.hearth.apply+json")
-            .body(serde_json::to_vec(&ApplyRequest { files })?),
-    );
+    let body = Some((
+        "application/vnd.hearth.apply+json",
+        serde_json::to_vec(&ApplyRequest { files })?,
+    ));
+    // Not idempotent as a whole (the answer says what was created), so a change whose answer
+    // was lost is not sent again elsewhere; a dry run stores nothing and is.
+    let result = if a.dry_run {
+        c.request_changing_nothing(reqwest::Method::POST, &path, body)
+    } else {
+        c.request(reqwest::Method::POST, &path, body)
+    };
     let out: ApplyOutcome = match result {
         Ok(v) => typed(v, "/api/v1/manifests")?,
         Err(e) => {

@@ -15,8 +15,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, Args)]
 pub struct Conn {
     /// The server's URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file.
-    #[arg(long, value_name = "URL")]
-    server: Option<String>,
+    /// Several servers (the replicas of one site): repeat the flag or separate URLs with commas
+    /// (at most 16).
+    #[arg(long, value_name = "URL[,URL...]", value_delimiter = ',')]
+    server: Vec<String>,
     /// The server's CA certificate; default `$HEARTH_CA` or the login file.
     #[arg(long, value_name = "FILE")]
     ca: Option<PathBuf>,
@@ -35,9 +37,17 @@ pub struct Conn {
 /// `hearth login`.
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    /// The server's URL.
-    #[arg(long, value_name = "URL")]
-    server: String,
+    /// The server's URL; several (the replicas of one site): repeat the flag or separate URLs
+    /// with commas (at most 16).
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        env = "HEARTH_SERVER",
+        hide_env_values = true,
+        value_delimiter = ',',
+        required = true
+    )]
+    server: Vec<String>,
     /// The server's CA certificate (the server prints its path at first start).
     #[arg(long, value_name = "FILE")]
     ca: PathBuf,
@@ -58,10 +68,14 @@ pub struct LoginArgs {
     client_key: Option<PathBuf>,
 }
 
+/// The login file. `server` is the first server (the only field a CLI before server lists had,
+/// which still reads it); `servers` the whole list when there are several.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct LoginFile {
     server: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    servers: Vec<String>,
     ca: PathBuf,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     token: String,
@@ -82,19 +96,33 @@ pub fn config_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/hearth/config.json"))
 }
 
+impl LoginFile {
+    /// The servers, in order: `servers`, or `server` alone in a file written before the list.
+    fn urls(&self) -> Vec<String> {
+        if self.servers.is_empty() {
+            vec![self.server.clone()]
+        } else {
+            self.servers.clone()
+        }
+    }
+}
+
 pub(super) struct Client {
-    pub(super) base: String,
+    /// The servers, in the order they are tried (see `failover`).
+    pub(super) servers: Vec<String>,
+    /// The one in use (sticky: the last that answered).
+    pub(super) current: std::cell::Cell<usize>,
     pub(super) http: reqwest::blocking::Client,
     /// Empty when a client certificate authenticates.
-    token: String,
+    pub(super) token: String,
 }
 
 /// An error answer from the server.
 #[derive(Debug)]
 pub(super) struct ServerError {
-    status: u16,
+    pub(super) status: u16,
     pub(super) body: Value,
-    text: String,
+    pub(super) text: String,
 }
 
 impl std::fmt::Display for ServerError {
@@ -146,7 +174,7 @@ fn https_client(
         .map_err(|e| anyhow!("cannot set up HTTPS: {e}"))
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
@@ -171,14 +199,19 @@ impl Client {
                     .with_context(|| format!("{} is not a hearth login file", p.display()))
             })
             .transpose()?;
-        let server = conn
-            .server
-            .clone()
-            .or_else(|| env("HEARTH_SERVER"))
-            .or_else(|| file.as_ref().map(|f| f.server.clone()))
-            .ok_or_else(|| {
-                Usage("no server: run `hearth login`, set HEARTH_SERVER or give --server".into())
-            })?;
+        let servers = if !conn.server.is_empty() {
+            hearth_api::servers::parse("--server", &conn.server)
+        } else if let Some(list) = env("HEARTH_SERVER") {
+            hearth_api::servers::parse("HEARTH_SERVER", &[list])
+        } else if let (Some(f), Some(p)) = (&file, config_path()) {
+            hearth_api::servers::parse(&p.display().to_string(), &f.urls())
+        } else {
+            return Err(Usage(
+                "no server: run `hearth login`, set HEARTH_SERVER or give --server".into(),
+            )
+            .into());
+        }
+        .map_err(|e| Usage(e.to_string()))?;
         let ca = conn
             .ca
             .clone()
@@ -251,33 +284,15 @@ impl Client {
         let pem =
             std::fs::read(&ca).with_context(|| format!("cannot read the CA {}", ca.display()))?;
         Ok(Client {
-            base: server.trim_end_matches('/').to_string(),
+            servers,
+            current: std::cell::Cell::new(0),
             http: https_client(&pem, identity)?,
             token: token.unwrap_or_default().trim().to_string(),
         })
     }
 
-    pub(super) fn send(&self, req: reqwest::blocking::RequestBuilder) -> anyhow::Result<Value> {
-        let req = if self.token.is_empty() {
-            req
-        } else {
-            req.bearer_auth(&self.token)
-        };
-        let resp = req
-            .send()
-            .map_err(|e| anyhow!("cannot reach {}: {}", self.base, error_chain(&e)))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if (200..300).contains(&status) {
-            Ok(body)
-        } else {
-            Err(ServerError { status, body, text }.into())
-        }
-    }
-
     pub(super) fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(self.http.get(format!("{}{path}", self.base)))
+        self.request(reqwest::Method::GET, path, None)
     }
 
     /// `GET path`, read as the wire type `T` (`hearth_api`).
@@ -303,16 +318,15 @@ impl Client {
     }
 
     pub(super) fn post(&self, path: &str, body: &impl Serialize) -> anyhow::Result<Value> {
-        self.send(
-            self.http
-                .post(format!("{}{path}", self.base))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(body)?),
+        self.request(
+            reqwest::Method::POST,
+            path,
+            Some(("application/json", serde_json::to_vec(body)?)),
         )
     }
 
     pub(super) fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(self.http.delete(format!("{}{path}", self.base)))
+        self.request(reqwest::Method::DELETE, path, None)
     }
 }
 
@@ -333,7 +347,7 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
     let client_cert = a.client_cert.as_ref().map(abs).transpose()?;
     let client_key = a.client_key.as_ref().map(abs).transpose()?;
     let conn = Conn {
-        server: Some(a.server.clone()),
+        server: a.server.clone(),
         ca: Some(ca.clone()),
         token: a.token.clone(),
         client_cert: client_cert.clone(),
@@ -344,17 +358,27 @@ pub fn login(a: &LoginArgs) -> anyhow::Result<()> {
     let pools: hearth_api::List<hearth_api::PoolView> = c.get_as("/api/v1/pools")?;
     let path = config_path().ok_or_else(|| anyhow!("no home directory: set HEARTH_CONFIG"))?;
     let file = LoginFile {
-        server: c.base.clone(),
+        server: c.servers[0].clone(),
+        servers: if c.servers.len() > 1 {
+            c.servers.clone()
+        } else {
+            Vec::new()
+        },
         ca,
         token: c.token.clone(),
         client_cert,
         client_key,
     };
     write_private(&path, &serde_json::to_vec_pretty(&file)?)?;
+    // The others are checked too, so that a mistyped URL shows now and not at the first
+    // failover; one that is down is not a reason to refuse the login.
+    for (url, why) in c.unanswered("/api/v1/pools") {
+        eprintln!("warning: {url} did not answer ({why}); it stays in the list");
+    }
     let n = pools.items.len();
     crate::outln!(
         "Logged in to {} ({n} pool(s)); settings saved in {}",
-        c.base,
+        c.servers.join(", "),
         path.display()
     );
     Ok(())

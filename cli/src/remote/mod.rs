@@ -9,7 +9,8 @@
 //! CA only. Exit codes as for the offline commands: 0 success, 1 invalid input or an error from
 //! the server (the message is printed), 2 usage.
 //!
-//! One file per concept: `conn` (flags, login file, HTTPS client), `change` (the commands that
+//! One file per concept: `conn` (flags, login file, HTTPS client), `failover` (sending to one
+//! of several servers), `change` (the commands that
 //! change the fleet), `get` (with `select`, label selectors, and `watch`, `get -w`), `describe`,
 //! `rollout`, `version`, `state` (a node's state, named once for all of them), `table` (output
 //! helpers). Here: the object
@@ -19,6 +20,7 @@ mod change;
 mod conn;
 mod describe;
 mod describe_actions;
+mod failover;
 mod get;
 mod rollout;
 mod select;

@@ -42,7 +42,7 @@ complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand apply" -l forc
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand apply" -l no-reboot -d 'Never reboot: leave the reboot pending (exit 3)'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l watch -d 'File or directory to watch for the desired config (when not following a server)' -r -F
-complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l server -d 'Follow hearth-server at this URL instead of watching a path' -r
+complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l server -d 'Follow hearth-server at this URL instead of watching a path. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16); the agent uses one at a time and moves to the next when it cannot be reached, times out or answers 5xx' -r
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l ca -d 'The fleet CA (PEM) that signs the server\'s certificate' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l bootstrap-token-file -d 'A file holding the pool\'s bootstrap token, for the first enrollment' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l bootstrap-token -d 'The pool\'s bootstrap token itself (as the first-boot config writes it into /etc/hearth/agent.env)' -r

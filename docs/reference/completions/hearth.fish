@@ -68,14 +68,14 @@ complete -c hearth -n "__fish_hearth_using_subcommand plan" -s h -l help -d 'Pri
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -l ignition-version -d 'Ignition spec version to produce (2.2.0 to 2.4.0, 3.0.0 to 3.5.0)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -s f -l filename -d 'A MachineConfig file (rendered or not)' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand convert" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand login" -l server -d 'The server\'s URL' -r
+complete -c hearth -n "__fish_hearth_using_subcommand login" -l server -d 'The server\'s URL; several (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l ca -d 'The server\'s CA certificate (the server prints its path at first start)' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l token -d 'The admin token (`admin.token` in the server\'s state directory)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-cert -d 'Or an admin client certificate (`hearth-server issue-admin-cert`); the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-key -d 'The client certificate\'s key; the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several. All are applied together: if any is invalid, nothing is applied' -r -F
-complete -c hearth -n "__fish_hearth_using_subcommand apply" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -89,7 +89,7 @@ yaml\t'YAML'
 name\t'`kind/name` per line'"
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s l -l selector -d 'Only objects whose labels match: `key=value`, `key!=value`, `key`, `!key`, separated by commas (all must match)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l for -d 'Events: only those of one object, `node/NAME` or `pool/NAME` (`mcp/NAME`)' -r
-complete -c hearth -n "__fish_hearth_using_subcommand get" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand get" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -97,38 +97,38 @@ complete -c hearth -n "__fish_hearth_using_subcommand get" -l client-key -d 'The
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l no-headers -d 'Tables: leave out the header line'
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s w -l watch -d 'After the list, print each row that changes (or, for events, each new event) until interrupted; the server is asked every 2 seconds'
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand describe" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand describe" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand describe" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand delete" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand delete" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand label" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand label" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l overwrite -d 'Change a label that already has another value'
 complete -c hearth -n "__fish_hearth_using_subcommand label" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand pause" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand pause" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand pause" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand pause" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand pause" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand pause" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand pause" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand resume" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand resume" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand resume" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand resume" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand resume" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand resume" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -136,13 +136,13 @@ complete -c hearth -n "__fish_hearth_using_subcommand rollback" -l client-key -d
 complete -c hearth -n "__fish_hearth_using_subcommand rollback" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l ttl -d 'Validity in seconds (default: the server\'s --bootstrap-token-ttl, 24 h; 0: no expiry)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l node -d 'A first-boot token bound to this one node (not yet enrolled): `/config/POOL` with it serves the node\'s own config (its pool\'s plus its overlays, e.g. static addresses), and it enrolls only this name. The pool\'s token stays valid' -r
-complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand bootstrap-token" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand viewer-token; and not __fish_seen_subcommand_from create delete help" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand viewer-token; and not __fish_seen_subcommand_from create delete help" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand viewer-token; and not __fish_seen_subcommand_from create delete help" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand viewer-token; and not __fish_seen_subcommand_from create delete help" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand viewer-token; and not __fish_seen_subcommand_from create delete help" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -161,7 +161,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_se
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -f -a "status" -d 'How far a pool\'s rollout is: per node, and the pool\'s counts; exit 1 when it is halted by a degraded node. With --watch, follow it until every node runs the target (exit 0), it halts on a degraded node or --timeout passes (exit 1)'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and not __fish_seen_subcommand_from status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l timeout -d 'With --watch: give up after this many seconds' -r
-complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand rollout; and __fish_seen_subcommand_from status" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -180,43 +180,43 @@ complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_
 complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_subcommand_from reset-credential pin unpin exclude include force restore-file help" -f -a "force" -d 'Make a node re-apply its config in full over drift, once (the MCO\'s force file, remotely), through its journal-guarded apply. Recorded as an event with your identity; `hearth describe node` shows the request and, once the node reported it, its outcome'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_subcommand_from reset-credential pin unpin exclude include force restore-file help" -f -a "restore-file" -d 'Put one drifted file back as the node\'s current config has it, once. Refused for a path the config does not write (its files, unit files and drop-ins). Recorded as an event with your identity; `hearth describe node` shows the outcome'
 complete -c hearth -n "__fish_hearth_using_subcommand node; and not __fish_seen_subcommand_from reset-credential pin unpin exclude include force restore-file help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from reset-credential" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from pin" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from unpin" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from exclude" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from include" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from force" -s h -l help -d 'Print help'
-complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from restore-file" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from restore-file" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from restore-file" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from restore-file" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from restore-file" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
@@ -232,7 +232,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subc
 complete -c hearth -n "__fish_hearth_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c hearth -n "__fish_hearth_using_subcommand version" -s o -l output -d 'Output format' -r -f -a "text\t''
 json\t''"
-complete -c hearth -n "__fish_hearth_using_subcommand version" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file' -r
+complete -c hearth -n "__fish_hearth_using_subcommand version" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand version" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand version" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand version" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F

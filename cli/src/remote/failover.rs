@@ -1,0 +1,169 @@
+//! Sending a request to one of several servers (the replicas of one site, which share their
+//! store): one at a time, sticky (the last that answered is tried first), moving to the next
+//! one
+//!
+//! - for any request, when nothing was sent: the connection or the TLS handshake failed;
+//! - for a read (`GET`, which `get -w` polls are too), also when the answer did not come in time
+//!   or broke off, or was a 5xx (a replica cut off from its store answers 503).
+//!
+//! A change (apply, delete, label, ...) whose request went out and whose answer was lost is not
+//! sent again elsewhere: it may or may not have been applied, and the error says so, naming the
+//! server, and says to check with `hearth get`. A change answered 5xx is not sent elsewhere
+//! either (the answer stands). A 4xx is the fleet's answer, the same on every replica: never
+//! retried. Errors name every server tried.
+
+use super::conn::{error_chain, Client, ServerError};
+use anyhow::anyhow;
+use reqwest::Method;
+use serde_json::Value;
+
+/// Why a request did not get an answer it can use from one server.
+enum Failed {
+    /// Try the next server (the reason, for the error if none answers).
+    Next(String),
+    /// Stop here with this error.
+    Stop(anyhow::Error),
+}
+
+impl Client {
+    /// `method path` with an optional `(content type, body)`, through the servers as the module
+    /// says; the answer's JSON on success, a [`ServerError`] for an error answer.
+    pub(super) fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> anyhow::Result<Value> {
+        let read = method == Method::GET || method == Method::HEAD;
+        self.request_as(method, path, body, read)
+    }
+
+    /// [`Client::request`] for a request that changes nothing whatever its method (`apply
+    /// --dry-run`): sent again to the next server like a read.
+    pub(super) fn request_changing_nothing(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> anyhow::Result<Value> {
+        self.request_as(method, path, body, true)
+    }
+
+    /// The servers other than the one in use that do not answer `GET path`, with why (what
+    /// `hearth login` warns about).
+    pub(super) fn unanswered(&self, path: &str) -> Vec<(String, String)> {
+        let current = self.current.get();
+        let mut out = Vec::new();
+        for (i, base) in self.servers.iter().enumerate() {
+            if i == current {
+                continue;
+            }
+            match self.once(base, &Method::GET, path, None, true, true) {
+                Ok(_) => {}
+                Err(Failed::Next(why)) => out.push((base.clone(), why)),
+                Err(Failed::Stop(e)) => out.push((base.clone(), format!("{e:#}"))),
+            }
+        }
+        out
+    }
+
+    fn request_as(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+        read: bool,
+    ) -> anyhow::Result<Value> {
+        let n = self.servers.len();
+        let start = self.current.get() % n;
+        let mut tried: Vec<String> = Vec::new();
+        for i in 0..n {
+            let at = (start + i) % n;
+            let base = &self.servers[at];
+            let last = i + 1 == n;
+            match self.once(base, &method, path, body.as_ref(), read, last) {
+                Ok(v) => {
+                    self.current.set(at);
+                    return Ok(v);
+                }
+                Err(Failed::Next(why)) => {
+                    tried.push(format!("{base}: {why}"));
+                    self.current.set((at + 1) % n);
+                }
+                Err(Failed::Stop(e)) if tried.is_empty() => return Err(e),
+                Err(Failed::Stop(e)) => {
+                    return Err(e.context(format!(
+                        "from {base}, after {} did not answer ({})",
+                        if tried.len() == 1 {
+                            "another server"
+                        } else {
+                            "other servers"
+                        },
+                        tried.join("; ")
+                    )))
+                }
+            }
+        }
+        if n == 1 {
+            // One server: the message it always had.
+            let why = tried.pop().unwrap_or_default();
+            return Err(anyhow!("cannot reach {why}"));
+        }
+        Err(anyhow!(
+            "no hearth-server answered ({} tried): {}",
+            n,
+            tried.join("; ")
+        ))
+    }
+
+    /// One try against `base`. `last`: no server is left after this one, so an error answer is
+    /// returned as it is.
+    fn once(
+        &self,
+        base: &str,
+        method: &Method,
+        path: &str,
+        body: Option<&(&str, Vec<u8>)>,
+        read: bool,
+        last: bool,
+    ) -> Result<Value, Failed> {
+        let mut req = self.http.request(method.clone(), format!("{base}{path}"));
+        if let Some((content_type, bytes)) = body {
+            req = req
+                .header("content-type", *content_type)
+                .body(bytes.clone());
+        }
+        if !self.token.is_empty() {
+            req = req.bearer_auth(&self.token);
+        }
+        let lost = |why: String| {
+            if read {
+                Failed::Next(why)
+            } else {
+                Failed::Stop(anyhow!(
+                    "{base} did not answer after the change was sent ({why}): it may or may not have been applied; check with `hearth get` before running it again"
+                ))
+            }
+        };
+        let resp = match req.send() {
+            Ok(r) => r,
+            // Nothing was sent: any request may go to the next server.
+            Err(e) if e.is_connect() => return Err(Failed::Next(error_chain(&e))),
+            Err(e) => return Err(lost(error_chain(&e))),
+        };
+        let status = resp.status().as_u16();
+        let text = match resp.text() {
+            Ok(t) => t,
+            Err(e) => return Err(lost(error_chain(&e))),
+        };
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            return Ok(body);
+        }
+        let answer = ServerError { status, body, text };
+        if read && status >= 500 && !last {
+            return Err(Failed::Next(answer.to_string()));
+        }
+        Err(Failed::Stop(answer.into()))
+    }
+}

@@ -2,7 +2,8 @@
 //! three-member etcd on the test machine, and three hearth-agent services in three booted
 //! systemd containers that share a network namespace, linked to the test machine by a veth pair.
 //! Each agent is given all three replicas' URLs, its own first, so each follows a different
-//! replica. A change rolls out under `maxUnavailable: 1`; after the first node is through, the
+//! replica. A change (a file whose policy restarts a unit that runs for 3 s, so that each
+//! node's update takes a while) rolls out under `maxUnavailable: 1`; after the first node is through, the
 //! etcd leader is killed; after the second, the replica holding the controller role, which is
 //! the one the third node follows. The rollout completes on the files of every container, the
 //! third agent having moved to another replica; never more than one node disrupted, no node
@@ -191,10 +192,15 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
 
     // A pool of one slot, a first config and a policy that needs no reboot for its files.
     let pool = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/worker: \"\"\n  maxUnavailable: 1\n";
-    let policy = "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/hearth-fleet/base\n      actions: [{type: None}]\n";
-    let base = mc(
-        "20-base",
-        "      - path: /etc/hearth-fleet/base/motd\n        contents:\n          source: data:,base%0A\n",
+    // Each node's update takes a few seconds (a restart of a unit that runs 3 s), so that the
+    // deaths below come in the middle of the rollout.
+    let policy = "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata: {name: cluster}\nspec:\n  nodeDisruptionPolicy:\n    files:\n    - path: /etc/hearth-fleet/base\n      actions:\n      - type: Restart\n        restart:\n          serviceName: slow.service\n    units:\n    - name: slow.service\n      actions: [{type: DaemonReload}]\n";
+    let base = format!(
+        "{}    systemd:\n      units:\n      - name: slow.service\n        contents: \"[Service]\\nType=oneshot\\nExecStart=/bin/sleep 3\\n\"\n",
+        mc(
+            "20-base",
+            "      - path: /etc/hearth-fleet/base/motd\n        contents:\n          source: data:,base%0A\n",
+        )
     );
     let r = apis[1]
         .apply(&[
@@ -245,10 +251,28 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
             .unwrap();
     }
     let first = pool_target(&apis[0]).await;
-    eventually("three nodes Done in the first config", 180, || async {
-        updated(&apis, &first).await == 3
-    })
-    .await;
+    for _ in 0..900 {
+        if updated(&apis, &first).await == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let states: Vec<String> = nodes(&apis)
+        .await
+        .unwrap_or_default()
+        .values()
+        .map(|n| {
+            format!(
+                "{}: {} {}",
+                n["metadata"]["name"], n["status"]["state"], n["status"]["reason"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        updated(&apis, &first).await,
+        3,
+        "three nodes Done in the first config: {states:?}"
+    );
     let enrolled: BTreeMap<String, serde_json::Value> = nodes(&apis)
         .await
         .unwrap()
@@ -337,11 +361,12 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
             "hearth-agent",
             "--no-pager",
             "-o",
-            "cat",
+            "verbose",
         ])
         .unwrap();
     assert!(
-        log.contains(&urls[held]),
+        log.contains("moving to the next hearth-server")
+            && log.contains(&format!("FROM={}", urls[held])),
         "the agent's log names the replica it left: {}",
         log
     );

@@ -141,6 +141,42 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
     })
     .await;
 
+    // A token made through A works on B at once; rotated through A, the old one stops there.
+    let made = api_a
+        .post("/api/v1/pools/worker/bootstrap-token", &json!({}))
+        .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.text);
+    let fresh = made.json["token"].as_str().unwrap().to_string();
+    // (B applies A's commit within the watch's latency: asked until then.)
+    eventually("B takes the token made through A", || async {
+        api_b
+            .with_token("")
+            .post(
+                "/api/v1/enroll",
+                &json!({"node": "worker-1", "bootstrapToken": fresh}),
+            )
+            .await
+            .status
+            == StatusCode::OK
+    })
+    .await;
+    let again = api_a
+        .post("/api/v1/pools/worker/bootstrap-token", &json!({}))
+        .await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    eventually("B refuses the rotated token", || async {
+        api_b
+            .with_token("")
+            .post(
+                "/api/v1/enroll",
+                &json!({"node": "worker-2", "bootstrapToken": fresh}),
+            )
+            .await
+            .status
+            == StatusCode::UNAUTHORIZED
+    })
+    .await;
+
     // A long-poll waiting on B wakes when a change is committed through A.
     let waiting = {
         let node = node.clone();

@@ -8,7 +8,7 @@ use crate::controller::{self, Scope};
 use crate::error::ApiError;
 use crate::fleet::Fleet;
 use crate::render_memo::RenderMemo;
-use crate::store::{Store, StoreError};
+use crate::store::{Kind, Op, Store, StoreError};
 use crate::time::now;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -234,6 +234,23 @@ impl<S: Store> App<S> {
                     let new = Arc::new(new);
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
                     self.published(revision);
+                    self.reindex_tokens(
+                        &old,
+                        &new,
+                        ops.iter().filter_map(|op| match op {
+                            Op::Put {
+                                kind: Kind::Token,
+                                name,
+                                ..
+                            }
+                            | Op::Delete {
+                                kind: Kind::Token,
+                                name,
+                                ..
+                            } => Some(name.as_str()),
+                            _ => None,
+                        }),
+                    );
                     if credentials {
                         // After publishing: a new credential never names a node the snapshot
                         // does not have yet.
@@ -269,6 +286,7 @@ impl<S: Store> App<S> {
                     *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
                         (*fresh.credentials).clone();
                     let revision = fresh.revision;
+                    self.index_all_tokens(&fresh);
                     *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
                     self.published(revision);
                     self.notify_nodes(None);

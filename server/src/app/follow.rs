@@ -131,6 +131,7 @@ impl<S: Store> App<S> {
                             let revision = fresh.revision;
                             *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
                                 (*fresh.credentials).clone();
+                            self.index_all_tokens(&fresh);
                             *self.fleet.write().unwrap_or_else(|e| e.into_inner()) =
                                 Arc::new(fresh);
                             self.notify_nodes(None);
@@ -159,6 +160,7 @@ impl<S: Store> App<S> {
         let old = self.snapshot();
         let mut new = (*old).clone();
         let mut nodes = Vec::new();
+        let mut tokens = Vec::new();
         for c in changes {
             let changed = match c.kind {
                 Kind::MachineConfig => apply_one(&mut new.mcs, c),
@@ -171,6 +173,9 @@ impl<S: Store> App<S> {
             };
             if changed && c.kind == Kind::Node {
                 nodes.push(c.name.clone());
+            }
+            if changed && c.kind == Kind::Token {
+                tokens.push(c.name.as_str());
             }
         }
         new.revision = new.revision.max(revision);
@@ -199,7 +204,9 @@ impl<S: Store> App<S> {
                 wake.push(name.clone());
             }
         }
-        *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        let new = Arc::new(new);
+        *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        self.reindex_tokens(&old, &new, tokens);
         if !credentials.is_empty() {
             // After publishing: a new credential never names a node the snapshot lacks.
             let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());

@@ -164,6 +164,10 @@ pub struct App<S: Store> {
     credentials: RwLock<HashMap<String, String>>,
     /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
     reboot_plans: Mutex<RebootPlans>,
+    /// Token hash → token name (admin, viewer and bootstrap tokens), kept change by change as
+    /// the node credentials are: authenticating a token is a lookup, not a scan of the tokens
+    /// (node-bound first-boot tokens make them as many as the nodes).
+    token_hashes: RwLock<HashMap<String, String>>,
     /// The store revision the published snapshot reflects (ticks on every publication).
     applied: watch::Sender<u64>,
     /// Set when the store is shared with other replicas (etcd): the snapshot then follows the
@@ -188,6 +192,7 @@ impl<S: Store> App<S> {
     pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
         let fleet = Fleet::load(&store).await?;
         let credentials = RwLock::new((*fleet.credentials).clone());
+        let token_hashes = RwLock::new(token_index(&fleet));
         let (desired_tx, _) = watch::channel(0);
         let applied = watch::channel(fleet.revision).0;
         Ok(App {
@@ -205,6 +210,7 @@ impl<S: Store> App<S> {
             group_flush: tokio::sync::Mutex::new(()),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
+            token_hashes,
             applied,
             replica: std::sync::OnceLock::new(),
         })
@@ -331,10 +337,16 @@ impl<S: Store> App<S> {
             return Ok(Caller::Node(node));
         }
         let fleet = self.snapshot();
-        for rec in fleet.tokens.values() {
-            if rec.value.sha256 != hash {
-                continue;
-            }
+        let name = self
+            .token_hashes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .cloned();
+        if let Some(rec) = name
+            .and_then(|n| fleet.tokens.get(&n).cloned())
+            .filter(|rec| rec.value.sha256 == hash)
+        {
             if let Some(exp) = rec.value.expires_at {
                 if now() >= exp {
                     return Err(ApiError::unauthorized(format!(
@@ -361,6 +373,43 @@ impl<S: Store> App<S> {
         Err(ApiError::unauthorized(
             "unknown token (a node whose record was deleted must enroll again)",
         ))
+    }
+}
+
+/// Token hash → name of every token of `fleet`.
+fn token_index(fleet: &Fleet) -> HashMap<String, String> {
+    fleet
+        .tokens
+        .iter()
+        .map(|(name, rec)| (rec.value.sha256.clone(), name.clone()))
+        .collect()
+}
+
+impl<S: Store> App<S> {
+    /// After `new` was published in place of `old`: the token index follows the tokens named
+    /// (those a commit or a batch of changes touched).
+    pub(super) fn reindex_tokens<'a>(
+        &self,
+        old: &Fleet,
+        new: &Fleet,
+        names: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut index = self.token_hashes.write().unwrap_or_else(|e| e.into_inner());
+        for name in names {
+            if let Some(rec) = old.tokens.get(name) {
+                if index.get(&rec.value.sha256).map(String::as_str) == Some(name) {
+                    index.remove(&rec.value.sha256);
+                }
+            }
+            if let Some(rec) = new.tokens.get(name) {
+                index.insert(rec.value.sha256.clone(), name.to_string());
+            }
+        }
+    }
+
+    /// The token index rebuilt from `fleet` (after a reload).
+    pub(super) fn index_all_tokens(&self, fleet: &Fleet) {
+        *self.token_hashes.write().unwrap_or_else(|e| e.into_inner()) = token_index(fleet);
     }
 }
 

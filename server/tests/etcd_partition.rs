@@ -237,6 +237,14 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
         woke.text
     );
     assert!(woke.text.contains("etcd"), "{}", woke.text);
+    // Reads too: its view may be old (the CLI asks another replica).
+    let read = api_a.get("/api/v1/nodes").await;
+    assert_eq!(
+        read.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        read.text
+    );
     let refused = api_a
         .apply_text("cut.yaml", &worker_mc("99-cut", "cut"))
         .await;

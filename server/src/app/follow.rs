@@ -244,18 +244,20 @@ impl<S: Store> App<S> {
     /// [`CUT_OFF_GRACE`], or without a session. `None` on the embedded store.
     pub fn cut_off(&self) -> Option<String> {
         let r = self.replica.get()?;
-        if let SessionState::Lost { reason, since } = &*r.session.borrow() {
+        // Said to anyone (`/healthz` is public): when, not etcd's own words (they may name its
+        // addresses); those are in the replica's log.
+        if let SessionState::Lost { since, .. } = &*r.session.borrow() {
             return Some(format!(
-                "this replica lost its etcd session at {}: {reason}; another replica serves meanwhile",
+                "this replica lost its etcd session at {} (its log says why); another replica serves meanwhile",
                 crate::time::rfc3339(*since)
             ));
         }
         match &*r.link.borrow() {
-            Link::Down { since, reason }
+            Link::Down { since, .. }
                 if crate::time::now().saturating_sub(*since) >= CUT_OFF_GRACE.as_secs() =>
             {
                 Some(format!(
-                    "this replica is cut off from etcd since {}: {reason}; another replica serves meanwhile",
+                    "this replica is cut off from etcd since {} (its log says why); another replica serves meanwhile",
                     crate::time::rfc3339(*since)
                 ))
             }

@@ -86,6 +86,7 @@ pub fn spawn(
 fn down(link: &watch::Sender<Link>, reason: String) {
     link.send_if_modified(|l| match l {
         Link::Up => {
+            tracing::warn!(reason = %reason, "the etcd watch is down; reopening");
             *l = Link::Down {
                 since: crate::time::now(),
                 reason,

@@ -96,8 +96,6 @@ pub(super) async fn desired<S: Store>(
         )));
     }
     app.seen(&me);
-    // A replica cut off from etcd would answer from an old view: the agent asks another.
-    app.check_linked()?;
     let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait);
     let deadline = tokio::time::Instant::now() + wait;
     // Subscribed before looking, so that a change between the look and the wait is not missed;

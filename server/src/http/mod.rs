@@ -151,7 +151,12 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         .get::<ClientIdentity>()
         .map(|i| i.name.clone());
     let started = Instant::now();
-    let resp = next.run(req).await;
+    // A replica cut off from etcd serves nothing from its view, which may be old: the client
+    // (agent, CLI, load balancer) asks another replica.
+    let resp = match app.cut_off().filter(|_| needs_the_store(&route)) {
+        Some(why) => ApiError::unavailable(why).into_response(),
+        None => next.run(req).await,
+    };
     let status = resp.status().as_u16();
     app.metrics.request(method.as_str(), &route, status);
     if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
@@ -165,6 +170,16 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         tracing::info!(%method, route, status, ms, "request");
     }
     resp
+}
+
+/// Whether a route answers from the fleet (everything but health, metrics, the version, the
+/// dashboard's files and the served agent binaries).
+fn needs_the_store(route: &str) -> bool {
+    !(route == "/healthz"
+        || route == "/metrics"
+        || route == "/api/v1/version"
+        || route.starts_with("/ui")
+        || route.starts_with("/firstboot/bin/"))
 }
 
 async fn not_found() -> ApiError {

@@ -9,6 +9,7 @@ use hearth_api::{AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, Node
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -75,11 +76,12 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
 pub(crate) async fn enroll_one(
     target: &Target,
     shared: &Shared,
+    source: Option<IpAddr>,
     name: &str,
     token: &str,
 ) -> Result<(Conn, String), Fail> {
     let t = Instant::now();
-    let mut conn = target.connect().await?;
+    let mut conn = target.connect(source).await?;
     shared.stats.record("connect+TLS", t.elapsed());
     let body = serde_json::to_vec(&EnrollRequest {
         node: name.to_string(),
@@ -134,12 +136,13 @@ pub(crate) async fn agent(
     target: Arc<Target>,
     shared: Arc<Shared>,
     sem: Arc<tokio::sync::Semaphore>,
+    source: Option<IpAddr>,
     name: String,
     token: Arc<String>,
 ) {
     let (mut conn, cred) = loop {
         let permit = sem.acquire().await;
-        let r = enroll_one(&target, &shared, &name, &token).await;
+        let r = enroll_one(&target, &shared, source, &name, &token).await;
         drop(permit);
         match r {
             Ok(x) => break x,
@@ -157,7 +160,7 @@ pub(crate) async fn agent(
     let mut broken = false;
     while !shared.stop.load(Ordering::Relaxed) {
         if broken {
-            match target.connect().await {
+            match target.connect(source).await {
                 Ok(c) => {
                     conn = c;
                     broken = false;
@@ -299,7 +302,7 @@ pub(crate) async fn wait_until(
 }
 
 pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
-    let nofile = raise_nofile();
+    let nofile = raise_nofile(a.agents as u64 + 1024);
     if (nofile as usize) < a.agents + 64 {
         eprintln!(
             "warning: the open-files limit is {nofile}, fewer than {} agents need",
@@ -312,8 +315,12 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let mem_start = mem_json(a.server_pid);
     let timeout = Duration::from_secs(a.timeout);
     eprintln!(
-        "hearth-loadgen: {} agents against {} (enroll concurrency {}, wait {} s)",
-        a.agents, a.server, a.enroll_concurrency, a.wait
+        "hearth-loadgen: {} agents against {} (enroll concurrency {}, wait {} s, {} source address(es))",
+        a.agents,
+        a.server,
+        a.enroll_concurrency,
+        a.wait,
+        a.source_addresses.as_ref().map_or(1, |s| s.0.len())
     );
     let sem = Arc::new(tokio::sync::Semaphore::new(a.enroll_concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
@@ -323,6 +330,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
             target.clone(),
             shared.clone(),
             sem.clone(),
+            a.source_addresses.as_ref().map(|s| s.0[i % s.0.len()]),
             format!("{}-{i:05}", a.prefix),
             token.clone(),
         ));
@@ -391,6 +399,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         "agents": n,
         "enrollConcurrency": a.enroll_concurrency,
         "waitSeconds": a.wait,
+        "sourceAddresses": a.source_addresses.as_ref().map(|s| s.0.iter().map(|ip| ip.to_string()).collect::<Vec<_>>()),
         "enrollSeconds": secs(enroll_time),
         "allRunningFirstConfigSeconds": secs(ready_time),
         "apply": apply,

@@ -9,10 +9,10 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 
 #[derive(Debug, Clone)]
@@ -89,10 +89,22 @@ impl Target {
         })
     }
 
-    pub(crate) async fn connect(&self) -> Result<Conn, Fail> {
-        let tcp = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| Fail::Connect(e.kind().to_string()))?;
+    /// A new connection, from `source` when given (the port is the system's choice).
+    pub(crate) async fn connect(&self, source: Option<IpAddr>) -> Result<Conn, Fail> {
+        let fail = |e: std::io::Error| Fail::Connect(e.kind().to_string());
+        let tcp = match source {
+            None => TcpStream::connect(self.addr).await.map_err(fail)?,
+            Some(ip) => {
+                let socket = if ip.is_ipv4() {
+                    TcpSocket::new_v4()
+                } else {
+                    TcpSocket::new_v6()
+                }
+                .map_err(fail)?;
+                socket.bind(SocketAddr::new(ip, 0)).map_err(fail)?;
+                socket.connect(self.addr).await.map_err(fail)?
+            }
+        };
         let _ = tcp.set_nodelay(true);
         let tls = TlsConnector::from(self.tls.clone())
             .connect(self.server_name.clone(), tcp)

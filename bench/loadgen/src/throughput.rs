@@ -18,7 +18,10 @@ pub(crate) async fn throughput(a: ThroughputArgs) -> Result<()> {
         (Some(t), _) => Some(secret(t)?),
         (None, Some(b)) => {
             let shared = Shared::new(0);
-            let (_, cred) = enroll_one(&target, &shared, None, "loadgen-throughput", &secret(b)?)
+            // A name of its own per run: a node enrolled already cannot enroll again without its
+            // credential (409), and the script runs several rounds.
+            let name = format!("loadgen-throughput-{}", std::process::id());
+            let (_, cred) = enroll_one(&target, &shared, None, &name, &secret(b)?)
                 .await
                 .map_err(|f| anyhow!("cannot enroll the throughput node: {f}"))?;
             Some(cred)

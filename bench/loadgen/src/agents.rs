@@ -2,14 +2,13 @@
 //! reach them all.
 
 use crate::args::{raise_nofile, secret, AgentsArgs};
-use crate::conn::{short, Conn, Fail, Target};
+use crate::conn::{short, Conn, Fail, H2Group, Target, Via};
 use crate::stats::{mem_json, percentiles, Stats};
 use anyhow::{bail, Context, Result};
 use hearth_api::{AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -76,12 +75,12 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
 pub(crate) async fn enroll_one(
     target: &Target,
     shared: &Shared,
-    source: Option<IpAddr>,
+    via: &Via,
     name: &str,
     token: &str,
 ) -> Result<(Conn, String), Fail> {
     let t = Instant::now();
-    let mut conn = target.connect(source).await?;
+    let mut conn = via.connect(target).await?;
     shared.stats.record("connect+TLS", t.elapsed());
     let body = serde_json::to_vec(&EnrollRequest {
         node: name.to_string(),
@@ -136,13 +135,13 @@ pub(crate) async fn agent(
     target: Arc<Target>,
     shared: Arc<Shared>,
     sem: Arc<tokio::sync::Semaphore>,
-    source: Option<IpAddr>,
+    via: Via,
     name: String,
     token: Arc<String>,
 ) {
     let (mut conn, cred) = loop {
         let permit = sem.acquire().await;
-        let r = enroll_one(&target, &shared, source, &name, &token).await;
+        let r = enroll_one(&target, &shared, &via, &name, &token).await;
         drop(permit);
         match r {
             Ok(x) => break x,
@@ -160,7 +159,7 @@ pub(crate) async fn agent(
     let mut broken = false;
     while !shared.stop.load(Ordering::Relaxed) {
         if broken {
-            match target.connect(source).await {
+            match via.connect(&target).await {
                 Ok(c) => {
                     conn = c;
                     broken = false;
@@ -302,11 +301,12 @@ pub(crate) async fn wait_until(
 }
 
 pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
-    let nofile = raise_nofile(a.agents as u64 + 1024);
-    if (nofile as usize) < a.agents + 64 {
+    let conns = a.agents.div_ceil(usize::from(a.agents_per_connection));
+    let nofile = raise_nofile(conns as u64 + 1024);
+    if (nofile as usize) < conns + 64 {
         eprintln!(
-            "warning: the open-files limit is {nofile}, fewer than {} agents need",
-            a.agents + 64
+            "warning: the open-files limit is {nofile}, fewer than the {} these agents need",
+            conns + 64
         );
     }
     let target = Arc::new(Target::new(&a.server, &a.common.ca)?);
@@ -325,12 +325,29 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let sem = Arc::new(tokio::sync::Semaphore::new(a.enroll_concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
+    let per_conn = usize::from(a.agents_per_connection);
+    let mut group: Option<Arc<H2Group>> = None;
     for i in 0..a.agents {
+        let source = a.source_addresses.as_ref().map(|s| s.0[i % s.0.len()]);
+        let via = if per_conn > 1 {
+            if i % per_conn == 0 {
+                group = Some(Arc::new(H2Group {
+                    source,
+                    conn: tokio::sync::Mutex::new(None),
+                }));
+            }
+            match &group {
+                Some(g) => Via::Shared(g.clone()),
+                None => Via::Own(source),
+            }
+        } else {
+            Via::Own(source)
+        };
         tasks.spawn(agent(
             target.clone(),
             shared.clone(),
             sem.clone(),
-            a.source_addresses.as_ref().map(|s| s.0[i % s.0.len()]),
+            via,
             format!("{}-{i:05}", a.prefix),
             token.clone(),
         ));
@@ -399,6 +416,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         "agents": n,
         "enrollConcurrency": a.enroll_concurrency,
         "waitSeconds": a.wait,
+        "agentsPerConnection": a.agents_per_connection,
         "sourceAddresses": a.source_addresses.as_ref().map(|s| s.0.iter().map(|ip| ip.to_string()).collect::<Vec<_>>()),
         "enrollSeconds": secs(enroll_time),
         "allRunningFirstConfigSeconds": secs(ready_time),

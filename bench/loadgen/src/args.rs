@@ -52,6 +52,12 @@ pub(crate) struct AgentsArgs {
     /// 256 addresses. Default: the system picks (one address).
     #[arg(long, value_name = "LIST", value_parser = parse_sources)]
     pub(crate) source_addresses: Option<Sources>,
+    /// Agents per connection: 1 (default) gives each agent its own HTTP/1.1 connection, as
+    /// real agents have; K > 1 lets K agents share one HTTP/2 connection (at most 128, the
+    /// server's concurrent streams), to load a fleet larger than the open-files limit allows
+    /// connections (the server's per-node work is the same; its per-connection memory is not).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=128))]
+    pub(crate) agents_per_connection: u16,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,

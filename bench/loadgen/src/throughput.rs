@@ -2,7 +2,7 @@
 
 use crate::agents::{enroll_one, Shared};
 use crate::args::{raise_nofile, secret, ThroughputArgs};
-use crate::conn::{Fail, Target};
+use crate::conn::{Fail, Target, Via};
 use crate::stats::Stats;
 use anyhow::{anyhow, Result};
 use hyper::{Method, StatusCode};
@@ -21,7 +21,7 @@ pub(crate) async fn throughput(a: ThroughputArgs) -> Result<()> {
             // A name of its own per run: a node enrolled already cannot enroll again without its
             // credential (409), and the script runs several rounds.
             let name = format!("loadgen-throughput-{}", std::process::id());
-            let (_, cred) = enroll_one(&target, &shared, None, &name, &secret(b)?)
+            let (_, cred) = enroll_one(&target, &shared, &Via::Own(None), &name, &secret(b)?)
                 .await
                 .map_err(|f| anyhow!("cannot enroll the throughput node: {f}"))?;
             Some(cred)

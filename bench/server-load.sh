@@ -14,7 +14,12 @@
 # DURATION (10 s per throughput run), REPEAT (rounds of the three throughput runs, 1), WAIT
 # (long-poll wait, 120 s), NO_BUILD=1 to use the binaries already in
 # $CARGO_TARGET_DIR/release, SERVER_BIN=PATH to measure another hearth-server build,
-# SKIP_NGINX=1, OUT=DIR to keep the results.
+# SKIP_NGINX=1, OUT=DIR to keep the results, SOURCES=LIST of local addresses the agents
+# connect from (default: one per 20,000 agents from 127.0.0.2, e.g. 127.0.0.2-127.0.0.6 for
+# 100,000: one source address has some 28,000 ports towards the server), SKIP_THROUGHPUT=1,
+# PER_CONN=K to let K agents share one HTTP/2 connection (a fleet larger than the open-files
+# limit allows connections; not how real agents connect).
+# As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
 
@@ -47,7 +52,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Both the server and the load generator hold one descriptor per agent.
+NEED=$((AGENTS / ${PER_CONN:-1} + 4096))
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$NEED" ]; then
+    ulimit -n "$NEED" 2>/dev/null || echo "warning: the open-files limit is $(ulimit -Hn), $AGENTS agents need $NEED (run as root)" >&2
+fi
 ulimit -n "$(ulimit -Hn)"
+if [ -z "${SOURCES:-}" ] && [ "$AGENTS" -gt 20000 ] && [ "${PER_CONN:-1}" -le 1 ]; then
+    SOURCES=127.0.0.2-127.0.0.$((1 + (AGENTS + 19999) / 20000))
+fi
 PORT=$((20000 + RANDOM % 10000))
 URL=https://127.0.0.1:$PORT
 STATE=$WORK/state
@@ -100,6 +113,7 @@ echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
 "$BIN/hearth-loadgen" agents --server "$URL" --ca "$CA" \
     --bootstrap-token "@$STATE/tokens/worker.token" -n "$AGENTS" --wait "$WAIT" \
     --server-pid "$SPID" --apply "$BIN/hearth apply -f $WORK/change.yaml" \
+    ${SOURCES:+--source-addresses "$SOURCES"} ${PER_CONN:+--agents-per-connection "$PER_CONN"} \
     --json >"$OUT/agents.json"
 python3 - "$OUT/agents.json" <<'EOF'
 import json, sys
@@ -109,11 +123,17 @@ print(f"  enrolled {r['agents']} in {r['enrollSeconds']} s; all running their fi
 print(f"  apply -> all seen {a['allSeenSeconds']} s, all Done {a['allDoneSeconds']} s (hearth apply itself {a['applyCommandSeconds']} s)")
 m = r["serverMemory"]
 print(f"  server memory: start {m['start']}, all waiting {m['idleWithAllWaiting']}, end {m['end']}")
+print(f"  load generator memory (all waiting): {r['loadgenMemory']}; source addresses {r.get('sourceAddresses') or 'one'}")
 for k, v in r["stats"]["latencyMs"].items():
     print(f"  {k:<28} n={v['n']:<7} p50={v.get('p50')} ms p99={v.get('p99')} ms max={v.get('max')} ms")
 print(f"  errors: {r['stats']['errors'] or 'none'}; counts: {r['stats']['counts']}")
 EOF
 
+echo "== machine: load average $(cut -d' ' -f1-3 /proc/loadavg) after the agents run"
+if [ -n "${SKIP_THROUGHPUT:-}" ]; then
+    echo "results in $OUT"
+    exit 0
+fi
 echo "== throughput, $CONCURRENCY clients, $DURATION s each, $REPEAT round(s)"
 TOKEN=$(cat "$STATE/tokens/worker.token")
 if [ -z "${SKIP_NGINX:-}" ]; then

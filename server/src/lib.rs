@@ -10,7 +10,8 @@
 //!   under `maxUnavailable`, garbage collection of rendered configs. Pure.
 //! - [`app`]: the operations (apply, delete, label, pause, enroll, report, reboot slots), each
 //!   one atomic commit.
-//! - [`http`], [`api`], [`views`], [`firstboot`], [`error`]: the HTTPS API.
+//! - [`http`], [`api`], [`views`], [`firstboot`] ([`firstboot_cache`]), [`error`]: the HTTPS
+//!   API.
 //! - [`pki`]: the CA, the serving certificate and the tokens in the state directory.
 //! - [`serve`]: start it all; [`cli`]: the binary's flags and start-up (`main.rs` is thin).
 //!
@@ -24,6 +25,7 @@ pub mod controller;
 pub mod error;
 pub mod etcd;
 pub mod firstboot;
+pub mod firstboot_cache;
 pub mod fleet;
 pub mod http;
 pub mod limits;

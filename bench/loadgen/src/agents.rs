@@ -2,7 +2,7 @@
 //! reach them all.
 
 use crate::args::{raise_nofile, secret, AgentsArgs};
-use crate::conn::{short, Conn, Fail, Target};
+use crate::conn::{short, Conn, Fail, H2Group, Target, Via};
 use crate::stats::{mem_json, percentiles, Stats};
 use anyhow::{bail, Context, Result};
 use hearth_api::{AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState};
@@ -75,11 +75,12 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
 pub(crate) async fn enroll_one(
     target: &Target,
     shared: &Shared,
+    via: &Via,
     name: &str,
     token: &str,
 ) -> Result<(Conn, String), Fail> {
     let t = Instant::now();
-    let mut conn = target.connect().await?;
+    let mut conn = via.connect(target).await?;
     shared.stats.record("connect+TLS", t.elapsed());
     let body = serde_json::to_vec(&EnrollRequest {
         node: name.to_string(),
@@ -134,12 +135,13 @@ pub(crate) async fn agent(
     target: Arc<Target>,
     shared: Arc<Shared>,
     sem: Arc<tokio::sync::Semaphore>,
+    via: Via,
     name: String,
     token: Arc<String>,
 ) {
     let (mut conn, cred) = loop {
         let permit = sem.acquire().await;
-        let r = enroll_one(&target, &shared, &name, &token).await;
+        let r = enroll_one(&target, &shared, &via, &name, &token).await;
         drop(permit);
         match r {
             Ok(x) => break x,
@@ -157,7 +159,7 @@ pub(crate) async fn agent(
     let mut broken = false;
     while !shared.stop.load(Ordering::Relaxed) {
         if broken {
-            match target.connect().await {
+            match via.connect(&target).await {
                 Ok(c) => {
                     conn = c;
                     broken = false;
@@ -299,11 +301,12 @@ pub(crate) async fn wait_until(
 }
 
 pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
-    let nofile = raise_nofile();
-    if (nofile as usize) < a.agents + 64 {
+    let conns = a.agents.div_ceil(usize::from(a.agents_per_connection));
+    let nofile = raise_nofile(conns as u64 + 1024);
+    if (nofile as usize) < conns + 64 {
         eprintln!(
-            "warning: the open-files limit is {nofile}, fewer than {} agents need",
-            a.agents + 64
+            "warning: the open-files limit is {nofile}, fewer than the {} these agents need",
+            conns + 64
         );
     }
     let target = Arc::new(Target::new(&a.server, &a.common.ca)?);
@@ -312,17 +315,39 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let mem_start = mem_json(a.server_pid);
     let timeout = Duration::from_secs(a.timeout);
     eprintln!(
-        "hearth-loadgen: {} agents against {} (enroll concurrency {}, wait {} s)",
-        a.agents, a.server, a.enroll_concurrency, a.wait
+        "hearth-loadgen: {} agents against {} (enroll concurrency {}, wait {} s, {} source address(es))",
+        a.agents,
+        a.server,
+        a.enroll_concurrency,
+        a.wait,
+        a.source_addresses.as_ref().map_or(1, |s| s.0.len())
     );
     let sem = Arc::new(tokio::sync::Semaphore::new(a.enroll_concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
+    let per_conn = usize::from(a.agents_per_connection);
+    let mut group: Option<Arc<H2Group>> = None;
     for i in 0..a.agents {
+        let source = a.source_addresses.as_ref().map(|s| s.0[i % s.0.len()]);
+        let via = if per_conn > 1 {
+            if i % per_conn == 0 {
+                group = Some(Arc::new(H2Group {
+                    source,
+                    conn: tokio::sync::Mutex::new(None),
+                }));
+            }
+            match &group {
+                Some(g) => Via::Shared(g.clone()),
+                None => Via::Own(source),
+            }
+        } else {
+            Via::Own(source)
+        };
         tasks.spawn(agent(
             target.clone(),
             shared.clone(),
             sem.clone(),
+            via,
             format!("{}-{i:05}", a.prefix),
             token.clone(),
         ));
@@ -391,6 +416,8 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         "agents": n,
         "enrollConcurrency": a.enroll_concurrency,
         "waitSeconds": a.wait,
+        "agentsPerConnection": a.agents_per_connection,
+        "sourceAddresses": a.source_addresses.as_ref().map(|s| s.0.iter().map(|ip| ip.to_string()).collect::<Vec<_>>()),
         "enrollSeconds": secs(enroll_time),
         "allRunningFirstConfigSeconds": secs(ready_time),
         "apply": apply,

@@ -46,6 +46,18 @@ pub(crate) struct AgentsArgs {
     /// made by someone else (measured from the first agent that sees it).
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     pub(crate) hold: u64,
+    /// Connect from these local addresses, agent by agent in turn (`127.0.0.2-127.0.0.6` or
+    /// `127.0.0.2,127.0.0.3`): one source address has about 28,000 ephemeral ports towards
+    /// one server address, so 100,000 agents on loopback need four or more. At most
+    /// 256 addresses. Default: the system picks (one address).
+    #[arg(long, value_name = "LIST", value_parser = parse_sources)]
+    pub(crate) source_addresses: Option<Sources>,
+    /// Agents per connection: 1 (default) gives each agent its own HTTP/1.1 connection, as
+    /// real agents have; K > 1 lets K agents share one HTTP/2 connection (at most 128, the
+    /// server's concurrent streams), to load a fleet larger than the open-files limit allows
+    /// connections (the server's per-node work is the same; its per-connection memory is not).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=128))]
+    pub(crate) agents_per_connection: u16,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,
@@ -78,12 +90,59 @@ pub(crate) struct ThroughputArgs {
     pub(crate) common: Common,
 }
 
-/// Raises the soft limit of open files to the hard limit; returns the new soft limit.
-pub(crate) fn raise_nofile() -> u64 {
+/// The local addresses to connect from (`--source-addresses`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sources(pub(crate) Vec<std::net::IpAddr>);
+
+/// The most addresses `--source-addresses` takes.
+pub(crate) const MAX_SOURCES: usize = 256;
+
+/// `A`, `A-B` (IPv4, B ≥ A) or a comma-separated list of those.
+pub(crate) fn parse_sources(s: &str) -> Result<Sources, String> {
+    use std::net::{IpAddr, Ipv4Addr};
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            None => out.push(
+                part.parse::<IpAddr>()
+                    .map_err(|_| format!("{part:?} is not an IP address"))?,
+            ),
+            Some((a, b)) => {
+                let parse = |x: &str| {
+                    x.trim()
+                        .parse::<Ipv4Addr>()
+                        .map(u32::from)
+                        .map_err(|_| format!("{x:?} is not an IPv4 address (ranges are IPv4 only)"))
+                };
+                let (a, b) = (parse(a)?, parse(b)?);
+                if b < a {
+                    return Err(format!("{part:?}: the range ends before it starts"));
+                }
+                if (b - a) as usize >= MAX_SOURCES {
+                    return Err(format!("{part:?}: more than {MAX_SOURCES} addresses"));
+                }
+                out.extend((a..=b).map(|x| IpAddr::V4(Ipv4Addr::from(x))));
+            }
+        }
+        if out.len() > MAX_SOURCES {
+            return Err(format!("more than {MAX_SOURCES} addresses"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no address given".into());
+    }
+    Ok(Sources(out))
+}
+
+/// Raises the open-files limit to at least `want` when it can (the hard limit too, which
+/// takes root), else the soft limit to the hard limit; returns the new soft limit.
+pub(crate) fn raise_nofile(want: u64) -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) => {
-            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+            if want > hard && setrlimit(Resource::RLIMIT_NOFILE, want, want).is_ok() {
+                want
+            } else if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
                 hard
             } else {
                 soft

@@ -4,15 +4,15 @@
 use anyhow::{anyhow, bail, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::{http1, http2};
 use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 
 #[derive(Debug, Clone)]
@@ -21,6 +21,8 @@ pub(crate) struct Target {
     pub(crate) host: String,
     pub(crate) server_name: ServerName<'static>,
     pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// The same, offering only HTTP/2 (`--agents-per-connection` above 1).
+    pub(crate) tls_h2: Arc<rustls::ClientConfig>,
     /// The path of the URL (`/` when none).
     pub(crate) path: String,
 }
@@ -71,6 +73,8 @@ impl Target {
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
+        let mut tls_h2 = tls.clone();
+        tls_h2.alpn_protocols = vec![b"h2".to_vec()];
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let server_name = ServerName::try_from(host.clone())
             .map_err(|e| anyhow!("{host} is not a valid server name: {e}"))?;
@@ -85,29 +89,68 @@ impl Target {
             },
             server_name,
             tls: Arc::new(tls),
+            tls_h2: Arc::new(tls_h2),
             path,
         })
     }
 
-    pub(crate) async fn connect(&self) -> Result<Conn, Fail> {
-        let tcp = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| Fail::Connect(e.kind().to_string()))?;
-        let _ = tcp.set_nodelay(true);
-        let tls = TlsConnector::from(self.tls.clone())
-            .connect(self.server_name.clone(), tcp)
-            .await
-            .map_err(|e| Fail::Tls(short(&e.to_string())))?;
-        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    /// A new HTTP/1.1 connection, from `source` when given (the port is the system's choice).
+    pub(crate) async fn connect(&self, source: Option<IpAddr>) -> Result<Conn, Fail> {
+        let tls = self.tls_over_tcp(source, &self.tls).await?;
+        let (send, conn) = http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| Fail::Http(short(&e.to_string())))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
         Ok(Conn {
-            send,
+            send: Sender::H1(send),
             host: self.host.clone(),
         })
+    }
+
+    /// A new HTTP/2 connection (ALPN `h2`), which several simulated agents share.
+    pub(crate) async fn connect_h2(&self, source: Option<IpAddr>) -> Result<Conn, Fail> {
+        let tls = self.tls_over_tcp(source, &self.tls_h2).await?;
+        if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+            return Err(Fail::Http("the server did not agree to HTTP/2".into()));
+        }
+        let (send, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .map_err(|e| Fail::Http(short(&e.to_string())))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            send: Sender::H2(send),
+            host: self.host.clone(),
+        })
+    }
+
+    async fn tls_over_tcp(
+        &self,
+        source: Option<IpAddr>,
+        config: &Arc<rustls::ClientConfig>,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Fail> {
+        let fail = |e: std::io::Error| Fail::Connect(e.kind().to_string());
+        let tcp = match source {
+            None => TcpStream::connect(self.addr).await.map_err(fail)?,
+            Some(ip) => {
+                let socket = if ip.is_ipv4() {
+                    TcpSocket::new_v4()
+                } else {
+                    TcpSocket::new_v6()
+                }
+                .map_err(fail)?;
+                socket.bind(SocketAddr::new(ip, 0)).map_err(fail)?;
+                socket.connect(self.addr).await.map_err(fail)?
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        TlsConnector::from(config.clone())
+            .connect(self.server_name.clone(), tcp)
+            .await
+            .map_err(|e| Fail::Tls(short(&e.to_string())))
     }
 }
 
@@ -137,9 +180,59 @@ impl std::fmt::Display for Fail {
     }
 }
 
+pub(crate) enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
 pub(crate) struct Conn {
-    pub(crate) send: SendRequest<Full<Bytes>>,
+    pub(crate) send: Sender,
     pub(crate) host: String,
+}
+
+impl Conn {
+    /// Another handle on the same connection: HTTP/2 only (HTTP/1.1 has one request at a time).
+    pub(crate) fn share(&self) -> Option<Conn> {
+        match &self.send {
+            Sender::H1(_) => None,
+            Sender::H2(s) if !s.is_closed() => Some(Conn {
+                send: Sender::H2(s.clone()),
+                host: self.host.clone(),
+            }),
+            Sender::H2(_) => None,
+        }
+    }
+}
+
+/// How an agent gets its connection: its own (HTTP/1.1, as a real agent), or a share of one
+/// HTTP/2 connection per group of agents (`--agents-per-connection`).
+pub(crate) enum Via {
+    Own(Option<IpAddr>),
+    Shared(Arc<H2Group>),
+}
+
+/// One HTTP/2 connection for a group of agents, made again when it breaks.
+pub(crate) struct H2Group {
+    pub(crate) source: Option<IpAddr>,
+    pub(crate) conn: tokio::sync::Mutex<Option<Conn>>,
+}
+
+impl Via {
+    pub(crate) async fn connect(&self, target: &Target) -> Result<Conn, Fail> {
+        match self {
+            Via::Own(source) => target.connect(*source).await,
+            Via::Shared(g) => {
+                let mut conn = g.conn.lock().await;
+                if let Some(c) = conn.as_ref().and_then(Conn::share) {
+                    return Ok(c);
+                }
+                let c = target.connect_h2(g.source).await?;
+                let shared = c.share();
+                *conn = Some(c);
+                shared.ok_or_else(|| Fail::Http("the new HTTP/2 connection closed".into()))
+            }
+        }
+    }
 }
 
 pub(crate) struct Answer {
@@ -158,15 +251,18 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Answer, Fail> {
         let work = async {
-            self.send
-                .ready()
-                .await
-                .map_err(|e| Fail::Http(short(&e.to_string())))?;
-            let mut b = Request::builder()
-                .method(method)
-                .uri(path)
-                .header(hyper::header::HOST, &self.host)
-                .header(hyper::header::USER_AGENT, "hearth-loadgen");
+            let ready = match &mut self.send {
+                Sender::H1(s) => s.ready().await,
+                Sender::H2(s) => s.ready().await,
+            };
+            ready.map_err(|e| Fail::Http(short(&e.to_string())))?;
+            let mut b = Request::builder().method(method);
+            b = match &self.send {
+                Sender::H1(_) => b.uri(path).header(hyper::header::HOST, &self.host),
+                // HTTP/2 carries the authority in the URI (`:authority`), not in Host.
+                Sender::H2(_) => b.uri(format!("https://{}{path}", self.host)),
+            };
+            b = b.header(hyper::header::USER_AGENT, "hearth-loadgen");
             if let Some(t) = token {
                 b = b.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
             }
@@ -176,11 +272,11 @@ impl Conn {
             let req = b
                 .body(Full::new(Bytes::from(body.unwrap_or_default())))
                 .map_err(|e| Fail::Http(short(&e.to_string())))?;
-            let resp = self
-                .send
-                .send_request(req)
-                .await
-                .map_err(|e| Fail::Http(short(&e.to_string())))?;
+            let resp = match &mut self.send {
+                Sender::H1(s) => s.send_request(req).await,
+                Sender::H2(s) => s.send_request(req).await,
+            }
+            .map_err(|e| Fail::Http(short(&e.to_string())))?;
             let status = resp.status();
             let desired = resp
                 .headers()

@@ -1,6 +1,6 @@
 //! The load generator's pure helpers.
 
-use crate::args::secret;
+use crate::args::{parse_sources, secret, MAX_SOURCES};
 use crate::conn::Target;
 use crate::stats::percentiles;
 
@@ -34,4 +34,21 @@ fn secrets_from_files_are_trimmed() {
     assert_eq!(secret(" t ").unwrap(), "t");
     let _ = std::fs::remove_file(&d);
     assert!(secret("@/nonexistent/token").is_err());
+}
+
+#[test]
+fn source_addresses_as_ranges_and_lists() {
+    let s = parse_sources("127.0.0.2-127.0.0.4,::1").unwrap().0;
+    let s: Vec<String> = s.iter().map(|ip| ip.to_string()).collect();
+    assert_eq!(s, ["127.0.0.2", "127.0.0.3", "127.0.0.4", "::1"]);
+    assert!(parse_sources("127.0.0.4-127.0.0.2")
+        .unwrap_err()
+        .contains("ends before it starts"));
+    assert!(parse_sources("127.0.0.0-127.0.255.255")
+        .unwrap_err()
+        .contains(&format!("more than {MAX_SOURCES}")));
+    assert!(parse_sources("localhost")
+        .unwrap_err()
+        .contains("not an IP"));
+    assert!(parse_sources(",").is_err());
 }

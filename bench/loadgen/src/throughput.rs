@@ -2,7 +2,7 @@
 
 use crate::agents::{enroll_one, Shared};
 use crate::args::{raise_nofile, secret, ThroughputArgs};
-use crate::conn::{Fail, Target};
+use crate::conn::{Fail, Target, Via};
 use crate::stats::Stats;
 use anyhow::{anyhow, Result};
 use hyper::{Method, StatusCode};
@@ -12,13 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) async fn throughput(a: ThroughputArgs) -> Result<()> {
-    let nofile = raise_nofile();
+    let nofile = raise_nofile(a.concurrency as u64 + 64);
     let target = Arc::new(Target::new(&a.url, &a.common.ca)?);
     let token = match (&a.token, &a.enroll_with) {
         (Some(t), _) => Some(secret(t)?),
         (None, Some(b)) => {
             let shared = Shared::new(0);
-            let (_, cred) = enroll_one(&target, &shared, "loadgen-throughput", &secret(b)?)
+            // A name of its own per run: a node enrolled already cannot enroll again without its
+            // credential (409), and the script runs several rounds.
+            let name = format!("loadgen-throughput-{}", std::process::id());
+            let (_, cred) = enroll_one(&target, &shared, &Via::Own(None), &name, &secret(b)?)
                 .await
                 .map_err(|f| anyhow!("cannot enroll the throughput node: {f}"))?;
             Some(cred)
@@ -45,7 +48,7 @@ pub(crate) async fn throughput(a: ThroughputArgs) -> Result<()> {
             tokio::time::sleep_until(start.into()).await;
             while start.elapsed() < duration {
                 if conn.is_none() {
-                    match target.connect().await {
+                    match target.connect(None).await {
                         Ok(c) => conn = Some(c),
                         Err(f) => {
                             stats.error("connect", &f);

@@ -114,9 +114,17 @@ impl<S: Store> App<S> {
                 fleet.pools.remove(name);
                 fleet.tokens.remove(&bootstrap_token_name(name));
                 // And the first-boot tokens of its nodes-to-be.
-                fleet.tokens.retain(|_, t| {
-                    !matches!(&t.value.scope, TokenScope::Bootstrap { pool, .. } if pool == name)
-                });
+                let spent: Vec<String> = fleet
+                    .tokens
+                    .iter()
+                    .filter(|(_, t)| {
+                        matches!(&t.value.scope, TokenScope::Bootstrap { pool, .. } if pool == name)
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in spent {
+                    fleet.tokens.remove(&k);
+                }
                 "deleted"
             };
             fleet.record_events(vec![EventRecord::normal(

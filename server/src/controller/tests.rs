@@ -228,7 +228,7 @@ fn garbage_collection_keeps_what_is_referenced() {
     assert!(
         f.rendered.len() <= referenced.len() + 1,
         "{:?}",
-        f.rendered.keys()
+        f.rendered.keys().collect::<Vec<_>>()
     );
     assert!(f.rendered.len() < 5);
 }

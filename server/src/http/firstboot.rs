@@ -6,12 +6,14 @@ use super::AppState;
 use crate::app::Caller;
 use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};
+use crate::firstboot_cache::{FirstBootCache, Key};
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::sync::Arc;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ConfigQuery {
@@ -28,6 +30,7 @@ pub(super) async fn first_boot<S: Store>(
     uri: axum::http::Uri,
     headers: HeaderMap,
     cert: Option<axum::Extension<ClientIdentity>>,
+    cache: axum::Extension<Arc<FirstBootCache>>,
 ) -> Result<Response, ApiError> {
     let caller = match bearer(&headers).or(q.token) {
         Some(token) => app.authenticate(&token)?,
@@ -148,30 +151,41 @@ pub(super) async fn first_boot<S: Store>(
             format!("https://{host}")
         }
     };
-    let config = firstboot::with_bootstrap(
-        &rendered.value.spec.config,
-        &Bootstrap {
-            server_url: &url,
-            ca_pem: &app.ca_pem,
-            pool: &pool,
-            bootstrap_token: embed.as_deref(),
-            node: for_node.as_deref(),
-            rendered: &target,
-            agent: app.options.served_agent.as_deref(),
-        },
-    );
-    let value = config.to_version(version).map_err(|errors| {
-        ApiError::not_acceptable(format!(
-            "the config of pool {pool} ({target}) cannot be expressed in Ignition {version}: {}",
-            errors
-                .iter()
-                .map(|e| format!("{}: {}", e.path, e.message))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))
+    // Everything the answer depends on is in the key (see crate::firstboot_cache); the checks
+    // above ran for this request.
+    let key = Key {
+        rendered: target.clone(),
+        version: version.to_string(),
+        token: embed.clone(),
+        node: for_node.clone(),
+        url: url.clone(),
+    };
+    let body = cache.get_or_encode(key, || {
+        let config = firstboot::with_bootstrap(
+            &rendered.value.spec.config,
+            &Bootstrap {
+                server_url: &url,
+                ca_pem: &app.ca_pem,
+                pool: &pool,
+                bootstrap_token: embed.as_deref(),
+                node: for_node.as_deref(),
+                rendered: &target,
+                agent: app.options.served_agent.as_deref(),
+            },
+        );
+        let value = config.to_version(version).map_err(|errors| {
+            ApiError::not_acceptable(format!(
+                "the config of pool {pool} ({target}) cannot be expressed in Ignition {version}: {}",
+                errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.path, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        })?;
+        serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))
     })?;
     tracing::info!(pool = %pool, node = for_node.as_deref().unwrap_or(""), config = %target, version = %version, "first-boot config served");
-    let body = serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((
         [(
             header::CONTENT_TYPE,

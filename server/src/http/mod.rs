@@ -120,7 +120,12 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/api/v1/agent/desired", get(agent::desired::<S>))
         .route("/api/v1/agent/status", post(agent::report::<S>))
         .route("/api/v1/agent/reboot-slot", post(agent::reboot_slot::<S>))
-        .route("/config/{pool}", get(firstboot::first_boot::<S>))
+        .route(
+            "/config/{pool}",
+            get(firstboot::first_boot::<S>).layer(axum::Extension(Arc::new(
+                crate::firstboot_cache::FirstBootCache::default(),
+            ))),
+        )
         .route("/firstboot/bin/{name}", get(firstboot::agent_binary::<S>))
         .route("/v1/pre-reboot", post(fleetlock::fleetlock_pre_reboot::<S>))
         .route(

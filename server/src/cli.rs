@@ -33,10 +33,12 @@ pub struct Cli {
     /// 127.0.0.1, ::1 and the host name.
     #[arg(long = "san", value_name = "NAME")]
     pub sans: Vec<String>,
-    /// The URL first-booting nodes are told to reach the server at. Default: https:// and the
-    /// Host the node's request used.
-    #[arg(long, value_name = "URL")]
-    pub advertise_url: Option<String>,
+    /// The URL first-booting nodes are told to reach the server at; with replicas, all of
+    /// them (comma-separated or repeated, at most 16: the agent fails over between them; the
+    /// first also serves the agent's binaries). Default: https:// and the Host the node's
+    /// request used.
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub advertise_url: Vec<String>,
     /// How many of the newest rendered configs of each pool (and of each node with overlays)
     /// are kept; those in use are always kept.
     #[arg(long, value_name = "N", default_value_t = 5)]
@@ -246,6 +248,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // With replicas, every one of them (the agent fails over between them).
+    let advertised = if cli.advertise_url.is_empty() {
+        None
+    } else {
+        Some(
+            hearth_api::servers::parse("--advertise-url", &cli.advertise_url)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .join(","),
+        )
+    };
     let config = serve::Config {
         state_dir: cli.state_dir.clone(),
         listen: cli.listen,
@@ -265,7 +277,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 settings
             },
-            advertise_url: cli.advertise_url.clone(),
+            advertise_url: advertised.clone(),
             max_wait: Duration::from_secs(cli.max_wait),
             stale_after: Duration::from_secs(cli.stale_after),
             tick: Duration::from_secs(10),
@@ -283,20 +295,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         crate::ostree_repo::check(repo).map_err(anyhow::Error::msg)?;
     }
     let running = serve::start(config).await?;
-    let url = cli.advertise_url.clone().unwrap_or_else(|| {
-        let host = sans
-            .iter()
-            .find(|s| *s != "localhost" && s.parse::<std::net::IpAddr>().is_err())
-            .or(sans.first())
-            .cloned()
-            .unwrap_or_else(|| "localhost".into());
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        format!("https://{host}:{}", running.addr.port())
-    });
+    let url = advertised
+        .as_deref()
+        .map(first_url)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            let host = sans
+                .iter()
+                .find(|s| *s != "localhost" && s.parse::<std::net::IpAddr>().is_err())
+                .or(sans.first())
+                .cloned()
+                .unwrap_or_else(|| "localhost".into());
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            format!("https://{host}:{}", running.addr.port())
+        });
     // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
     println!("{}", running.instructions(&url));
     tracing::info!(MESSAGE_ID = crate::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
@@ -316,4 +332,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
     running.shutdown().await;
     Ok(())
+}
+
+/// The first of a comma-separated list of URLs.
+pub fn first_url(list: &str) -> &str {
+    list.split(',').next().unwrap_or(list)
 }

@@ -78,7 +78,7 @@ pub fn negotiate(accept: Option<&str>) -> Negotiated {
 /// What a first-booting node needs to come up managed.
 #[derive(Debug, Clone)]
 pub struct Bootstrap<'a> {
-    /// The server's URL.
+    /// The server's URL, or the replicas' (comma-separated: the agent takes the list).
     pub server_url: &'a str,
     /// The fleet CA (PEM).
     pub ca_pem: &'a str,
@@ -149,7 +149,7 @@ pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
                 contents: Resource {
                     source: Some(format!(
                         "{}{}/{}",
-                        b.server_url.trim_end_matches('/'),
+                        crate::cli::first_url(b.server_url).trim_end_matches('/'),
                         served_agent::URL_PATH,
                         bin.name
                     )),
@@ -318,5 +318,50 @@ spec:
         let text = dataurl::decode(env.contents.source.as_deref().unwrap(), None).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("HEARTH_BOOTSTRAP_TOKEN=tok"), "{text}");
+    }
+
+    /// With replicas (`--advertise-url A,B`): the agent gets the whole list; the binaries come
+    /// from the first.
+    #[test]
+    fn replicas_go_to_the_agent_and_the_binaries_come_from_the_first() {
+        let agent = ServedAgent {
+            binaries: vec![crate::served_agent::ServedBinary {
+                name: "hearth-agent",
+                bytes: b"bin".to_vec().into(),
+                sha512: "00".into(),
+            }],
+        };
+        let b = Bootstrap {
+            server_url: "https://a:22623,https://b:22623",
+            ca_pem: "PEM",
+            pool: "worker",
+            bootstrap_token: Some("tok"),
+            node: None,
+            rendered: "rendered-worker-x",
+            agent: Some(&agent),
+        };
+        let c = with_bootstrap(&Config::default(), &b);
+        let env = c
+            .storage
+            .files
+            .iter()
+            .find(|f| f.path == AGENT_ENV_PATH)
+            .unwrap();
+        let text = dataurl::decode(env.contents.source.as_deref().unwrap(), None).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("HEARTH_SERVER=https://a:22623,https://b:22623\n"),
+            "{text}"
+        );
+        let bin = c
+            .storage
+            .files
+            .iter()
+            .find(|f| f.path.ends_with("/hearth-agent"))
+            .unwrap();
+        assert_eq!(
+            bin.contents.source.as_deref(),
+            Some("https://a:22623/firstboot/bin/hearth-agent")
+        );
     }
 }

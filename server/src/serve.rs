@@ -60,7 +60,7 @@ impl Running {
     /// The URL clients use (`https://<first SAN>:<port>` unless advertised otherwise).
     pub fn url(&self) -> String {
         if let Some(u) = &self.app.options.advertise_url {
-            return u.clone();
+            return crate::cli::first_url(u).to_string();
         }
         format!("https://localhost:{}", self.addr.port())
     }

@@ -3,7 +3,7 @@
 
 use crate::args::{raise_nofile, secret, AgentsArgs};
 use crate::conn::{short, Conn, Fail, H2Group, Target, Via};
-use crate::stats::{mem_json, percentiles, Stats};
+use crate::stats::{mem_json, mem_sum_json, percentiles, Stats};
 use anyhow::{bail, Context, Result};
 use hearth_api::{AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState};
 use hyper::{Method, StatusCode};
@@ -309,15 +309,22 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
             conns + 64
         );
     }
-    let target = Arc::new(Target::new(&a.server, &a.common.ca)?);
+    if a.server.len() > 16 {
+        bail!("--server: at most 16 servers");
+    }
+    let targets = a
+        .server
+        .iter()
+        .map(|s| Target::new(s, &a.common.ca).map(Arc::new))
+        .collect::<Result<Vec<_>>>()?;
     let token = Arc::new(secret(&a.bootstrap_token)?);
     let shared = Arc::new(Shared::new(a.wait));
-    let mem_start = mem_json(a.server_pid);
+    let mem_start = mem_sum_json(&a.server_pid);
     let timeout = Duration::from_secs(a.timeout);
     eprintln!(
         "hearth-loadgen: {} agents against {} (enroll concurrency {}, wait {} s, {} source address(es))",
         a.agents,
-        a.server,
+        a.server.join(", "),
         a.enroll_concurrency,
         a.wait,
         a.source_addresses.as_ref().map_or(1, |s| s.0.len())
@@ -343,8 +350,10 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         } else {
             Via::Own(source)
         };
+        // Agents that share a connection share its server.
+        let target = targets[(i / per_conn) % targets.len()].clone();
         tasks.spawn(agent(
-            target.clone(),
+            target,
             shared.clone(),
             sem.clone(),
             via,
@@ -371,7 +380,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let _ = shared.baseline.set(firsts);
     // Let the long-polls settle, then measure the idle server.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mem_idle = mem_json(a.server_pid);
+    let mem_idle = mem_sum_json(&a.server_pid);
     let own_idle = mem_json(Some(std::process::id()));
 
     let mut apply = Value::Null;
@@ -406,7 +415,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
             apply = measure_apply(&shared, n, timeout, None).await?;
         }
     }
-    let mem_end = mem_json(a.server_pid);
+    let mem_end = mem_sum_json(&a.server_pid);
     shared.stop.store(true, Ordering::Relaxed);
     tasks.abort_all();
 

@@ -17,9 +17,11 @@ pub(crate) struct Common {
 
 #[derive(Debug, Args)]
 pub(crate) struct AgentsArgs {
-    /// The server (`https://127.0.0.1:22623`).
-    #[arg(long, value_name = "URL")]
-    pub(crate) server: String,
+    /// The server (`https://127.0.0.1:22623`), or several (replicas of one fleet),
+    /// comma-separated or repeated: agent i talks to server i mod n (agents that share a
+    /// connection, to the same one). At most 16.
+    #[arg(long, value_name = "URL", value_delimiter = ',', required = true, num_args = 1..)]
+    pub(crate) server: Vec<String>,
     /// The pool's bootstrap token, or `@FILE` to read it from a file.
     #[arg(long, value_name = "TOKEN|@FILE")]
     pub(crate) bootstrap_token: String,
@@ -35,9 +37,10 @@ pub(crate) struct AgentsArgs {
     /// Node names are PREFIX-00000, PREFIX-00001, ...
     #[arg(long, default_value = "loadgen")]
     pub(crate) prefix: String,
-    /// hearth-server's pid, to read its memory from /proc.
-    #[arg(long, value_name = "PID")]
-    pub(crate) server_pid: Option<u32>,
+    /// hearth-server's pid, to read its memory from /proc (several, comma-separated: the
+    /// replicas, whose memory is added up).
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub(crate) server_pid: Vec<u32>,
     /// Once every agent runs its first config, run this shell command (e.g. `hearth apply -f
     /// new.yaml`) and measure until every agent has seen and reported the config it brings.
     #[arg(long, value_name = "CMD")]

@@ -75,6 +75,27 @@ pub(crate) fn mem_json(pid: Option<u32>) -> Value {
     }
 }
 
+/// [`mem_json`] of several processes (the replicas of one fleet) added up; one process as
+/// itself.
+pub(crate) fn mem_sum_json(pids: &[u32]) -> Value {
+    match pids {
+        [] => Value::Null,
+        [one] => mem_json(Some(*one)),
+        many => {
+            let each: Vec<(u64, u64)> = many.iter().filter_map(|p| memory(*p)).collect();
+            if each.len() != many.len() {
+                return Value::Null;
+            }
+            let (rss, hwm) = each.iter().fold((0, 0), |(r, h), (a, b)| (r + a, h + b));
+            json!({
+                "rssMiB": mib(rss),
+                "hwmMiB": mib(hwm),
+                "perProcessRssMiB": each.iter().map(|(r, _)| mib(*r)).collect::<Vec<_>>(),
+            })
+        }
+    }
+}
+
 pub(crate) fn mib(kib: u64) -> f64 {
     (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }

@@ -27,7 +27,7 @@ end
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l state-dir -d 'Where the store, the CA, the certificates and the tokens live' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l listen -d 'Address to listen on (22623 is the MCO\'s config server port)' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l san -d 'A DNS name or IP address for the serving certificate (repeatable). Default: localhost, 127.0.0.1, ::1 and the host name' -r
-complete -c hearth-server -n "__fish_hearth_server_needs_command" -l advertise-url -d 'The URL first-booting nodes are told to reach the server at. Default: https:// and the Host the node\'s request used' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l advertise-url -d 'The URL first-booting nodes are told to reach the server at; with replicas, all of them (comma-separated or repeated, at most 16: the agent fails over between them; the first also serves the agent\'s binaries). Default: https:// and the Host the node\'s request used' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l retention -d 'How many of the newest rendered configs of each pool (and of each node with overlays) are kept; those in use are always kept' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l max-wait -d 'The longest an agent\'s long-poll may wait' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l stale-after -d 'A node not heard from for this long is not ready, and counts as unavailable in rollouts (agents long-poll, so a live one is heard from every --max-wait at least)' -r

@@ -43,7 +43,8 @@ pub use manifests::read_manifests;
 pub struct Options {
     /// Controller settings.
     pub settings: Settings,
-    /// The URL first-booting nodes are told to use (none: from the request's `Host`).
+    /// The URL first-booting nodes are told to use, or the replicas' (comma-separated; none:
+    /// from the request's `Host`).
     pub advertise_url: Option<String>,
     /// The longest long-poll.
     pub max_wait: Duration,

@@ -165,6 +165,9 @@ pub struct App<S: Store> {
     credentials: RwLock<HashMap<String, String>>,
     /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
     reboot_plans: Mutex<RebootPlans>,
+    /// The nodes found silent at a time (Unix seconds), reused for `liveness::SILENT_REUSE` s:
+    /// finding them walks the fleet, which every commit would otherwise do.
+    silent_cache: Mutex<Option<(u64, Arc<std::collections::HashSet<String>>)>>,
     /// Token hash → token name (admin, viewer and bootstrap tokens), kept change by change as
     /// the node credentials are: authenticating a token is a lookup, not a scan of the tokens
     /// (node-bound first-boot tokens make them as many as the nodes).
@@ -212,6 +215,7 @@ impl<S: Store> App<S> {
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             token_hashes,
+            silent_cache: Mutex::new(None),
             applied,
             replica: std::sync::OnceLock::new(),
         })

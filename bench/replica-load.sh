@@ -12,7 +12,8 @@
 # Usage: bench/replica-load.sh [AGENTS] (default 6000). Environment: PER_CONN=K (K agents per
 # HTTP/2 connection, for more agents than the open-files limit allows connections; see
 # server-load.sh), WAIT (long-poll wait, 120 s), NO_BUILD=1 (use the release binaries in
-# $CARGO_TARGET_DIR/release), OUT=DIR to keep the results. etcd: $HEARTH_ETCD_BIN, else `etcd`
+# $CARGO_TARGET_DIR/release), OUT=DIR for the results (default: in the work directory, whose
+# path is printed; the servers' logs stay there too), KEEP=1 to keep the stores as well. etcd: $HEARTH_ETCD_BIN, else `etcd`
 # on PATH, else the binary the etcd-bin-vendored crate ships (in cargo's registry once hearth's
 # tests were built). CI never runs this.
 set -euo pipefail
@@ -36,7 +37,9 @@ PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    case "$OUT" in "$WORK"/*) rm -rf "$WORK"/state-* "$WORK"/etcd-* ;; *) rm -rf "$WORK" ;; esac
+    # The logs stay (state-*.log); the stores go (KEEP=1 keeps everything).
+    [ -n "${KEEP:-}" ] && return
+    rm -rf "$WORK"/state-a "$WORK"/state-b "$WORK"/state-c "$WORK"/state-single "$WORK"/etcd-[0-9]
 }
 trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)"

@@ -13,9 +13,12 @@ use crate::time::now;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-/// How often a change on a shared store is decided again when another replica committed first
-/// (each attempt waits until this replica has seen that commit).
-const SHARED_ATTEMPTS: usize = 20;
+/// How long a change on a shared store is decided again and again while other replicas commit
+/// first (each attempt waits until this replica has seen that commit, then a moment more:
+/// replicas that lost a race do not all try again at the same instant). Under a burst of
+/// reports through every replica some attempts lose several times in a row; a bound in time,
+/// not in attempts, keeps that from failing requests.
+const SHARED_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<S: Store> App<S> {
     /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
@@ -156,6 +159,7 @@ impl<S: Store> App<S> {
         mut memo: Option<&mut RenderMemo>,
     ) -> Result<Option<T>, ApiError> {
         let _guard = self.write.lock().await;
+        let started = std::time::Instant::now();
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -205,7 +209,7 @@ impl<S: Store> App<S> {
                         return Ok(Some(out));
                     }
                     Err(e @ (StoreError::Behind { .. } | StoreError::Conflict { .. }))
-                        if attempts < SHARED_ATTEMPTS =>
+                        if started.elapsed() < SHARED_DEADLINE =>
                     {
                         // Another replica committed first: decide again on the fleet as it is.
                         self.metrics.conflict();
@@ -220,6 +224,12 @@ impl<S: Store> App<S> {
                                 super::follow::APPLY_WAIT.as_secs()
                             )));
                         }
+                        // A pause of 0 to 4 ms, different each time (the clock's nanoseconds).
+                        let jitter = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.subsec_nanos() % 4_000_000);
+                        tokio::time::sleep(std::time::Duration::from_nanos(u64::from(jitter)))
+                            .await;
                         continue;
                     }
                     Err(e) => return Err(e.into()),

@@ -12,6 +12,7 @@ mod common;
 mod test_cluster;
 
 use common::binary::{self, api_for, Server};
+use common::replicas::{eventually, healthz, ip, replica_dir};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -27,19 +28,6 @@ use test_cluster::Cluster;
 struct Netns {
     name: String,
     prefix: String,
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("ip (iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 impl Netns {
@@ -129,31 +117,6 @@ fn server(netns: Option<&Netns>, state: &Path, listen: &str, endpoints: &[String
     binary::spawn(cmd)
 }
 
-async fn healthz(api: &Api) -> Option<(StatusCode, String)> {
-    let r = api
-        .client
-        .get(format!("{}/healthz", api.base))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    Some((r.status(), r.text().await.unwrap_or_default()))
-}
-
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..900 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within 90 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
     let netns = Netns::new();
@@ -168,10 +131,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
         &netns.inner(),
         &cluster.endpoints_on(&netns.host()),
     );
-    std::fs::create_dir_all(state_b.join("pki")).unwrap();
-    for f in ["pki/ca.crt", "pki/ca.key", "admin.token"] {
-        std::fs::copy(state_a.join(f), state_b.join(f)).unwrap();
-    }
+    replica_dir(&state_a, &state_b);
     let b = server(None, &state_b, "127.0.0.1", &cluster.endpoints());
     let api_b = api_for(&state_b, b.port);
     // A's clients come from the second address.
@@ -216,7 +176,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     netns.cut(true);
 
-    eventually("A says it is cut off", || async {
+    eventually("A says it is cut off", 90, || async {
         matches!(healthz(&api_a).await, Some((StatusCode::SERVICE_UNAVAILABLE, t)) if t.contains("etcd"))
     })
     .await;
@@ -261,7 +221,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
         .apply_text("late.yaml", &worker_mc("99-late", "late"))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    eventually("B holds the controller role", || async {
+    eventually("B holds the controller role", 90, || async {
         matches!(healthz(&api_b).await, Some((StatusCode::OK, t)) if t.contains("replica: controller"))
     })
     .await;
@@ -274,11 +234,11 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
 
     // The cut mends: A serves again, with what B committed meanwhile.
     netns.cut(false);
-    eventually("A serves again", || async {
+    eventually("A serves again", 90, || async {
         matches!(healthz(&api_a).await, Some((StatusCode::OK, _)))
     })
     .await;
-    eventually("A's view has B's change", || async {
+    eventually("A's view has B's change", 90, || async {
         api_a.get("/api/v1/machineconfigs/99-late").await.status == StatusCode::OK
     })
     .await;
@@ -287,7 +247,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
         .apply_text("after.yaml", &worker_mc("99-after", "after"))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    eventually("B sees A's change", || async {
+    eventually("B sees A's change", 90, || async {
         api_b.get("/api/v1/machineconfigs/99-after").await.status == StatusCode::OK
     })
     .await;

@@ -14,6 +14,7 @@ mod common;
 mod test_cluster;
 
 use common::binary::{self, api_for, Server};
+use common::replicas::{controller, eventually, healthz, replica_dir};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -45,15 +46,6 @@ fn spawn(state: &Path, endpoints: &[String]) -> Server {
     binary::spawn(command(state, endpoints))
 }
 
-/// Prepares the state directory of another replica as the docs say: the fleet CA and the admin
-/// token of the first.
-fn replica_dir(first: &Path, new: &Path) {
-    std::fs::create_dir_all(new.join("pki")).unwrap();
-    for f in ["pki/ca.crt", "pki/ca.key", "admin.token"] {
-        std::fs::copy(first.join(f), new.join(f)).unwrap();
-    }
-}
-
 fn names(v: &serde_json::Value) -> Vec<String> {
     v["items"]
         .as_array()
@@ -61,52 +53,6 @@ fn names(v: &serde_json::Value) -> Vec<String> {
         .iter()
         .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
-}
-
-async fn healthz(api: &Api) -> Option<(StatusCode, String)> {
-    let r = api
-        .client
-        .get(format!("{}/healthz", api.base))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    Some((r.status(), r.text().await.unwrap_or_default()))
-}
-
-/// Which of `apis` holds the controller role, once exactly one does (bounded).
-async fn controller(apis: &[&Api]) -> usize {
-    for _ in 0..600 {
-        let mut holders = Vec::new();
-        for (i, a) in apis.iter().enumerate() {
-            if let Some((StatusCode::OK, text)) = healthz(a).await {
-                if text.contains("replica: controller") {
-                    holders.push(i);
-                }
-            }
-        }
-        assert!(holders.len() <= 1, "two controllers at once: {holders:?}");
-        if let [one] = holders[..] {
-            return one;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no replica took the controller role within a minute");
-}
-
-/// Polls until `f` holds (bounded: a broken replica fails the test, it does not hang it).
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..600 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within a minute");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +81,7 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
     let node = api_b.enroll(&token, "worker-0", json!({})).await;
     let first = node.desired_name().await.expect("a desired config");
     node.report("Done", Some(&first), Some(&first), None).await;
-    eventually("A sees the node B enrolled", || async {
+    eventually("A sees the node B enrolled", 60, || async {
         let got = api_a.get("/api/v1/nodes").await;
         got.status == StatusCode::OK && names(&got.json).contains(&"worker-0".to_string())
     })
@@ -148,7 +94,7 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
     assert_eq!(made.status, StatusCode::OK, "{}", made.text);
     let fresh = made.json["token"].as_str().unwrap().to_string();
     // (B applies A's commit within the watch's latency: asked until then.)
-    eventually("B takes the token made through A", || async {
+    eventually("B takes the token made through A", 60, || async {
         api_b
             .with_token("")
             .post(
@@ -164,7 +110,7 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
         .post("/api/v1/pools/worker/bootstrap-token", &json!({}))
         .await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.text);
-    eventually("B refuses the rotated token", || async {
+    eventually("B refuses the rotated token", 60, || async {
         api_b
             .with_token("")
             .post(
@@ -540,7 +486,7 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
 
     // Two nodes through: the etcd leader dies.
     let leader = cluster.wait_leader().await;
-    eventually("two nodes updated", || async {
+    eventually("two nodes updated", 60, || async {
         for a in &apis {
             if done(a).await >= 2 {
                 return true;
@@ -558,7 +504,10 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
         .filter(|(i, _)| *i != held)
         .map(|(_, a)| a.clone())
         .collect();
-    eventually("four nodes updated", || async { done(&live[0]).await >= 4 }).await;
+    eventually("four nodes updated", 60, || async {
+        done(&live[0]).await >= 4
+    })
+    .await;
     servers[held].take();
     let _ = controller(&live.iter().collect::<Vec<_>>()).await;
 
@@ -625,7 +574,7 @@ async fn a_replica_cut_off_from_etcd_says_why_and_recovers() {
     let node = api.enroll(&token, "worker-0", json!({})).await;
 
     cluster.kill(0);
-    eventually("the replica says it is cut off", || async {
+    eventually("the replica says it is cut off", 60, || async {
         matches!(healthz(&api).await, Some((StatusCode::SERVICE_UNAVAILABLE, t)) if t.contains("cut off from etcd") || t.contains("lost its etcd session"))
     })
     .await;
@@ -648,7 +597,7 @@ async fn a_replica_cut_off_from_etcd_says_why_and_recovers() {
     );
 
     cluster.restart(0);
-    eventually("the replica serves again", || async {
+    eventually("the replica serves again", 60, || async {
         matches!(healthz(&api).await, Some((StatusCode::OK, _)))
     })
     .await;

@@ -16,6 +16,7 @@ mod test_cluster;
 
 use common::binary::{self, api_for, Server};
 use common::hosts::{agent_unit, binary, install, mc, put};
+use common::replicas::{controller, eventually, ip, replica_dir};
 use common::*;
 use hearth_vm_tests::{HostOptions, SharedNetwork, SystemdHost};
 use reqwest::StatusCode;
@@ -28,19 +29,6 @@ use std::time::Duration;
 use test_cluster::Cluster;
 
 const NODES: [&str; 3] = ["node-0", "node-1", "node-2"];
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("ip (iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Links `net` to the test machine: returns the test machine's address on the link.
 fn link(net: &SharedNetwork) -> String {
@@ -77,32 +65,6 @@ fn replica(state: &Path, address: &str, endpoints: &[String]) -> Server {
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped());
     binary::spawn(cmd)
-}
-
-async fn healthz(api: &Api) -> Option<String> {
-    let r = api
-        .client
-        .get(format!("{}/healthz", api.base))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    (r.status() == StatusCode::OK).then_some(r.text().await.ok()?)
-}
-
-async fn controller(apis: &[Api]) -> usize {
-    for _ in 0..600 {
-        for (i, a) in apis.iter().enumerate() {
-            if healthz(a)
-                .await
-                .is_some_and(|t| t.contains("replica: controller"))
-            {
-                return i;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("no replica holds the controller role");
 }
 
 /// The nodes as the first replica of `apis` that answers sees them.
@@ -146,20 +108,6 @@ async fn updated(apis: &[Api], target: &str) -> usize {
     })
 }
 
-async fn eventually<F, Fut>(what: &str, secs: u64, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..secs * 5 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{what}: not within {secs} s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica_deaths() {
     let net = SharedNetwork::create().expect("a shared network namespace (root, iproute2)");
@@ -171,10 +119,7 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
     let states: Vec<_> = ["a", "b", "c"].iter().map(|s| dir.path().join(s)).collect();
     let mut servers = vec![Some(replica(&states[0], &address, &endpoints))];
     for s in &states[1..] {
-        std::fs::create_dir_all(s.join("pki")).unwrap();
-        for f in ["pki/ca.crt", "pki/ca.key", "admin.token"] {
-            std::fs::copy(states[0].join(f), s.join(f)).unwrap();
-        }
+        replica_dir(&states[0], s);
         servers.push(Some(replica(s, &address, &endpoints)));
     }
     let apis: Vec<Api> = servers
@@ -212,7 +157,7 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
 
     // node-2 follows the controller replica; node-0 and node-1 the others.
-    let held = controller(&apis).await;
+    let held = controller(&apis.iter().collect::<Vec<_>>()).await;
     let others: Vec<usize> = (0..3).filter(|i| *i != held).collect();
     let homes = [others[0], others[1], held];
     let token = std::fs::read_to_string(states[0].join("tokens/worker.token")).unwrap();
@@ -324,7 +269,7 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
         updated(&apis, &second).await >= 2
     })
     .await;
-    assert_eq!(controller(&apis).await, held);
+    assert_eq!(controller(&apis.iter().collect::<Vec<_>>()).await, held);
     servers[held].take();
     let live: Vec<Api> = others.iter().map(|&i| apis[i].clone()).collect();
     eventually("the third node through another replica", 180, || async {

@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod hosts;
+pub mod replicas;
 
 use hearth_server::app::Options;
 use hearth_server::controller::Settings;

@@ -17,6 +17,7 @@
 # on PATH, else the binary the etcd-bin-vendored crate ships (in cargo's registry once hearth's
 # tests were built). CI never runs this.
 set -euo pipefail
+. "$(dirname "$0")/fleet-setup.sh"
 
 AGENTS=${1:-6000}
 WAIT=${WAIT:-120}
@@ -60,48 +61,6 @@ start_server() {
     echo "$pid $p"
 }
 
-# The example fleet, the worker pool at maxUnavailable 100% (one apply goes to every node at
-# once), and the change the run applies.
-prepare() {
-    local url=$1 state=$2
-    export HEARTH_CONFIG=$WORK/login.json
-    "$BIN/hearth" login --server "$url" --ca "$state/pki/ca.crt" --token "$(cat "$state/admin.token")" >/dev/null
-    "$BIN/hearth" apply -f "$ROOT/examples/fleet" >/dev/null
-    cat >"$WORK/pool.yaml" <<'EOF'
-apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfigPool
-metadata:
-  name: worker
-spec:
-  machineConfigSelector:
-    matchLabels:
-      machineconfiguration.openshift.io/role: worker
-  nodeSelector:
-    matchLabels:
-      node-role.kubernetes.io/worker: ""
-  maxUnavailable: "100%"
-EOF
-    "$BIN/hearth" apply -f "$WORK/pool.yaml" >/dev/null
-    cat >"$WORK/change.yaml" <<EOF
-apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: 99-loadgen-change
-  labels:
-    machineconfiguration.openshift.io/role: worker
-spec:
-  config:
-    ignition:
-      version: 3.4.0
-    storage:
-      files:
-        - path: /etc/loadgen-change
-          mode: 420
-          contents:
-            source: data:,changed%20at%20$(date +%s%N)
-EOF
-}
-
 # One source address per 20,000 connections (ports), as server-load.sh does.
 conns=$(( (AGENTS + ${PER_CONN:-1} - 1) / ${PER_CONN:-1} ))
 SOURCES=""
@@ -124,7 +83,7 @@ rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 echo "== 1. one server on its embedded store, $AGENTS agents"
 read -r SPID SPORT < <(start_server "$WORK/state-single")
 PIDS+=("$SPID")
-prepare "https://127.0.0.1:$SPORT" "$WORK/state-single"
+prepare_fleet "https://127.0.0.1:$SPORT" "$WORK/state-single/pki/ca.crt" "$WORK/state-single/admin.token" "$WORK"
 run_agents "https://127.0.0.1:$SPORT" "$SPID" "$WORK/state-single" "$OUT/single.json"
 kill "$SPID"; wait "$SPID" 2>/dev/null || true
 
@@ -161,7 +120,7 @@ read -r B BPORT < <(start_server "$WORK/state-b" --etcd-endpoints "$EPS")
 PIDS+=("$B")
 read -r C CPORT < <(start_server "$WORK/state-c" --etcd-endpoints "$EPS")
 PIDS+=("$C")
-prepare "https://127.0.0.1:$APORT" "$WORK/state-a"
+prepare_fleet "https://127.0.0.1:$APORT" "$WORK/state-a/pki/ca.crt" "$WORK/state-a/admin.token" "$WORK"
 run_agents "https://127.0.0.1:$APORT,https://127.0.0.1:$BPORT,https://127.0.0.1:$CPORT" "$A,$B,$C" \
     "$WORK/state-a" "$OUT/replicas.json"
 ETCD_RSS=0

@@ -22,6 +22,7 @@
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
+. "$(dirname "$0")/fleet-setup.sh"
 
 AGENTS=${1:-10000}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -72,42 +73,7 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 CA=$STATE/pki/ca.crt
-export HEARTH_CONFIG=$WORK/login.json
-"$BIN/hearth" login --server "$URL" --ca "$CA" --token "$(cat "$STATE/admin.token")" >/dev/null
-"$BIN/hearth" apply -f "$ROOT/examples/fleet" >/dev/null
-cat >"$WORK/pool.yaml" <<'EOF'
-apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfigPool
-metadata:
-  name: worker
-spec:
-  machineConfigSelector:
-    matchLabels:
-      machineconfiguration.openshift.io/role: worker
-  nodeSelector:
-    matchLabels:
-      node-role.kubernetes.io/worker: ""
-  maxUnavailable: "100%"
-EOF
-"$BIN/hearth" apply -f "$WORK/pool.yaml" >/dev/null
-cat >"$WORK/change.yaml" <<EOF
-apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: 99-loadgen-change
-  labels:
-    machineconfiguration.openshift.io/role: worker
-spec:
-  config:
-    ignition:
-      version: 3.4.0
-    storage:
-      files:
-        - path: /etc/loadgen-change
-          mode: 420
-          contents:
-            source: data:,changed%20at%20$(date +%s)
-EOF
+prepare_fleet "$URL" "$CA" "$STATE/admin.token" "$WORK"
 
 echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
 "$BIN/hearth-loadgen" agents --server "$URL" --ca "$CA" \

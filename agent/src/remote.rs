@@ -174,6 +174,22 @@ async fn read_capped(
         })
 }
 
+/// [`read_capped`], read as `T`: `what` (e.g. "an enrollment answer") names it in an error.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    url: &str,
+    resp: reqwest::Response,
+    max: u64,
+    what: &'static str,
+    timeout: Duration,
+) -> Result<T, RemoteError> {
+    let bytes = read_capped(url, resp, max, what, timeout).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        RemoteError::Invalid(format!(
+            "{url}: {what} that hearth-server does not send: {e}"
+        ))
+    })
+}
+
 async fn error_from(resp: reqwest::Response) -> RemoteError {
     let status = resp.status().as_u16();
     let text = crate::limits::read_body(
@@ -382,17 +398,14 @@ impl Remote {
                     if !resp.status().is_success() {
                         return Err(error_from(resp).await);
                     }
-                    let bytes = read_capped(
+                    read_json::<EnrollResponse>(
                         &url,
                         resp,
                         crate::limits::MAX_ANSWER_BYTES,
                         "an enrollment answer",
                         Duration::from_secs(60),
                     )
-                    .await?;
-                    serde_json::from_slice::<EnrollResponse>(&bytes).map_err(|e| {
-                        RemoteError::Invalid(format!("unexpected enrollment answer: {e}"))
-                    })
+                    .await
                 }
             })
             .await?;
@@ -464,19 +477,15 @@ impl Remote {
                     .map_err(|e| transport(&shown, e))?;
                 match resp.status().as_u16() {
                     304 => Ok(None),
-                    200 => {
-                        let bytes = read_capped(
-                            &shown,
-                            resp,
-                            crate::limits::MAX_CONFIG_BYTES,
-                            "a desired config",
-                            timeout,
-                        )
-                        .await?;
-                        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                            RemoteError::Invalid(format!("unexpected desired config: {e}"))
-                        })
-                    }
+                    200 => read_json(
+                        &shown,
+                        resp,
+                        crate::limits::MAX_CONFIG_BYTES,
+                        "a desired config",
+                        timeout,
+                    )
+                    .await
+                    .map(Some),
                     _ => Err(error_from(resp).await),
                 }
             })
@@ -512,17 +521,14 @@ impl Remote {
             "/api/v1/agent/reboot-slot",
             body,
             |url, resp| async move {
-                let bytes = read_capped(
+                read_json(
                     &url,
                     resp,
                     crate::limits::MAX_ANSWER_BYTES,
                     "a reboot-slot answer",
                     Duration::from_secs(30),
                 )
-                .await?;
-                serde_json::from_slice(&bytes).map_err(|e| {
-                    RemoteError::Invalid(format!("unexpected reboot-slot answer: {e}"))
-                })
+                .await
             },
         )
         .await

@@ -23,12 +23,12 @@ pub fn dropin_path(unit: &str, name: &str) -> String {
 pub enum Written<'a> {
     /// A file of `storage.files` (written whole, or appended to).
     File(&'a File),
-    /// A unit's file, from its `contents` (the unit is not masked).
-    Unit(&'a Unit),
+    /// A unit's file, from its contents (not empty; the unit is not masked).
+    Unit(&'a Unit, &'a str),
     /// A masked unit: its path is a link to /dev/null.
     Mask(&'a Unit),
-    /// A drop-in with contents.
-    Dropin(&'a Unit, &'a Dropin),
+    /// A drop-in, with its contents (not empty).
+    Dropin(&'a Unit, &'a Dropin, &'a str),
 }
 
 /// One path a config writes, and what.
@@ -47,9 +47,9 @@ impl WrittenPath<'_> {
     pub fn has_known_contents(&self) -> bool {
         match self.what {
             Written::File(f) => f.append.is_empty(),
-            Written::Unit(_) => true,
+            Written::Unit(..) => true,
             Written::Mask(_) => false,
-            Written::Dropin(u, _) => u.mask != Some(true),
+            Written::Dropin(u, ..) => u.mask != Some(true),
         }
     }
 }
@@ -72,17 +72,17 @@ pub fn written(config: &Config) -> Vec<WrittenPath<'_>> {
                 path: unit_path(&u.name),
                 what: Written::Mask(u),
             });
-        } else if u.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+        } else if let Some(c) = u.contents.as_deref().filter(|c| !c.is_empty()) {
             out.push(WrittenPath {
                 path: unit_path(&u.name),
-                what: Written::Unit(u),
+                what: Written::Unit(u, c),
             });
         }
         for d in &u.dropins {
-            if d.contents.as_deref().is_some_and(|c| !c.is_empty()) {
+            if let Some(c) = d.contents.as_deref().filter(|c| !c.is_empty()) {
                 out.push(WrittenPath {
                     path: dropin_path(&u.name, &d.name),
-                    what: Written::Dropin(u, d),
+                    what: Written::Dropin(u, d, c),
                 });
             }
         }

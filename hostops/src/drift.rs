@@ -35,7 +35,6 @@ use crate::fs::{self, EntryKind, FsError};
 use crate::passwd::{Db, PasswdError};
 use crate::verify::{expected_file_content, expected_file_mode, mode_str, sha256_hex};
 use hearth_config::ignition::Config;
-use hearth_config::ignition::{Dropin, Unit};
 use hearth_config::paths::Written;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -258,22 +257,14 @@ pub fn managed_paths(
                     policy,
                 ));
             }
-            Written::Unit(Unit {
-                contents: Some(c), ..
-            })
-            | Written::Dropin(
-                _,
-                Dropin {
-                    contents: Some(c), ..
-                },
-            ) => push(ManagedPath::new(
+            Written::Unit(_, c) | Written::Dropin(_, _, c) => push(ManagedPath::new(
                 &w.path,
                 c.as_bytes(),
                 0o644,
                 Some((0, 0)),
                 policy,
             )),
-            Written::Unit(_) | Written::Dropin(..) | Written::Mask(_) => {}
+            Written::Mask(_) => {}
         }
     }
     Ok(out)

@@ -250,13 +250,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     // With replicas, every one of them (the agent fails over between them).
     let advertised = if cli.advertise_url.is_empty() {
-        None
+        Vec::new()
     } else {
-        Some(
-            hearth_api::servers::parse("--advertise-url", &cli.advertise_url)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .join(","),
-        )
+        hearth_api::servers::parse("--advertise-url", &cli.advertise_url)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
     };
     let config = serve::Config {
         state_dir: cli.state_dir.clone(),
@@ -277,7 +274,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 settings
             },
-            advertise_url: advertised.clone(),
+            advertise_urls: advertised.clone(),
             max_wait: Duration::from_secs(cli.max_wait),
             stale_after: Duration::from_secs(cli.stale_after),
             tick: Duration::from_secs(10),
@@ -295,24 +292,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         crate::ostree_repo::check(repo).map_err(anyhow::Error::msg)?;
     }
     let running = serve::start(config).await?;
-    let url = advertised
-        .as_deref()
-        .map(first_url)
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            let host = sans
-                .iter()
-                .find(|s| *s != "localhost" && s.parse::<std::net::IpAddr>().is_err())
-                .or(sans.first())
-                .cloned()
-                .unwrap_or_else(|| "localhost".into());
-            let host = if host.contains(':') {
-                format!("[{host}]")
-            } else {
-                host
-            };
-            format!("https://{host}:{}", running.addr.port())
-        });
+    let url = advertised.first().cloned().unwrap_or_else(|| {
+        let host = sans
+            .iter()
+            .find(|s| *s != "localhost" && s.parse::<std::net::IpAddr>().is_err())
+            .or(sans.first())
+            .cloned()
+            .unwrap_or_else(|| "localhost".into());
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        format!("https://{host}:{}", running.addr.port())
+    });
     // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
     println!("{}", running.instructions(&url));
     tracing::info!(MESSAGE_ID = crate::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
@@ -332,9 +325,4 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
     running.shutdown().await;
     Ok(())
-}
-
-/// The first of a comma-separated list of URLs.
-pub fn first_url(list: &str) -> &str {
-    list.split(',').next().unwrap_or(list)
 }

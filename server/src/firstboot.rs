@@ -78,8 +78,9 @@ pub fn negotiate(accept: Option<&str>) -> Negotiated {
 /// What a first-booting node needs to come up managed.
 #[derive(Debug, Clone)]
 pub struct Bootstrap<'a> {
-    /// The server's URL, or the replicas' (comma-separated: the agent takes the list).
-    pub server_url: &'a str,
+    /// The server's URL, or every replica's (the agent takes the list; the first serves the
+    /// agent's binaries). Not empty.
+    pub server_urls: &'a [String],
     /// The fleet CA (PEM).
     pub ca_pem: &'a str,
     /// The pool.
@@ -90,7 +91,7 @@ pub struct Bootstrap<'a> {
     pub node: Option<&'a str>,
     /// The rendered config served (stamped, so the agent adopts what Ignition wrote).
     pub rendered: &'a str,
-    /// The agent's binaries to install (`--serve-agent`), fetched from `server_url`.
+    /// The agent's binaries to install (`--serve-agent`), fetched from the first server URL.
     pub agent: Option<&'a ServedAgent>,
 }
 
@@ -99,7 +100,7 @@ pub fn agent_env(b: &Bootstrap<'_>) -> String {
     let mut out = String::from(
         "# Written by hearth-server at first boot: how hearth-agent reaches its server.\n",
     );
-    out.push_str(&format!("HEARTH_SERVER={}\n", b.server_url));
+    out.push_str(&format!("HEARTH_SERVER={}\n", b.server_urls.join(",")));
     out.push_str(&format!("HEARTH_CA={CA_PATH}\n"));
     out.push_str(&format!("HEARTH_POOL={}\n", b.pool));
     if let Some(node) = b.node {
@@ -149,7 +150,10 @@ pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
                 contents: Resource {
                     source: Some(format!(
                         "{}{}/{}",
-                        crate::cli::first_url(b.server_url).trim_end_matches('/'),
+                        b.server_urls
+                            .first()
+                            .map_or("", String::as_str)
+                            .trim_end_matches('/'),
                         served_agent::URL_PATH,
                         bin.name
                     )),
@@ -259,7 +263,7 @@ spec:
         let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
         let rendered = hearth_config::render::render_pool(worker, &configs).unwrap();
         let b = Bootstrap {
-            server_url: "https://h:22623",
+            server_urls: &["https://h:22623".to_string()],
             ca_pem: "PEM",
             pool: "worker",
             bootstrap_token: None,
@@ -297,7 +301,7 @@ spec:
     #[test]
     fn bootstrap_files_are_added_once() {
         let b = Bootstrap {
-            server_url: "https://h:22623",
+            server_urls: &["https://h:22623".to_string()],
             ca_pem: "PEM",
             pool: "worker",
             bootstrap_token: Some("tok"),
@@ -332,7 +336,7 @@ spec:
             }],
         };
         let b = Bootstrap {
-            server_url: "https://a:22623,https://b:22623",
+            server_urls: &["https://a:22623".to_string(), "https://b:22623".to_string()],
             ca_pem: "PEM",
             pool: "worker",
             bootstrap_token: Some("tok"),

@@ -59,8 +59,8 @@ pub struct Running {
 impl Running {
     /// The URL clients use (`https://<first SAN>:<port>` unless advertised otherwise).
     pub fn url(&self) -> String {
-        if let Some(u) = &self.app.options.advertise_url {
-            return crate::cli::first_url(u).to_string();
+        if let Some(u) = self.app.options.advertise_urls.first() {
+            return u.clone();
         }
         format!("https://localhost:{}", self.addr.port())
     }

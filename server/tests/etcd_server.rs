@@ -554,7 +554,7 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
 }
 
 /// A replica cut off from etcd (here: etcd gone; a partition of one replica in a network
-/// namespace is not tested yet) stops serving what needs the store, says why (503 naming the
+/// namespace: `etcd_partition.rs`) stops serving what needs the store, says why (503 naming the
 /// cut and since when, `/healthz` too, so that agents and load balancers move on), and serves
 /// again once etcd is back, with a new session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,8 +2,8 @@
 //! actions in their phase order, the changes disruption is decided for, and what cannot be done
 //! on a running node.
 
-use super::action::{dropin_path, unit_path, Action, CORE_USER};
-use super::entries::{content, keyed, masked};
+use super::action::{Action, CORE_USER};
+use super::entries::keyed;
 use super::output::Plan;
 use super::units::plan_units;
 use super::unreconcilable::unreconcilable;
@@ -25,17 +25,12 @@ pub fn plan(
     let des = &desired.config;
 
     let desired_files: HashSet<&str> = des.storage.files.iter().map(|f| f.path.as_str()).collect();
-    let mut unit_owned: HashSet<String> = HashSet::new();
-    for u in &des.systemd.units {
-        if masked(u) || content(&u.contents).is_some() {
-            unit_owned.insert(unit_path(&u.name));
-        }
-        for d in &u.dropins {
-            if content(&d.contents).is_some() {
-                unit_owned.insert(dropin_path(&u.name, &d.name));
-            }
-        }
-    }
+    // Paths that units and drop-ins own (a file there would fight them).
+    let unit_owned: HashSet<String> = crate::paths::written(des)
+        .into_iter()
+        .filter(|w| !matches!(w.what, crate::paths::Written::File(_)))
+        .map(|w| w.path)
+        .collect();
 
     let mut actions = plan_files(cur, des, &unit_owned);
     let units = plan_units(cur, des, &desired_files);

@@ -240,123 +240,36 @@ impl<S: Store> App<S> {
                     self.metrics.commit();
                     crate::logging::committed_events(&ops);
                     new.stamp(&ops, revision);
-                    let (changed, credentials) = node_changes(&old, &new);
-                    let new = Arc::new(new);
-                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
-                    self.published(revision);
-                    self.reindex_tokens(
+                    let named = |kind: Kind| -> Vec<String> {
+                        ops.iter()
+                            .filter_map(|op| match op {
+                                Op::Put { kind: k, name, .. }
+                                | Op::Delete { kind: k, name, .. }
+                                    if *k == kind =>
+                                {
+                                    Some(name.clone())
+                                }
+                                _ => None,
+                            })
+                            .collect()
+                    };
+                    self.publish(
                         &old,
-                        &new,
-                        ops.iter().filter_map(|op| match op {
-                            Op::Put {
-                                kind: Kind::Token,
-                                name,
-                                ..
-                            }
-                            | Op::Delete {
-                                kind: Kind::Token,
-                                name,
-                                ..
-                            } => Some(name.as_str()),
-                            _ => None,
-                        }),
+                        Arc::new(new),
+                        &named(Kind::Node),
+                        &named(Kind::Token),
+                        revision,
                     );
-                    if credentials {
-                        // After publishing: a new credential never names a node the snapshot
-                        // does not have yet.
-                        let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
-                        for name in &changed {
-                            let hash = |f: &Fleet| {
-                                f.nodes
-                                    .get(name)
-                                    .and_then(|n| n.value.credential_sha256.clone())
-                            };
-                            let (before, after) = (hash(&old), hash(&new));
-                            if before == after {
-                                continue;
-                            }
-                            if let Some(h) = before {
-                                index.remove(&h);
-                            }
-                            if let Some(h) = after {
-                                index.insert(h, name.clone());
-                            }
-                        }
-                    }
-                    if !changed.is_empty() {
-                        self.notify_nodes(Some(&changed));
-                        self.desired_tx.send_modify(|v| *v += 1);
-                    }
                     return Ok(Some(out));
                 }
                 Err(StoreError::Conflict { .. }) if attempts < 3 => {
                     self.metrics.conflict();
                     tracing::warn!("store conflict: reloading the fleet and retrying");
                     let fresh = Fleet::load(&self.store).await?;
-                    *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
-                        (*fresh.credentials).clone();
-                    let revision = fresh.revision;
-                    self.index_all_tokens(&fresh);
-                    *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
-                    self.published(revision);
-                    self.notify_nodes(None);
-                    self.desired_tx.send_modify(|v| *v += 1);
+                    self.install_reloaded(fresh);
                 }
                 Err(e) => return Err(e.into()),
             }
         }
     }
-}
-
-/// The nodes whose desired config, credential or requests changed between two snapshots (including
-/// nodes added and removed), and whether some credential did.
-fn node_changes(old: &Fleet, new: &Fleet) -> (Vec<String>, bool) {
-    // Both maps are sorted by name: one walk, no lookups (this runs after every commit).
-    let mut changed = Vec::new();
-    let mut credentials = false;
-    let mut o = old.nodes.iter().peekable();
-    let mut n = new.nodes.iter().peekable();
-    loop {
-        match (o.peek(), n.peek()) {
-            (None, None) => break,
-            (Some((name, _)), None) => {
-                credentials = true;
-                changed.push((*name).clone());
-                o.next();
-            }
-            (None, Some((name, _))) => {
-                credentials = true;
-                changed.push((*name).clone());
-                n.next();
-            }
-            (Some((on, ov)), Some((nn, nv))) => match on.cmp(nn) {
-                std::cmp::Ordering::Less => {
-                    credentials = true;
-                    changed.push((*on).clone());
-                    o.next();
-                }
-                std::cmp::Ordering::Greater => {
-                    credentials = true;
-                    changed.push((*nn).clone());
-                    n.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    if !Arc::ptr_eq(ov, nv) {
-                        let cred = ov.value.credential_sha256 != nv.value.credential_sha256;
-                        credentials |= cred;
-                        // A new request wakes the node's long-poll too.
-                        if cred
-                            || ov.value.desired != nv.value.desired
-                            || ov.value.requests.last_id != nv.value.requests.last_id
-                        {
-                            changed.push((*nn).clone());
-                        }
-                    }
-                    o.next();
-                    n.next();
-                }
-            },
-        }
-    }
-    (changed, credentials)
 }

@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::etcd::changes::{Batch, Change, Link};
 use crate::etcd::session::{Role, SessionState};
 use crate::fleet::{Fleet, Map, Rec};
-use crate::records::Record;
+use crate::records::{NodeRecord, Record};
 use crate::store::{Kind, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,13 +106,14 @@ impl<S: Store> App<S> {
                         r = link.changed() => if r.is_err() { return },
                         r = session.changed() => if r.is_err() { return },
                     }
-                    let down = *link.borrow_and_update() != Link::Up
-                        || matches!(*session.borrow_and_update(), SessionState::Lost { .. });
-                    if down {
+                    let lost = matches!(*session.borrow_and_update(), SessionState::Lost { .. });
+                    let down = *link.borrow_and_update() != Link::Up;
+                    if !lost && down {
+                        // A link counts as cut only after its grace.
                         tokio::time::sleep(CUT_OFF_GRACE + Duration::from_millis(100)).await;
-                        if app.cut_off().is_some() {
-                            app.notify_nodes(None);
-                        }
+                    }
+                    if (lost || down) && app.cut_off().is_some() {
+                        app.notify_nodes(None);
                     }
                 }
             }
@@ -128,15 +129,7 @@ impl<S: Store> App<S> {
                 Batch::Reload => loop {
                     match Fleet::load(&self.store).await {
                         Ok(fresh) => {
-                            let revision = fresh.revision;
-                            *self.credentials.write().unwrap_or_else(|e| e.into_inner()) =
-                                (*fresh.credentials).clone();
-                            self.index_all_tokens(&fresh);
-                            *self.fleet.write().unwrap_or_else(|e| e.into_inner()) =
-                                Arc::new(fresh);
-                            self.notify_nodes(None);
-                            self.desired_tx.send_modify(|v| *v += 1);
-                            self.applied.send_modify(|a| *a = (*a).max(revision));
+                            self.install_reloaded(fresh);
                             break;
                         }
                         Err(e) => {
@@ -149,8 +142,7 @@ impl<S: Store> App<S> {
         }
     }
 
-    /// Applies a batch of changes to a copy of the snapshot and publishes it, then wakes the
-    /// nodes whose desired config, credential or requests changed.
+    /// Applies a batch of changes to a copy of the snapshot and publishes it.
     fn apply_changes(&self, revision: u64, changes: &[Change]) {
         tracing::debug!(
             revision,
@@ -159,8 +151,7 @@ impl<S: Store> App<S> {
         );
         let old = self.snapshot();
         let mut new = (*old).clone();
-        let mut nodes = Vec::new();
-        let mut tokens = Vec::new();
+        let (mut nodes, mut tokens) = (Vec::new(), Vec::new());
         for c in changes {
             let changed = match c.kind {
                 Kind::MachineConfig => apply_one(&mut new.mcs, c),
@@ -171,30 +162,41 @@ impl<S: Store> App<S> {
                 Kind::Token => apply_one(&mut new.tokens, c),
                 Kind::Event => apply_one(&mut new.events, c),
             };
-            if changed && c.kind == Kind::Node {
-                nodes.push(c.name.clone());
-            }
-            if changed && c.kind == Kind::Token {
-                tokens.push(c.name.as_str());
+            match c.kind {
+                Kind::Node if changed => nodes.push(c.name.clone()),
+                Kind::Token if changed => tokens.push(c.name.clone()),
+                _ => {}
             }
         }
         new.revision = new.revision.max(revision);
-        nodes.sort();
-        nodes.dedup();
-        // Which nodes' long-polls to wake, and the credential index's changes.
+        self.publish(&old, Arc::new(new), &nodes, &tokens, revision);
+    }
+
+    /// Publishes `new` in place of `old` (the snapshot it was made from): the snapshot, then the
+    /// credential and token indexes for the `nodes` and `tokens` named (after publishing: an
+    /// index never names what the snapshot lacks), the long-polls of those nodes whose desired
+    /// config, credential or requests changed, and the revision. One way for a process's own
+    /// commits (embedded store) and for the changes a replica follows.
+    pub(super) fn publish(
+        &self,
+        old: &Fleet,
+        new: Arc<Fleet>,
+        nodes: &[String],
+        tokens: &[String],
+        revision: u64,
+    ) {
         let mut wake = Vec::new();
         let mut credentials = Vec::new();
-        for name in &nodes {
+        for name in nodes {
             let before = old.nodes.get(name).map(|n| &n.value);
             let after = new.nodes.get(name).map(|n| &n.value);
-            let cred = |n: Option<&crate::records::NodeRecord>| {
-                n.and_then(|n| n.credential_sha256.clone())
-            };
+            let cred = |n: Option<&NodeRecord>| n.and_then(|n| n.credential_sha256.clone());
             let (cb, ca) = (cred(before), cred(after));
             let woken = match (before, after) {
                 (Some(b), Some(a)) => {
                     cb != ca || b.desired != a.desired || b.requests.last_id != a.requests.last_id
                 }
+                (None, None) => false,
                 _ => true,
             };
             if cb != ca {
@@ -204,11 +206,9 @@ impl<S: Store> App<S> {
                 wake.push(name.clone());
             }
         }
-        let new = Arc::new(new);
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
-        self.reindex_tokens(&old, &new, tokens);
+        self.reindex_tokens(old, &new, tokens.iter().map(String::as_str));
         if !credentials.is_empty() {
-            // After publishing: a new credential never names a node the snapshot lacks.
             let mut index = self.credentials.write().unwrap_or_else(|e| e.into_inner());
             for (before, after, name) in credentials {
                 if let Some(h) = before {
@@ -226,6 +226,20 @@ impl<S: Store> App<S> {
         self.applied.send_modify(|a| *a = (*a).max(revision));
     }
 
+    /// Publishes a fleet read whole from the store (after a conflict, or when a replica's
+    /// changes were compacted away): every index rebuilt, every long-poll woken. Its revision is
+    /// never below the snapshot it replaces (it was read after that).
+    pub(super) fn install_reloaded(&self, mut fresh: Fleet) {
+        fresh.revision = fresh.revision.max(self.snapshot().revision);
+        let revision = fresh.revision;
+        *self.credentials.write().unwrap_or_else(|e| e.into_inner()) = (*fresh.credentials).clone();
+        self.index_all_tokens(&fresh);
+        *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        self.notify_nodes(None);
+        self.desired_tx.send_modify(|v| *v += 1);
+        self.applied.send_modify(|a| *a = (*a).max(revision));
+    }
+
     /// Waits until the published snapshot reflects `revision` (bounded); whether it does.
     pub(super) async fn wait_applied(&self, revision: u64) -> bool {
         let mut rx = self.applied.subscribe();
@@ -233,11 +247,6 @@ impl<S: Store> App<S> {
             .await
             .is_ok_and(|r| r.is_ok());
         reached
-    }
-
-    /// Notes a publication by this process (the embedded store).
-    pub(super) fn published(&self, revision: u64) {
-        self.applied.send_modify(|a| *a = (*a).max(revision));
     }
 
     /// Why this replica must not serve now: cut off from etcd for longer than

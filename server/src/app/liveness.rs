@@ -11,6 +11,17 @@ use crate::time::now;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// When a node was last heard from: a request this process saw (`mem`) or its last stored
+/// report, whichever is later. (On etcd, a replica sees only its own requests; every agent
+/// reports at each turn of its follow loop, at least every 30 s plus its long-poll, so the
+/// stored report keeps a node fresh on every replica against `--stale-after` of minutes.)
+fn last_heard(mem: Option<u64>, report_at: Option<u64>) -> Option<u64> {
+    match (mem, report_at) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// How long (seconds) a set of silent nodes found by walking the fleet is reused.
 pub const SILENT_REUSE: u64 = 1;
 
@@ -29,10 +40,7 @@ impl<S: Store> App<S> {
             .lock()
             .ok()
             .and_then(|m| m.get(&node.name).copied());
-        match (mem, node.report_at) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        last_heard(mem, node.report_at)
     }
 
     /// The nodes that have reported once but have not been heard from within `stale_after`.
@@ -45,13 +53,9 @@ impl<S: Store> App<S> {
         let t = now();
         let stale = self.options.stale_after.as_secs();
         let is_silent = |n: &NodeRecord, seen: &std::collections::HashMap<String, u64>| {
-            n.report.is_some() && {
-                let last = match (seen.get(&n.name).copied(), n.report_at) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                last.is_none_or(|l| t.saturating_sub(l) > stale)
-            }
+            n.report.is_some()
+                && last_heard(seen.get(&n.name).copied(), n.report_at)
+                    .is_none_or(|l| t.saturating_sub(l) > stale)
         };
         let mut cache = self.silent_cache.lock().unwrap_or_else(|e| e.into_inner());
         let seen = self.last_seen.lock().unwrap_or_else(|e| e.into_inner());

@@ -35,7 +35,6 @@ mod requests;
 mod rollback;
 mod viewer;
 
-pub use follow::{Replica, CUT_OFF_GRACE};
 pub use manifests::read_manifests;
 
 /// Server settings that are not the store's.
@@ -43,9 +42,9 @@ pub use manifests::read_manifests;
 pub struct Options {
     /// Controller settings.
     pub settings: Settings,
-    /// The URL first-booting nodes are told to use, or the replicas' (comma-separated; none:
-    /// from the request's `Host`).
-    pub advertise_url: Option<String>,
+    /// The URLs first-booting nodes are told to use: the server's, or every replica's (empty:
+    /// the request's `Host`).
+    pub advertise_urls: Vec<String>,
     /// The longest long-poll.
     pub max_wait: Duration,
     /// A node not heard from for this long is not ready, and unavailable for rollouts.
@@ -81,7 +80,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             settings: Settings::default(),
-            advertise_url: None,
+            advertise_urls: Vec::new(),
             max_wait: Duration::from_secs(300),
             stale_after: Duration::from_secs(600),
             tick: Duration::from_secs(10),
@@ -176,7 +175,7 @@ pub struct App<S: Store> {
     applied: watch::Sender<u64>,
     /// Set when the store is shared with other replicas (etcd): the snapshot then follows the
     /// store's changes ([`App::start_following`]) and is published only by that follower.
-    replica: std::sync::OnceLock<Replica>,
+    replica: std::sync::OnceLock<follow::Replica>,
 }
 
 impl<S: Store> std::fmt::Debug for App<S> {

@@ -1,5 +1,5 @@
 //! The changes under the prefix, decoded, for a replica's fleet in memory to follow
-//! ([`crate::app::App::follow_store`]): every put and delete of an object, in revision order, a
+//! ([`crate::app::App::start_following`]): every put and delete of an object, in revision order, a
 //! revision's changes always together (the watch is opened without fragments, so etcd never
 //! splits a revision; one answer may be as large as the largest transaction etcd accepts).
 //!
@@ -12,6 +12,7 @@ use super::endpoints::Endpoints;
 use super::{to_u64, MAX_RESPONSE_BYTES, MAX_VALUE_BYTES};
 use crate::store::{Kind, Versioned};
 use etcd_client::{EventType, WatchOptions};
+use std::sync::Weak;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -76,11 +77,25 @@ pub fn spawn(
     endpoints: Endpoints,
     prefix: String,
     from: u64,
+    revision: Weak<watch::Sender<u64>>,
 ) -> (mpsc::Receiver<Batch>, watch::Receiver<Link>) {
     let (tx, rx) = mpsc::channel(QUEUE);
     let (link_tx, link_rx) = watch::channel(Link::Up);
-    tokio::spawn(follow(endpoints, prefix, from, tx, link_tx));
+    tokio::spawn(follow(endpoints, prefix, from, tx, link_tx, revision));
     (rx, link_rx)
+}
+
+/// Moves the store's revision on (it only grows).
+fn saw(revision: &Weak<watch::Sender<u64>>, r: u64) {
+    if let Some(tx) = revision.upgrade() {
+        tx.send_if_modified(|v| {
+            let newer = r > *v;
+            if newer {
+                *v = r;
+            }
+            newer
+        });
+    }
 }
 
 fn down(link: &watch::Sender<Link>, reason: String) {
@@ -106,6 +121,7 @@ async fn follow(
     mut last: u64,
     tx: mpsc::Sender<Batch>,
     link: watch::Sender<Link>,
+    revision: Weak<watch::Sender<u64>>,
 ) {
     loop {
         if tx.is_closed() {
@@ -134,7 +150,12 @@ async fn follow(
             }
         };
         loop {
-            match stream.message().await {
+            let message = tokio::select! {
+                m = stream.message() => m,
+                // The follower is gone (the server stops).
+                () = tx.closed() => return,
+            };
+            match message {
                 Ok(Some(resp)) => {
                     if resp.canceled() {
                         if resp.compact_revision() > 0 {
@@ -196,6 +217,7 @@ async fn follow(
                     }
                     if newest > last {
                         last = newest;
+                        saw(&revision, newest);
                         let batch = Batch::Changes {
                             revision: newest,
                             changes,

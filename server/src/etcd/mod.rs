@@ -11,7 +11,9 @@
 //!   `mod_revision`), which makes it exactly-once: a commit whose answer was lost is sent again,
 //!   and the marker tells whether the first attempt was applied (`commit.rs`).
 //! - [`Store::watch`] follows an etcd prefix watch, so it ticks on commits made by any client
-//!   (`watcher.rs`); a compaction or a dropped stream restarts it from the last revision seen.
+//!   (`watcher.rs`, started by its first caller); a compaction or a dropped stream restarts it
+//!   from the last revision seen. A replica follows the decoded changes instead
+//!   ([`Store::changes`], `changes.rs`), which also move the revision on.
 //! - Every member is a separate connection with a health probe (`endpoints.rs`): a dead member
 //!   in the endpoint list costs no failed request.
 //! - What is read from etcd is bounded: [`MAX_VALUE_BYTES`] per object, [`MAX_LIST_OBJECTS`]
@@ -132,7 +134,9 @@ pub struct EtcdStore {
     prefix: String,
     commits: Arc<commit::Marker>,
     tx: Arc<watch::Sender<u64>>,
-    watcher: tokio::task::JoinHandle<()>,
+    /// The revision watch behind [`Store::watch`], started by its first caller (a replica's
+    /// follower feeds the revision from its own stream instead: one watch per replica).
+    watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -147,7 +151,14 @@ impl fmt::Debug for EtcdStore {
 
 impl Drop for EtcdStore {
     fn drop(&mut self) {
-        self.watcher.abort();
+        if let Some(w) = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            w.abort();
+        }
     }
 }
 
@@ -227,12 +238,7 @@ impl EtcdStore {
             to_u64(resp.header().map(|h| h.revision()).unwrap_or(0))
         };
         let tx = Arc::new(watch::channel(revision).0);
-        let watcher = tokio::spawn(watcher::follow(
-            endpoints.clone(),
-            prefix.clone(),
-            revision,
-            Arc::downgrade(&tx),
-        ));
+        let watcher = std::sync::Mutex::new(None);
         Ok(EtcdStore {
             commits: Arc::new(commit::Marker::new(prefix)?),
             endpoints,
@@ -298,19 +304,6 @@ impl EtcdStore {
     /// marker, since the old one went with its lease (or had none).
     pub async fn use_lease(&self, lease: i64) -> Result<(), EtcdError> {
         self.commits.renew(lease).await
-    }
-
-    /// The changes under the prefix after revision `from`, decoded, in revision order
-    /// ([`changes::Batch`]), and the state of that stream's link to etcd; the stream follows
-    /// members as the revision watch does.
-    pub fn follow_changes(
-        &self,
-        from: u64,
-    ) -> (
-        tokio::sync::mpsc::Receiver<changes::Batch>,
-        watch::Receiver<changes::Link>,
-    ) {
-        changes::spawn(self.endpoints.clone(), self.prefix.clone(), from)
     }
 }
 
@@ -442,10 +435,26 @@ impl Store for EtcdStore {
     }
 
     fn watch(&self) -> watch::Receiver<u64> {
+        let mut w = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        if w.is_none() {
+            *w = Some(tokio::spawn(watcher::follow(
+                self.endpoints.clone(),
+                self.prefix.clone(),
+                *self.tx.borrow(),
+                Arc::downgrade(&self.tx),
+            )));
+        }
         self.tx.subscribe()
     }
 
+    /// The changes under the prefix after revision `from`, decoded, in revision order, and the
+    /// state of that stream's link to etcd; the stream also moves [`Store::revision`] on.
     fn changes(&self, from: u64) -> Option<crate::store::Changes> {
-        Some(self.follow_changes(from))
+        Some(changes::spawn(
+            self.endpoints.clone(),
+            self.prefix.clone(),
+            from,
+            Arc::downgrade(&self.tx),
+        ))
     }
 }

@@ -155,9 +155,10 @@ async fn keep(
                 }
             }
         }
-        if let Err(e) = marker.renew(lease).await {
-            tracing::error!(error = %e, "etcd session: cannot start a new commit marker");
-            continue;
+        // The new marker (only its random id can fail: tried again until it works).
+        while let Err(e) = marker.renew(lease).await {
+            tracing::error!(error = %e, "etcd session: cannot start a new commit marker; trying again");
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         tracing::info!(lease = format!("{lease:x}"), "etcd session taken again");
         let _ = state.send(SessionState::Live(lease));

@@ -138,9 +138,9 @@ pub(super) async fn first_boot<S: Store>(
             )))
         }
     };
-    let url = match &app.options.advertise_url {
-        Some(u) => u.clone(),
-        None => {
+    let urls = match app.options.advertise_urls.is_empty() {
+        false => app.options.advertise_urls.clone(),
+        true => {
             // HTTP/1.1 sends Host; HTTP/2 sends the authority in the request's URI instead.
             let host = headers
                 .get(header::HOST)
@@ -148,7 +148,7 @@ pub(super) async fn first_boot<S: Store>(
                 .map(str::to_string)
                 .or_else(|| uri.authority().map(|a| a.to_string()))
                 .unwrap_or_else(|| "localhost".to_string());
-            format!("https://{host}")
+            vec![format!("https://{host}")]
         }
     };
     // Everything the answer depends on is in the key (see crate::firstboot_cache); the checks
@@ -158,13 +158,13 @@ pub(super) async fn first_boot<S: Store>(
         version: version.to_string(),
         token: embed.clone(),
         node: for_node.clone(),
-        url: url.clone(),
+        url: urls.join(","),
     };
     let body = cache.get_or_encode(key, || {
         let config = firstboot::with_bootstrap(
             &rendered.value.spec.config,
             &Bootstrap {
-                server_url: &url,
+                server_urls: &urls,
                 ca_pem: &app.ca_pem,
                 pool: &pool,
                 bootstrap_token: embed.as_deref(),

@@ -14,7 +14,7 @@ mod common;
 mod test_cluster;
 
 use common::binary::{self, api_for, Server};
-use common::replicas::{controller, eventually, healthz, replica_dir};
+use common::replicas::{controller, enroll_status, eventually, healthz, node_items, replica_dir};
 use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -95,15 +95,7 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
     let fresh = made.json["token"].as_str().unwrap().to_string();
     // (B applies A's commit within the watch's latency: asked until then.)
     eventually("B takes the token made through A", 60, || async {
-        api_b
-            .with_token("")
-            .post(
-                "/api/v1/enroll",
-                &json!({"node": "worker-1", "bootstrapToken": fresh}),
-            )
-            .await
-            .status
-            == StatusCode::OK
+        enroll_status(&api_b, "worker-1", &fresh).await == StatusCode::OK
     })
     .await;
     let again = api_a
@@ -111,15 +103,7 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
         .await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.text);
     eventually("B refuses the rotated token", 60, || async {
-        api_b
-            .with_token("")
-            .post(
-                "/api/v1/enroll",
-                &json!({"node": "worker-2", "bootstrapToken": fresh}),
-            )
-            .await
-            .status
-            == StatusCode::UNAUTHORIZED
+        enroll_status(&api_b, "worker-2", &fresh).await == StatusCode::UNAUTHORIZED
     })
     .await;
 
@@ -396,25 +380,8 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
         tokio::spawn(async move {
             let mut samples = 0usize;
             while stop.load(Ordering::SeqCst) == 0 {
-                for api in &apis {
-                    let Ok(r) = api
-                        .client
-                        .get(format!("{}/api/v1/nodes", api.base))
-                        .bearer_auth(&api.token)
-                        .timeout(Duration::from_secs(5))
-                        .send()
-                        .await
-                    else {
-                        continue;
-                    };
-                    if r.status() != StatusCode::OK {
-                        continue;
-                    }
-                    let Ok(v) = serde_json::from_str::<serde_json::Value>(
-                        &r.text().await.unwrap_or_default(),
-                    ) else {
-                        continue;
-                    };
+                if let Some(items) = node_items(&apis).await {
+                    let v = json!({ "items": items });
                     let mut seen = names(&v);
                     seen.sort();
                     let before = seen.len();
@@ -433,7 +400,6 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
                         .count();
                     most.fetch_max(disrupted, Ordering::SeqCst);
                     samples += 1;
-                    break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -460,27 +426,14 @@ async fn a_rollout_across_replicas_survives_the_etcd_leader_and_the_controller_d
         let api = api.clone();
         let goal = goal.clone();
         async move {
-            let Ok(r) = api
-                .client
-                .get(format!("{}/api/v1/nodes", api.base))
-                .bearer_auth(&api.token)
-                .timeout(Duration::from_secs(5))
-                .send()
+            node_items(std::slice::from_ref(&api))
                 .await
-            else {
-                return 0;
-            };
-            let Ok(v) =
-                serde_json::from_str::<serde_json::Value>(&r.text().await.unwrap_or_default())
-            else {
-                return 0;
-            };
-            v["items"].as_array().map_or(0, |items| {
-                items
-                    .iter()
-                    .filter(|n| n["status"]["current"] == goal.as_str())
-                    .count()
-            })
+                .map_or(0, |items| {
+                    items
+                        .iter()
+                        .filter(|n| n["status"]["current"] == goal.as_str())
+                        .count()
+                })
         }
     };
 

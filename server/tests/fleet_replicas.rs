@@ -16,7 +16,7 @@ mod test_cluster;
 
 use common::binary::{self, api_for, Server};
 use common::hosts::{agent_unit, binary, install, mc, put};
-use common::replicas::{controller, eventually, ip, replica_dir};
+use common::replicas::{controller, eventually, ip, node_items, replica_dir};
 use common::*;
 use hearth_vm_tests::{HostOptions, SharedNetwork, SystemdHost};
 use reqwest::StatusCode;
@@ -67,37 +67,15 @@ fn replica(state: &Path, address: &str, endpoints: &[String]) -> Server {
     binary::spawn(cmd)
 }
 
-/// The nodes as the first replica of `apis` that answers sees them.
+/// The nodes as the first replica of `apis` that answers sees them, by name.
 async fn nodes(apis: &[Api]) -> Option<BTreeMap<String, serde_json::Value>> {
-    for api in apis {
-        let Ok(r) = api
-            .client
-            .get(format!("{}/api/v1/nodes", api.base))
-            .bearer_auth(&api.token)
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-        else {
-            continue;
-        };
-        if r.status() != StatusCode::OK {
-            continue;
-        }
-        let v: serde_json::Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-        return Some(
-            v["items"]
-                .as_array()?
-                .iter()
-                .map(|n| {
-                    (
-                        n["metadata"]["name"].as_str().unwrap().to_string(),
-                        n.clone(),
-                    )
-                })
-                .collect(),
-        );
-    }
-    None
+    let items = node_items(apis).await?;
+    Some(
+        items
+            .into_iter()
+            .map(|n| (n["metadata"]["name"].as_str().unwrap().to_string(), n))
+            .collect(),
+    )
 }
 
 async fn updated(apis: &[Api], target: &str) -> usize {
@@ -233,7 +211,22 @@ async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica
         tokio::spawn(async move {
             let mut samples = 0;
             while !stop.load(Ordering::SeqCst) {
-                if let Some(n) = nodes(&apis).await {
+                if let Some(items) = node_items(&apis).await {
+                    let n: BTreeMap<String, serde_json::Value> = items
+                        .iter()
+                        .map(|n| {
+                            (
+                                n["metadata"]["name"].as_str().unwrap().to_string(),
+                                n.clone(),
+                            )
+                        })
+                        .collect();
+                    assert_eq!(
+                        items.len(),
+                        3,
+                        "a node missing or listed twice: {:?}",
+                        n.keys()
+                    );
                     assert_eq!(n.len(), 3, "{:?}", n.keys());
                     let disrupted = n
                         .values()

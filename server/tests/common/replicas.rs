@@ -66,6 +66,41 @@ where
     panic!("{what}: not within {secs} s");
 }
 
+/// `GET /api/v1/nodes` of the first of `apis` that answers: its items as listed (a node listed
+/// twice shows twice). `None`: no replica answered.
+pub async fn node_items(apis: &[Api]) -> Option<Vec<serde_json::Value>> {
+    for api in apis {
+        let Ok(r) = api
+            .client
+            .get(format!("{}/api/v1/nodes", api.base))
+            .bearer_auth(&api.token)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        else {
+            continue;
+        };
+        if r.status() != StatusCode::OK {
+            continue;
+        }
+        let text = r.text().await.unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        return v["items"].as_array().cloned();
+    }
+    None
+}
+
+/// The status of `POST /api/v1/enroll` of `node` with a bootstrap `token` through `api`.
+pub async fn enroll_status(api: &Api, node: &str, token: &str) -> StatusCode {
+    api.with_token("")
+        .post(
+            "/api/v1/enroll",
+            &serde_json::json!({"node": node, "bootstrapToken": token}),
+        )
+        .await
+        .status
+}
+
 /// Runs `ip ARGS` (iproute2), failing the test on an error.
 pub fn ip(args: &[&str]) {
     let out = Command::new("ip")

@@ -28,6 +28,15 @@ fn apply(root: &Path, config: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Applies `config`, which must fail and leave the node Degraded; the status.
+fn apply_degraded(root: &Path, config: &Path) -> Value {
+    let out = apply(root, config, &[]);
+    assert!(!out.status.success(), "{out:?}");
+    let s = status(root);
+    assert_eq!(s["state"], "Degraded", "{s}");
+    s
+}
+
 fn status(root: &Path) -> Value {
     let out = agent()
         .args(["status", "-o", "json", "--root"])
@@ -243,10 +252,7 @@ fn a_failed_before_files_action_under_degrade_stops_the_apply_before_any_file() 
         "rendered-worker-1",
         "  - name: prep\n    when: BeforeFiles\n    script: 'false'\n  - name: after\n    script: |\n      echo run >> \"$HEARTH_ROOT/runs-after\"\n",
     );
-    let out = apply(root.path(), &cfg, &[]);
-    assert!(!out.status.success(), "{out:?}");
-    let s = status(root.path());
-    assert_eq!(s["state"], "Degraded", "{s}");
+    let s = apply_degraded(root.path(), &cfg);
     let reason = s["reason"].as_str().unwrap();
     assert!(
         reason.contains("action prep (BeforeFiles) of rendered-worker-1 failed with exit status 1"),
@@ -280,10 +286,7 @@ fn an_action_past_its_timeout_is_killed_with_its_process_group() {
         "rendered-worker-1",
         "  - name: slow\n    timeoutSeconds: 1\n    script: |\n      sleep 300 &\n      echo $! > \"$HEARTH_ROOT/child.pid\"\n      echo waiting\n      sleep 300\n",
     );
-    let out = apply(root.path(), &cfg, &[]);
-    assert!(!out.status.success(), "{out:?}");
-    let s = status(root.path());
-    assert_eq!(s["state"], "Degraded", "{s}");
+    let s = apply_degraded(root.path(), &cfg);
     let reason = s["reason"].as_str().unwrap();
     assert!(
         reason.contains("action slow (AfterFiles) of rendered-worker-1 timed out")

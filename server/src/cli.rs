@@ -96,6 +96,17 @@ pub struct Cli {
     /// The key prefix of everything this server keeps in etcd (starts and ends with '/').
     #[arg(long, value_name = "PREFIX", default_value = crate::etcd::DEFAULT_PREFIX)]
     pub etcd_prefix: String,
+    /// Kubernetes mode: no store, no HTTP service; the controller follows a Kubernetes API
+    /// server's MachineConfigs, MachineConfigPools and Nodes (the CRDs of
+    /// config/kubernetes/crds/), renders pools into rendered MachineConfigs and sets nodes'
+    /// desiredConfig under maxUnavailable, pause and maintenance windows (docs/kubernetes.md).
+    /// Run one at a time.
+    #[arg(long, conflicts_with_all = ["etcd_endpoints", "serve_agent", "ostree_repo"])]
+    pub kubernetes: bool,
+    /// The kubeconfig of --kubernetes. Default: the in-cluster service account, $KUBECONFIG or
+    /// ~/.kube/config.
+    #[arg(long, value_name = "FILE", requires = "kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -233,6 +244,27 @@ fn issue_admin_cert(state_dir: &Path, name: &str, out: &Path, days: i64) -> anyh
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = {
+        let settings = Settings {
+            retention: cli.retention,
+            ..Settings::default()
+        };
+        if let Some(t) = cli.window_clock_start {
+            tracing::warn!(
+                now = %crate::time::rfc3339(t),
+                "--window-clock-start: maintenance windows are judged by a test clock"
+            );
+            settings.window_clock.set_now(t);
+        }
+        settings
+    };
+    if cli.kubernetes {
+        return crate::kubernetes::run(crate::kubernetes::KubeOptions {
+            kubeconfig: cli.kubeconfig.clone(),
+            settings,
+        })
+        .await;
+    }
     let sans = if cli.sans.is_empty() {
         pki::default_sans()
     } else {
@@ -260,20 +292,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         listen: cli.listen,
         sans: sans.clone(),
         options: Options {
-            settings: {
-                let settings = Settings {
-                    retention: cli.retention,
-                    ..Settings::default()
-                };
-                if let Some(t) = cli.window_clock_start {
-                    tracing::warn!(
-                        now = %crate::time::rfc3339(t),
-                        "--window-clock-start: maintenance windows are judged by a test clock"
-                    );
-                    settings.window_clock.set_now(t);
-                }
-                settings
-            },
+            settings,
             advertise_urls: advertised.clone(),
             max_wait: Duration::from_secs(cli.max_wait),
             stale_after: Duration::from_secs(cli.stale_after),

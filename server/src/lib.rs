@@ -28,6 +28,7 @@ pub mod firstboot;
 pub mod firstboot_cache;
 pub mod fleet;
 pub mod http;
+pub mod kubernetes;
 pub mod limits;
 pub mod logging;
 pub mod metrics;

@@ -8,6 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 
@@ -22,6 +23,21 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: String,
+    route: String,
+}
+
+/// The upper bounds of the request-duration buckets, in seconds: 1 ms to 10 s.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+];
+
+/// Routes whose answer waits on purpose (a long-poll, an event stream): their duration says
+/// how long nothing changed, not how fast the server is, so they are not in the histogram.
+const WAITING_ROUTES: [&str; 2] = ["/api/v1/agent/desired", "/api/v1/watch"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     pool: String,
     state: String,
@@ -29,9 +45,10 @@ struct NodeLabels {
 
 /// The server's counters (cheap clones of `prometheus-client` metrics, shared by the
 /// registry each scrape builds).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
+    durations: Family<RouteLabels, Histogram, fn() -> Histogram>,
     long_polls_waiting: Gauge,
     long_polls: Counter,
     desired_served: Counter,
@@ -51,9 +68,30 @@ impl Drop for Waiting<'_> {
     }
 }
 
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Family::default(),
+            durations: Family::new_with_constructor(duration_histogram),
+            long_polls_waiting: Gauge::default(),
+            long_polls: Counter::default(),
+            desired_served: Counter::default(),
+            applies: Counter::default(),
+            commits: Counter::default(),
+            conflicts: Counter::default(),
+            plans_under_lock: Counter::default(),
+        }
+    }
+}
+
 impl Metrics {
-    /// Counts a request by method, route template and status.
-    pub fn request(&self, method: &str, route: &str, status: u16) {
+    /// Counts a request by method, route template and status, and how long the server took to
+    /// answer it (from the routed request to the response; not for [`WAITING_ROUTES`]).
+    pub fn request(&self, method: &str, route: &str, status: u16, took: std::time::Duration) {
         self.requests
             .get_or_create(&RequestLabels {
                 method: method.to_string(),
@@ -61,6 +99,14 @@ impl Metrics {
                 status: status.to_string(),
             })
             .inc();
+        if !WAITING_ROUTES.contains(&route) {
+            self.durations
+                .get_or_create(&RouteLabels {
+                    method: method.to_string(),
+                    route: route.to_string(),
+                })
+                .observe(took.as_secs_f64());
+        }
     }
 
     /// A long-poll starts waiting; it stops when the guard is dropped.
@@ -102,6 +148,11 @@ impl Metrics {
             "hearth_server_http_requests",
             "HTTP requests by method, route and status",
             self.requests.clone(),
+        );
+        r.register(
+            "hearth_server_http_request_duration_seconds",
+            "Time from the routed request to its response, by method and route (long-polls and event streams not counted: they wait on purpose); time a request spent queued before the server read it is not in it",
+            self.durations.clone(),
         );
         r.register(
             "hearth_server_long_polls_waiting",

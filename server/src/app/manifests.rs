@@ -66,7 +66,7 @@ pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>
     Ok((all, diags))
 }
 
-pub(super) fn apply_manifests(
+pub(crate) fn apply_manifests(
     fleet: &mut Fleet,
     m: &Manifests,
     t: u64,

@@ -35,6 +35,7 @@ mod requests;
 mod rollback;
 mod viewer;
 
+pub(crate) use manifests::apply_manifests;
 pub use manifests::read_manifests;
 
 /// Server settings that are not the store's.

@@ -163,12 +163,13 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         None => next.run(req).await,
     };
     let status = resp.status().as_u16();
-    app.metrics.request(method.as_str(), &route, status);
+    let took = started.elapsed();
+    app.metrics.request(method.as_str(), &route, status, took);
     if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
         // Changes made with a client certificate name its holder.
         tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
     }
-    let ms = started.elapsed().as_millis() as u64;
+    let ms = took.as_millis() as u64;
     if route == "/api/v1/agent/desired" || route == "/healthz" || status < 400 {
         tracing::debug!(%method, route, status, ms, "request");
     } else {

@@ -88,6 +88,21 @@ async fn enrollment_and_long_polls() {
         "{}",
         m.text
     );
+    // How long answers took, per route: the enrollment is counted once; the long-polls, which
+    // wait on purpose, are not in the histogram.
+    assert!(
+        m.text.contains(
+            "hearth_server_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/enroll\"} 1\n"
+        ),
+        "{}",
+        m.text
+    );
+    assert!(
+        !m.text
+            .contains("hearth_server_http_request_duration_seconds_count{method=\"GET\",route=\"/api/v1/agent/desired\"}"),
+        "{}",
+        m.text
+    );
     s.shutdown().await;
 }
 

@@ -1,0 +1,27 @@
+//! Kubernetes mode: hearth's controller on a Kubernetes API server instead of its own store.
+//!
+//! MachineConfigs, MachineConfigPools and the node-disruption `MachineConfiguration` are
+//! custom resources (`config/kubernetes/crds/`), nodes are Kubernetes `Node`s, and the agents
+//! report through the MCO's node annotations (`currentConfig`, `state`, `reason`). The
+//! controller reads them into a [`crate::fleet::Fleet`] with the reader `hearth apply` uses,
+//! runs the same reconcile as the embedded server ([`crate::controller::reconcile`]: render,
+//! rollout under `maxUnavailable`, pause and maintenance windows, garbage collection of unused
+//! renders), and writes back what changed: rendered MachineConfigs
+//! (`rendered-<pool>-<hash>`, owned by their pool, never deleted while a pool or node refers to
+//! them), each pool's target (`spec.configuration`) and status (the MCO's counts and
+//! conditions), and each node's `desiredConfig` annotation.
+//!
+//! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `run.rs` (the client, the
+//! watches and the loop).
+
+mod observe;
+mod run;
+
+pub use observe::{
+    is_rendered, read, writes, Observed, Read, Writes, CURRENT_CONFIG, DESIRED_CONFIG, REASON,
+    STATE,
+};
+pub use run::{configurations, machine_configs, nodes, pools, run, KubeOptions, TICK};
+
+#[cfg(test)]
+mod tests;

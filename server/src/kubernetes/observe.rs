@@ -1,0 +1,353 @@
+//! From the objects a Kubernetes API server holds to a [`Fleet`], and from a reconciled fleet
+//! back to the writes that make the API server hold it. Pure: no client, no I/O.
+//!
+//! The objects are read with the same reader as `hearth apply` (`hearth_config::manifest`):
+//! a MachineConfig or pool that `hearth apply` would refuse is refused here too, with the same
+//! diagnostics, and left out of the fleet (its pool renders without it and shows why).
+
+use crate::api::NodeState;
+use crate::fleet::{put, update, Fleet, Rec};
+use crate::records::{NodeRecord, RenderedRecord};
+use crate::views;
+use hearth_api::AgentStatus;
+use hearth_config::diag::Diagnostic;
+use hearth_config::manifest::read_str;
+use hearth_config::model::{RENDERED_NODE_ANNOTATION, RENDERED_POOL_ANNOTATION};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// The annotation the controller sets: the rendered config a node should run.
+pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
+/// The annotation the agent sets: the rendered config the node runs.
+pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+/// The annotation the agent sets: `Done`, `Working`, `Degraded` or `Unreconcilable`.
+pub const STATE: &str = "machineconfiguration.openshift.io/state";
+/// The annotation the agent sets: why the state is not `Done`.
+pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+
+/// The objects the controller reads, each as the API server answers it (JSON).
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// MachineConfigs (admins' and rendered ones).
+    pub machine_configs: Vec<Value>,
+    /// MachineConfigPools.
+    pub pools: Vec<Value>,
+    /// Nodes.
+    pub nodes: Vec<Value>,
+    /// `MachineConfiguration` objects (node-disruption policies).
+    pub configurations: Vec<Value>,
+}
+
+/// What was read: the fleet, and the objects left out with why.
+#[derive(Debug)]
+pub struct Read {
+    /// The fleet the objects describe (before the controller's reconcile).
+    pub fleet: Fleet,
+    /// Problems with objects (errors: the object was left out).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+fn name_of(v: &Value) -> &str {
+    v["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn string_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Unix seconds of an RFC 3339 time (`creationTimestamp`); 0 when absent or unreadable.
+fn seconds(v: &Value) -> u64 {
+    v.as_str()
+        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+        .and_then(|t| u64::try_from(t.as_second()).ok())
+        .unwrap_or(0)
+}
+
+/// The object as a manifest `hearth apply` reads: `apiVersion`, `kind`, the name, labels and
+/// annotations, and `spec` (the server's fields — `uid`, `managedFields`, `status` — dropped).
+fn as_manifest(v: &Value, kind: &str) -> String {
+    let m = &v["metadata"];
+    let mut meta = Map::new();
+    meta.insert("name".into(), m["name"].clone());
+    for k in ["labels", "annotations"] {
+        if m[k].is_object() {
+            meta.insert(k.into(), m[k].clone());
+        }
+    }
+    json!({
+        "apiVersion": v["apiVersion"],
+        "kind": kind,
+        "metadata": meta,
+        "spec": v.get("spec").cloned().unwrap_or_else(|| json!({})),
+    })
+    .to_string()
+}
+
+/// Whether a MachineConfig is a rendered one (made by a controller, hearth's or the MCO's).
+pub fn is_rendered(v: &Value) -> bool {
+    v["metadata"]["annotations"][views::GENERATED_BY_ANNOTATION].is_string()
+}
+
+fn node_state(s: &str) -> Option<NodeState> {
+    NodeState::ALL.into_iter().find(|x| x.as_str() == s)
+}
+
+/// The fleet `o` describes, as of `now`.
+pub fn read(o: &Observed, now: u64) -> Read {
+    let mut fleet = Fleet::default();
+    let mut diagnostics = Vec::new();
+    let mut text = |v: &Value, kind: &str| {
+        let file = format!("{kind}/{}", name_of(v));
+        let (m, d) = read_str(&file, &as_manifest(v, kind));
+        let refused = d.iter().any(Diagnostic::is_error);
+        diagnostics.extend(d);
+        (!refused).then_some(m)
+    };
+    let mut manifests = hearth_config::manifest::Manifests::default();
+    let mut rendered = Vec::new();
+    for v in &o.machine_configs {
+        let Some(m) = text(v, "MachineConfig") else {
+            continue;
+        };
+        if is_rendered(v) {
+            rendered.extend(m.machine_configs.into_iter().map(|s| (s.item, v)));
+        } else {
+            manifests.extend(m);
+        }
+    }
+    for v in &o.pools {
+        if let Some(m) = text(v, "MachineConfigPool") {
+            manifests.extend(m);
+        }
+    }
+    for v in &o.configurations {
+        if let Some(m) = text(v, "MachineConfiguration") {
+            manifests.extend(m);
+        }
+    }
+    crate::app::apply_manifests(&mut fleet, &manifests, now, None);
+    // What the objects record of themselves: creation times, and a pool's configuration (the
+    // render all its nodes run), which the controller keeps in the pool's status.
+    for v in &o.machine_configs {
+        let created = seconds(&v["metadata"]["creationTimestamp"]);
+        update(&mut fleet.mcs, name_of(v), |r| r.created_at = created);
+    }
+    for v in &o.pools {
+        let created = seconds(&v["metadata"]["creationTimestamp"]);
+        let configuration = v["status"]["configuration"]["name"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        update(&mut fleet.pools, name_of(v), |r| {
+            r.created_at = created;
+            r.status.configuration = configuration;
+        });
+    }
+    for (mc, v) in rendered {
+        let a = &mc.metadata.annotations;
+        let Some(pool) = a.get(RENDERED_POOL_ANNOTATION).cloned() else {
+            // The MCO's own renders (no hearth.io/pool): not hearth's to keep or collect.
+            continue;
+        };
+        let node = a.get(RENDERED_NODE_ANNOTATION).cloned();
+        let created = seconds(&v["metadata"]["creationTimestamp"]);
+        let r = RenderedRecord::from_model(&mc, &pool, node.as_deref(), created);
+        put(&mut fleet.rendered, &r.name.clone(), r);
+    }
+    for v in &o.nodes {
+        let name = name_of(v);
+        if name.is_empty() {
+            continue;
+        }
+        let a = string_map(&v["metadata"]["annotations"]);
+        let report = a
+            .get(STATE)
+            .and_then(|s| node_state(s))
+            .map(|state| AgentStatus {
+                api_version: None,
+                kind: None,
+                state,
+                reason: a.get(REASON).filter(|r| !r.is_empty()).cloned(),
+                last_transition: None,
+                current: a.get(CURRENT_CONFIG).cloned(),
+                desired: a.get(DESIRED_CONFIG).cloned(),
+                pending_reboot: false,
+                progress: None,
+                drift: Vec::new(),
+                history: Vec::new(),
+                requests_done: 0,
+                request_results: Vec::new(),
+                actions: Vec::new(),
+            });
+        put(
+            &mut fleet.nodes,
+            name,
+            NodeRecord {
+                name: name.to_string(),
+                labels: string_map(&v["metadata"]["labels"]),
+                created_at: seconds(&v["metadata"]["creationTimestamp"]),
+                desired: a.get(DESIRED_CONFIG).cloned(),
+                report_at: report.as_ref().map(|_| now),
+                report,
+                ..Default::default()
+            },
+        );
+    }
+    Read { fleet, diagnostics }
+}
+
+/// The writes that make the API server hold a reconciled fleet.
+#[derive(Debug, Default, PartialEq)]
+pub struct Writes {
+    /// Rendered MachineConfigs to create (whole objects).
+    pub create: Vec<Value>,
+    /// Rendered MachineConfigs to delete (no longer referenced, past the retention).
+    pub delete: Vec<String>,
+    /// Pools whose `spec.configuration` (the target) changes: a merge patch of the object.
+    pub pool_specs: Vec<(String, Value)>,
+    /// Pools whose status changes: the whole new `status`.
+    pub pool_statuses: Vec<(String, Value)>,
+    /// Nodes handed a new desired config.
+    pub node_desired: Vec<(String, String)>,
+}
+
+impl Writes {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        *self == Writes::default()
+    }
+}
+
+/// The pool's status in the MCO's shape, as hearth's admin API shows it, without what only
+/// hearth's API carries (`rolloutHaltedBy`, `maintenance`, `rollback` stay out: the CRD has no
+/// place for them). `observedGeneration` is the pool's `metadata.generation`.
+fn pool_status(
+    fleet: &Fleet,
+    rec: &Rec<crate::records::PoolRecord>,
+    object: &Value,
+    now: u64,
+) -> Value {
+    let name = rec.value.name();
+    let counts = views::pool_counts(fleet, name, &|_| true);
+    let halted = crate::controller::halted_by(fleet, name);
+    let view = views::pool(rec, &counts, halted.as_deref(), now);
+    let mut status = serde_json::to_value(&view.status).unwrap_or_else(|_| json!({}));
+    if let Some(m) = status.as_object_mut() {
+        m.remove("rolloutHaltedBy");
+        m.remove("maintenance");
+        m.remove("rollback");
+        m.insert(
+            "observedGeneration".into(),
+            object["metadata"]["generation"].clone(),
+        );
+        // Kubernetes' conditions carry a transition time; kept from the object while the
+        // status of a condition stays the same.
+        if let Some(conds) = m.get_mut("conditions").and_then(Value::as_array_mut) {
+            for c in conds {
+                let old = object["status"]["conditions"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|o| o["type"] == c["type"]));
+                let time = match old {
+                    Some(o)
+                        if o["status"] == c["status"] && o["lastTransitionTime"].is_string() =>
+                    {
+                        o["lastTransitionTime"].clone()
+                    }
+                    _ => Value::String(crate::time::rfc3339(now)),
+                };
+                c["lastTransitionTime"] = time;
+            }
+        }
+    }
+    status
+}
+
+/// Whether two statuses differ in more than their conditions' transition times.
+fn same_status(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(c) = v.get_mut("conditions").and_then(Value::as_array_mut) {
+            for c in c {
+                if let Some(m) = c.as_object_mut() {
+                    m.remove("lastTransitionTime");
+                }
+            }
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// The writes that take the API server from `o` (read into `before`) to `after`.
+pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
+    let mut w = Writes::default();
+    for (name, r) in after.rendered.iter() {
+        if !before.rendered.contains_key(name) {
+            let mut v = views::rendered(r);
+            if let Some(m) = v["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+                m.remove("creationTimestamp");
+            }
+            // Owned by its pool, as the MCO's renders are: deleting the pool deletes them.
+            if let Some(pool) = o.pools.iter().find(|p| name_of(p) == r.value.pool) {
+                v["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": pool["apiVersion"],
+                    "kind": "MachineConfigPool",
+                    "name": r.value.pool,
+                    "uid": pool["metadata"]["uid"],
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }]);
+            }
+            w.create.push(v);
+        }
+    }
+    for name in before.rendered.keys() {
+        if !after.rendered.contains_key(name) {
+            w.delete.push(name.clone());
+        }
+    }
+    for v in &o.pools {
+        let name = name_of(v);
+        let Some(rec) = after.pools.get(name) else {
+            continue;
+        };
+        let target = rec.value.status.target.clone();
+        let source: Vec<Value> = rec
+            .value
+            .status
+            .source
+            .iter()
+            .map(|s| json!({"apiVersion": hearth_config::model::MCO_API_VERSION, "kind": "MachineConfig", "name": s}))
+            .collect();
+        if target.is_some() && v["spec"]["configuration"]["name"].as_str() != target.as_deref() {
+            w.pool_specs.push((
+                name.to_string(),
+                json!({"spec": {"configuration": {"name": target, "source": source}}}),
+            ));
+        }
+        let status = pool_status(after, rec, v, now);
+        if !same_status(&status, &v["status"]) {
+            w.pool_statuses.push((name.to_string(), status));
+        }
+    }
+    let known: HashSet<&str> = o.nodes.iter().map(name_of).collect();
+    for (name, n) in after.nodes.iter() {
+        if !known.contains(name.as_str()) {
+            continue;
+        }
+        let was = before.nodes.get(name).and_then(|b| b.value.desired.clone());
+        if let Some(d) = &n.value.desired {
+            if was.as_deref() != Some(d.as_str()) {
+                w.node_desired.push((name.clone(), d.clone()));
+            }
+        }
+    }
+    w
+}

@@ -1,0 +1,316 @@
+//! The controller's loop against a Kubernetes API server: caches that follow watches of
+//! MachineConfigs, pools, nodes and `MachineConfiguration`s; a reconcile after every change
+//! (and every [`TICK`], for maintenance windows), on the caches; the writes that follow; and a
+//! wait until the caches show those writes before the next decision.
+
+use super::observe::{self, Observed, Writes, DESIRED_CONFIG};
+use crate::controller::{self, Scope, Settings};
+use anyhow::{Context, Result};
+use futures_util::StreamExt;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How often the controller reconciles without a change (maintenance windows open and close).
+pub const TICK: Duration = Duration::from_secs(30);
+/// How long changes are gathered before a reconcile (a burst of node updates is one decision).
+const GATHER: Duration = Duration::from_millis(100);
+/// How long the controller waits for its caches to show its own writes before deciding again.
+const OWN_WRITES: Duration = Duration::from_secs(10);
+/// How long one call to the API server may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the controller finds its API server.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// A kubeconfig file; `None`: the usual places (in-cluster service account, `KUBECONFIG`,
+    /// `~/.kube/config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Controller settings (retention, the maintenance windows' clock).
+    pub settings: Settings,
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The MachineConfig resource.
+pub fn machine_configs() -> ApiResource {
+    resource(
+        "machineconfiguration.openshift.io",
+        "v1",
+        "MachineConfig",
+        "machineconfigs",
+    )
+}
+
+/// The MachineConfigPool resource.
+pub fn pools() -> ApiResource {
+    resource(
+        "machineconfiguration.openshift.io",
+        "v1",
+        "MachineConfigPool",
+        "machineconfigpools",
+    )
+}
+
+/// The MCO's node-disruption `MachineConfiguration` resource.
+pub fn configurations() -> ApiResource {
+    resource(
+        "operator.openshift.io",
+        "v1",
+        "MachineConfiguration",
+        "machineconfigurations",
+    )
+}
+
+/// Nodes.
+pub fn nodes() -> ApiResource {
+    resource("", "v1", "Node", "nodes")
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("the kubeconfig {} is not usable", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no Kubernetes API server found (in-cluster service account, KUBECONFIG or ~/.kube/config); give --kubeconfig")?,
+    };
+    config.connect_timeout = Some(CALL_TIMEOUT);
+    config.read_timeout = Some(CALL_TIMEOUT);
+    config.write_timeout = Some(CALL_TIMEOUT);
+    Client::try_from(config).context("cannot build the Kubernetes client")
+}
+
+/// A cache of one resource that follows its watch, waking `changed` on every event.
+struct Cache {
+    what: &'static str,
+    store: Store<DynamicObject>,
+}
+
+impl Cache {
+    fn start(client: &Client, ar: ApiResource, what: &'static str, changed: Arc<Notify>) -> Cache {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let writer = reflector::store::Writer::new(ar);
+        let store = writer.as_reader();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(_) => changed.notify_one(),
+                    Err(e) => tracing::warn!(resource = what, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        Cache { what, store }
+    }
+
+    fn values(&self) -> Vec<Value> {
+        self.store
+            .state()
+            .iter()
+            .filter_map(|o| serde_json::to_value(&**o).ok())
+            .collect()
+    }
+}
+
+/// Runs the controller until the process ends.
+pub async fn run(opts: KubeOptions) -> Result<()> {
+    let client = client(opts.kubeconfig.as_ref()).await?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("cannot reach the Kubernetes API server")?;
+    tracing::info!(version = %version.git_version, "following the Kubernetes API server");
+    let changed = Arc::new(Notify::new());
+    let mcs = Cache::start(
+        &client,
+        machine_configs(),
+        "machineconfigs",
+        changed.clone(),
+    );
+    let mcps = Cache::start(&client, pools(), "machineconfigpools", changed.clone());
+    let nodes_cache = Cache::start(&client, nodes(), "nodes", changed.clone());
+    // The node-disruption policies are optional: without their CRD there are none.
+    let configurations_api: Api<DynamicObject> = Api::all_with(client.clone(), &configurations());
+    let confs = match configurations_api.list(&Default::default()).await {
+        Ok(_) => Some(Cache::start(
+            &client,
+            configurations(),
+            "machineconfigurations",
+            changed.clone(),
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "no MachineConfiguration objects (node-disruption policies): the built-in policies apply");
+            None
+        }
+    };
+    for c in [&mcs, &mcps, &nodes_cache]
+        .into_iter()
+        .chain(confs.as_ref())
+    {
+        c.store
+            .wait_until_ready()
+            .await
+            .with_context(|| format!("the {} cache never filled", c.what))?;
+    }
+    let writer = Writer::new(client);
+    let mut reported: HashSet<String> = HashSet::new();
+    loop {
+        let observed = Observed {
+            machine_configs: mcs.values(),
+            pools: mcps.values(),
+            nodes: nodes_cache.values(),
+            configurations: confs.as_ref().map(Cache::values).unwrap_or_default(),
+        };
+        let now = crate::time::now();
+        let read = observe::read(&observed, now);
+        // Each refused object once, until it changes.
+        let mut now_reported = HashSet::new();
+        for d in read.diagnostics.iter().filter(|d| d.is_error()) {
+            let line = d.to_string();
+            if !reported.contains(&line) {
+                tracing::warn!("{line}");
+            }
+            now_reported.insert(line);
+        }
+        reported = now_reported;
+        let mut after = read.fleet.clone();
+        let events = controller::reconcile(&mut after, Scope::Full, now, &opts.settings);
+        for e in &events {
+            tracing::info!(object = %e.object, reason = %e.reason, "{}", e.message);
+        }
+        let writes = observe::writes(&observed, &read.fleet, &after, now);
+        if !writes.is_empty() {
+            writer.write(&writes).await;
+            wait_for_own_writes(&writes, &mcs, &nodes_cache).await;
+        }
+        tokio::select! {
+            () = changed.notified() => tokio::time::sleep(GATHER).await,
+            () = tokio::time::sleep(TICK) => {}
+        }
+    }
+}
+
+/// Waits (at most [`OWN_WRITES`]) until the caches show the renders created and removed and
+/// the nodes' new desired configs: the next decision is made on a view that includes them, so
+/// a node handed a config is counted as updating before another is chosen.
+async fn wait_for_own_writes(w: &Writes, mcs: &Cache, nodes: &Cache) {
+    let started = Instant::now();
+    loop {
+        let names: HashSet<String> = mcs
+            .store
+            .state()
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        let renders = w
+            .create
+            .iter()
+            .filter_map(|v| v["metadata"]["name"].as_str())
+            .all(|n| names.contains(n))
+            && w.delete.iter().all(|n| !names.contains(n));
+        let desired = w.node_desired.iter().all(|(node, d)| {
+            nodes.store.state().iter().any(|o| {
+                o.metadata.name.as_deref() == Some(node.as_str())
+                    && o.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(DESIRED_CONFIG))
+                        == Some(d)
+            })
+        });
+        if renders && desired {
+            return;
+        }
+        if started.elapsed() > OWN_WRITES {
+            tracing::warn!("the watches do not show this controller's own writes after {OWN_WRITES:?}; deciding on what they show");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Makes the writes, each on its own: one that fails is logged and made again by the next
+/// reconcile (which decides from what the API server then holds).
+struct Writer {
+    mcs: Api<DynamicObject>,
+    pools: Api<DynamicObject>,
+    nodes: Api<DynamicObject>,
+}
+
+impl Writer {
+    fn new(client: Client) -> Writer {
+        Writer {
+            mcs: Api::all_with(client.clone(), &machine_configs()),
+            pools: Api::all_with(client.clone(), &pools()),
+            nodes: Api::all_with(client, &nodes()),
+        }
+    }
+
+    async fn write(&self, w: &Writes) {
+        let pp = PatchParams::default();
+        // Renders first: a node is never handed a config that does not exist yet.
+        for v in &w.create {
+            let name = v["metadata"]["name"].as_str().unwrap_or_default();
+            let obj: DynamicObject = match serde_json::from_value(v.clone()) {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::error!(name, error = %e, "a rendered config is not an object");
+                    continue;
+                }
+            };
+            match self.mcs.create(&PostParams::default(), &obj).await {
+                Ok(_) => tracing::info!(name, "rendered config created"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => tracing::warn!(name, error = %e, "cannot create a rendered config"),
+            }
+        }
+        for (name, patch) in &w.pool_specs {
+            if let Err(e) = self.pools.patch(name, &pp, &Patch::Merge(patch)).await {
+                tracing::warn!(pool = %name, error = %e, "cannot set the pool's target");
+            }
+        }
+        for (name, desired) in &w.node_desired {
+            let patch = json!({"metadata": {"annotations": {DESIRED_CONFIG: desired}}});
+            match self.nodes.patch(name, &pp, &Patch::Merge(&patch)).await {
+                Ok(_) => tracing::info!(node = %name, desired = %desired, "desired config set"),
+                Err(e) => tracing::warn!(node = %name, error = %e, "cannot set the desired config"),
+            }
+        }
+        for (name, status) in &w.pool_statuses {
+            let patch = json!({"status": status});
+            if let Err(e) = self
+                .pools
+                .patch_status(name, &pp, &Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!(pool = %name, error = %e, "cannot write the pool's status");
+            }
+        }
+        for name in &w.delete {
+            match self.mcs.delete(name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(name, "rendered config deleted (unused)"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => tracing::warn!(name, error = %e, "cannot delete a rendered config"),
+            }
+        }
+    }
+}

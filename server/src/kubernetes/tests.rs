@@ -1,0 +1,298 @@
+//! The pure half of Kubernetes mode: objects to fleet, reconcile, fleet to writes, and the
+//! writes fed back as the API server would hold them.
+
+use super::*;
+use crate::controller::{reconcile, Scope, Settings};
+use serde_json::{json, Value};
+
+fn mc(name: &str, role: &str, path: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {
+            "name": name,
+            "uid": "u-1",
+            "resourceVersion": "12",
+            "creationTimestamp": "2026-11-24T10:00:00Z",
+            "labels": {"machineconfiguration.openshift.io/role": role},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {"config": {"ignition": {"version": "3.2.0"}, "storage": {"files": [
+            {"path": path, "contents": {"source": "data:,hello"}, "mode": 420}
+        ]}}},
+    })
+}
+
+fn pool(name: &str, max_unavailable: u32) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": name, "uid": "pool-uid", "generation": 3,
+                     "creationTimestamp": "2026-11-24T09:00:00Z"},
+        "spec": {
+            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
+            "nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}},
+            "maxUnavailable": max_unavailable,
+        },
+    })
+}
+
+fn node(name: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"node-role.kubernetes.io/worker": ""},
+                     "annotations": annotations},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+fn step(o: &Observed) -> Writes {
+    let read = read(o, 1_000);
+    let mut after = read.fleet.clone();
+    reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
+    writes(o, &read.fleet, &after, 1_000)
+}
+
+/// The writes applied to the observed objects, as the API server would hold them after.
+fn apply(o: &mut Observed, w: &Writes) {
+    for v in &w.create {
+        let mut v = v.clone();
+        v["metadata"]["creationTimestamp"] = json!("2026-11-24T11:00:00Z");
+        o.machine_configs.push(v);
+    }
+    o.machine_configs
+        .retain(|m| !w.delete.iter().any(|d| m["metadata"]["name"] == *d));
+    for (p, patch) in &w.pool_specs {
+        let obj = o
+            .pools
+            .iter_mut()
+            .find(|x| x["metadata"]["name"] == *p)
+            .unwrap();
+        obj["spec"]["configuration"] = patch["spec"]["configuration"].clone();
+    }
+    for (p, status) in &w.pool_statuses {
+        let obj = o
+            .pools
+            .iter_mut()
+            .find(|x| x["metadata"]["name"] == *p)
+            .unwrap();
+        obj["status"] = status.clone();
+    }
+    for (n, d) in &w.node_desired {
+        let obj = o
+            .nodes
+            .iter_mut()
+            .find(|x| x["metadata"]["name"] == *n)
+            .unwrap();
+        obj["metadata"]["annotations"][DESIRED_CONFIG] = json!(d);
+    }
+}
+
+fn report(o: &mut Observed, node: &str, current: &str, state: &str) {
+    let obj = o
+        .nodes
+        .iter_mut()
+        .find(|x| x["metadata"]["name"] == node)
+        .unwrap();
+    obj["metadata"]["annotations"][CURRENT_CONFIG] = json!(current);
+    obj["metadata"]["annotations"][STATE] = json!(state);
+}
+
+fn desired_of(o: &Observed, node: &str) -> Option<String> {
+    o.nodes
+        .iter()
+        .find(|x| x["metadata"]["name"] == node)
+        .and_then(|x| {
+            x["metadata"]["annotations"][DESIRED_CONFIG]
+                .as_str()
+                .map(str::to_string)
+        })
+}
+
+#[test]
+fn a_pool_renders_into_an_owned_rendered_config_and_new_nodes_get_it() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
+        configurations: vec![],
+    };
+    let w = step(&o);
+    assert_eq!(w.create.len(), 1, "{w:#?}");
+    let r = &w.create[0];
+    let name = r["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("rendered-worker-"), "{name}");
+    assert!(is_rendered(r));
+    assert_eq!(r["metadata"]["ownerReferences"][0]["uid"], "pool-uid");
+    assert_eq!(
+        r["metadata"]["ownerReferences"][0]["kind"],
+        "MachineConfigPool"
+    );
+    assert_eq!(r["spec"]["config"]["storage"]["files"][0]["path"], "/etc/a");
+    // The pool's target, and both nodes (never heard from) handed it at once.
+    assert_eq!(
+        w.pool_specs[0].1["spec"]["configuration"]["name"],
+        name.as_str()
+    );
+    assert_eq!(
+        w.pool_specs[0].1["spec"]["configuration"]["source"][0]["name"],
+        "50-a"
+    );
+    assert_eq!(w.node_desired.len(), 2);
+    let status = &w.pool_statuses[0].1;
+    assert_eq!(status["machineCount"], 2);
+    assert_eq!(status["updatedMachineCount"], 0);
+    assert_eq!(status["observedGeneration"], 3);
+    assert!(status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Updated" && c["status"] == "False"));
+
+    // Held by the API server, the same objects need no further writes: the render keeps its
+    // name and is recognised as hearth's.
+    apply(&mut o, &w);
+    let again = step(&o);
+    assert!(again.is_empty(), "{again:#?}");
+}
+
+#[test]
+fn a_change_rolls_out_one_node_at_a_time_under_max_unavailable() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
+        configurations: vec![],
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    report(&mut o, "w1", &first, "Done");
+    let w = step(&o);
+    apply(&mut o, &w);
+    // All updated: the pool's configuration is the render.
+    let status = &o.pools[0]["status"];
+    assert_eq!(
+        status["configuration"]["name"],
+        first.as_str(),
+        "{status:#}"
+    );
+    assert_eq!(status["updatedMachineCount"], 2);
+    assert_eq!(status["readyMachineCount"], 2);
+
+    // A change: one node at a time.
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    let w = step(&o);
+    assert_eq!(w.create.len(), 1);
+    assert_eq!(w.node_desired.len(), 1, "{w:#?}");
+    apply(&mut o, &w);
+    let second = w.create[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(desired_of(&o, "w0").as_deref(), Some(second.as_str()));
+    assert_eq!(desired_of(&o, "w1").as_deref(), Some(first.as_str()));
+    // Nothing more while w0 works on it.
+    report(&mut o, "w0", &first, "Working");
+    assert!(step(&o).node_desired.is_empty());
+    // Done: w1's turn; the first render stays while w1 still runs it.
+    report(&mut o, "w0", &second, "Done");
+    let w = step(&o);
+    assert_eq!(w.node_desired, vec![("w1".to_string(), second.clone())]);
+    assert!(!w.delete.contains(&first), "{w:#?}");
+    apply(&mut o, &w);
+    report(&mut o, "w1", &second, "Done");
+    let w = step(&o);
+    apply(&mut o, &w);
+    assert_eq!(
+        o.pools[0]["status"]["configuration"]["name"],
+        second.as_str()
+    );
+}
+
+#[test]
+fn a_degraded_node_halts_the_rollout_and_shows_in_the_pool() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
+        configurations: vec![],
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    report(&mut o, "w1", &first, "Done");
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    let w = step(&o);
+    apply(&mut o, &w);
+    report(&mut o, "w0", &first, "Degraded");
+    let w = step(&o);
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    apply(&mut o, &w);
+    let status = &o.pools[0]["status"];
+    assert_eq!(status["degradedMachineCount"], 1);
+    let cond = |t: &str| {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(cond("NodeDegraded")["status"], "True");
+    assert_eq!(cond("Degraded")["status"], "True");
+    assert!(cond("Updating")["message"].as_str().unwrap().contains("w0"));
+}
+
+#[test]
+fn an_invalid_machine_config_is_left_out_and_named() {
+    let mut bad = mc("60-bad", "worker", "relative/path");
+    bad["spec"]["kernelType"] = json!("nonsense");
+    let o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a"), bad],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+    };
+    let r = read(&o, 1_000);
+    assert!(r.fleet.mcs.contains_key("50-a"));
+    assert!(!r.fleet.mcs.contains_key("60-bad"));
+    let errors: Vec<String> = r
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.to_string())
+        .collect();
+    assert!(
+        errors.iter().any(|e| e.contains("MachineConfig/60-bad")),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn renders_of_another_controller_are_neither_kept_nor_collected() {
+    let mut foreign = mc("rendered-worker-0123", "worker", "/etc/x");
+    foreign["metadata"]["annotations"] = json!({
+        "machineconfiguration.openshift.io/generated-by-controller-version": "4.16.0"
+    });
+    let o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a"), foreign],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![],
+        configurations: vec![],
+    };
+    let w = step(&o);
+    assert!(w.delete.is_empty(), "{w:#?}");
+    // Nor is it rendered into the pool (it carries the role label, but is a render).
+    assert_eq!(
+        w.pool_specs[0].1["spec"]["configuration"]["source"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -107,6 +107,15 @@ pub struct Cli {
     /// ~/.kube/config.
     #[arg(long, value_name = "FILE", requires = "kubernetes")]
     pub kubeconfig: Option<PathBuf>,
+    /// The Lease (NAMESPACE/NAME) that elects one controller of --kubernetes: the others
+    /// wait and take over when its holder stops renewing it.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "hearth-system/hearth-controller",
+        requires = "kubernetes"
+    )]
+    pub kube_lease: String,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -259,9 +268,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         settings
     };
     if cli.kubernetes {
+        let Some((namespace, name)) = cli.kube_lease.split_once('/') else {
+            anyhow::bail!("--kube-lease {:?}: give NAMESPACE/NAME", cli.kube_lease);
+        };
+        crate::kubernetes::check_name("--kube-lease namespace", namespace)?;
+        crate::kubernetes::check_name("--kube-lease name", name)?;
         return crate::kubernetes::run(crate::kubernetes::KubeOptions {
             kubeconfig: cli.kubeconfig.clone(),
             settings,
+            lease: (namespace.to_string(), name.to_string()),
         })
         .await;
     }

@@ -14,12 +14,14 @@
 //! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `run.rs` (the client, the
 //! watches and the loop).
 
+mod lease;
 mod observe;
 mod run;
 
+pub use lease::{check_name, LEASE_DURATION};
 pub use observe::{
-    is_rendered, read, writes, Observed, Read, Writes, CURRENT_CONFIG, DESIRED_CONFIG, REASON,
-    STATE,
+    hold_refused, is_rendered, read, writes, Observed, Read, Writes, CURRENT_CONFIG,
+    DESIRED_CONFIG, REASON, STATE,
 };
 pub use run::{configurations, machine_configs, nodes, pools, run, KubeOptions, TICK};
 

@@ -45,6 +45,10 @@ pub struct Read {
     pub fleet: Fleet,
     /// Problems with objects (errors: the object was left out).
     pub diagnostics: Vec<Diagnostic>,
+    /// Pools that select a MachineConfig hearth refuses, with why: they are not rendered
+    /// again until it is fixed or removed ([`hold_refused`]), as the MCO keeps a pool whose
+    /// configs do not render on its last good render.
+    pub held: BTreeMap<String, String>,
 }
 
 fn name_of(v: &Value) -> &str {
@@ -111,8 +115,12 @@ pub fn read(o: &Observed, now: u64) -> Read {
     };
     let mut manifests = hearth_config::manifest::Manifests::default();
     let mut rendered = Vec::new();
+    let mut refused: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
     for v in &o.machine_configs {
         let Some(m) = text(v, "MachineConfig") else {
+            if !is_rendered(v) {
+                refused.push((name_of(v), string_map(&v["metadata"]["labels"])));
+            }
             continue;
         };
         if is_rendered(v) {
@@ -138,16 +146,45 @@ pub fn read(o: &Observed, now: u64) -> Read {
         let created = seconds(&v["metadata"]["creationTimestamp"]);
         update(&mut fleet.mcs, name_of(v), |r| r.created_at = created);
     }
+    // A pool's target and its sources are in its spec (`spec.configuration`, which the
+    // controller sets); the render all its nodes run is in its status.
     for v in &o.pools {
         let created = seconds(&v["metadata"]["creationTimestamp"]);
-        let configuration = v["status"]["configuration"]["name"]
-            .as_str()
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
+        let name = |c: &Value| {
+            c["name"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let target = name(&v["spec"]["configuration"]);
+        let source: Vec<String> = v["spec"]["configuration"]["source"]
+            .as_array()
+            .map(|a| a.iter().filter_map(name).collect())
+            .unwrap_or_default();
+        let configuration = name(&v["status"]["configuration"]);
         update(&mut fleet.pools, name_of(v), |r| {
             r.created_at = created;
+            r.status.target = target;
+            r.status.source = source;
             r.status.configuration = configuration;
         });
+    }
+    let mut held = BTreeMap::new();
+    for p in fleet.pools.values() {
+        let bad: Vec<&str> = refused
+            .iter()
+            .filter(|(_, labels)| p.value.spec.machine_config_selector.matches(labels))
+            .map(|(n, _)| *n)
+            .collect();
+        if !bad.is_empty() {
+            held.insert(
+                p.value.name().to_string(),
+                format!(
+                    "MachineConfig {} cannot be read (see the controller's log or `hearth apply --dry-run -f` of it); the pool keeps its last render until it is fixed or deleted",
+                    bad.join(", ")
+                ),
+            );
+        }
     }
     for (mc, v) in rendered {
         let a = &mc.metadata.annotations;
@@ -199,7 +236,68 @@ pub fn read(o: &Observed, now: u64) -> Read {
             },
         );
     }
-    Read { fleet, diagnostics }
+    Read {
+        fleet,
+        diagnostics,
+        held,
+    }
+}
+
+/// Undoes, for the pools in `held`, what a reconcile changed from `before` to `after`: the
+/// pool keeps its target (with the render error saying why) and its nodes keep their target
+/// and desired config; the events about them are dropped. Renders made for them are dropped
+/// too (nothing refers to them).
+pub fn hold_refused(
+    before: &Fleet,
+    after: &mut Fleet,
+    held: &BTreeMap<String, String>,
+    events: &mut Vec<crate::records::EventRecord>,
+) {
+    if held.is_empty() {
+        return;
+    }
+    for (pool, why) in held {
+        let Some(old) = before.pools.get(pool) else {
+            continue;
+        };
+        let mut status = old.value.status.clone();
+        status.render_error = Some(why.clone());
+        update(&mut after.pools, pool, |p| p.status = status);
+    }
+    let nodes: Vec<String> = after
+        .nodes
+        .values()
+        .filter(|n| n.value.pool.as_ref().is_some_and(|p| held.contains_key(p)))
+        .map(|n| n.value.name.clone())
+        .collect();
+    for name in &nodes {
+        let (target, desired) = before
+            .nodes
+            .get(name)
+            .map(|n| (n.value.target.clone(), n.value.desired.clone()))
+            .unwrap_or_default();
+        update(&mut after.nodes, name, |n| {
+            n.target = target;
+            n.desired = desired;
+        });
+    }
+    let unused: Vec<String> = after
+        .rendered
+        .values()
+        .filter(|r| {
+            held.contains_key(&r.value.pool) && !before.rendered.contains_key(&r.value.name)
+        })
+        .map(|r| r.value.name.clone())
+        .collect();
+    for r in unused {
+        after.rendered.remove(&r);
+    }
+    events.retain(|e| {
+        !held
+            .keys()
+            .any(|p| e.object == format!("MachineConfigPool/{p}"))
+            && !nodes.iter().any(|n| e.object == format!("Node/{n}"))
+    });
 }
 
 /// The writes that make the API server hold a reconciled fleet.

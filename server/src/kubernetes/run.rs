@@ -37,6 +37,8 @@ pub struct KubeOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Controller settings (retention, the maintenance windows' clock).
     pub settings: Settings,
+    /// The Lease that elects one controller: namespace and name.
+    pub lease: (String, String),
 }
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -139,6 +141,18 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
         .await
         .context("cannot reach the Kubernetes API server")?;
     tracing::info!(version = %version.git_version, "following the Kubernetes API server");
+    let (namespace, name) = &opts.lease;
+    let lease =
+        super::lease::Lease::acquire(client.clone(), namespace, name, &super::lease::identity())
+            .await?;
+    tokio::select! {
+        e = lease.keep() => Err(e),
+        r = control(client, &opts) => r,
+    }
+}
+
+/// The controller's work, while it holds the Lease.
+async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
     let changed = Arc::new(Notify::new());
     let mcs = Cache::start(
         &client,
@@ -193,7 +207,8 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
         }
         reported = now_reported;
         let mut after = read.fleet.clone();
-        let events = controller::reconcile(&mut after, Scope::Full, now, &opts.settings);
+        let mut events = controller::reconcile(&mut after, Scope::Full, now, &opts.settings);
+        observe::hold_refused(&read.fleet, &mut after, &read.held, &mut events);
         for e in &events {
             tracing::info!(object = %e.object, reason = %e.reason, "{}", e.message);
         }

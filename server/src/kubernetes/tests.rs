@@ -50,7 +50,8 @@ fn node(name: &str, annotations: Value) -> Value {
 fn step(o: &Observed) -> Writes {
     let read = read(o, 1_000);
     let mut after = read.fleet.clone();
-    reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
+    let mut events = reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
+    hold_refused(&read.fleet, &mut after, &read.held, &mut events);
     writes(o, &read.fleet, &after, 1_000)
 }
 
@@ -271,6 +272,47 @@ fn an_invalid_machine_config_is_left_out_and_named() {
         errors.iter().any(|e| e.contains("MachineConfig/60-bad")),
         "{errors:#?}"
     );
+    assert!(r.held["worker"].contains("60-bad"), "{:?}", r.held);
+}
+
+#[test]
+fn a_pool_that_selects_a_refused_machine_config_keeps_its_last_render() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    let w = step(&o);
+    apply(&mut o, &w);
+    // A change of 50-a and a new config the reader refuses: nothing is rendered or handed
+    // out (rendering without the refused config would drop what the admin meant to add).
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    o.machine_configs
+        .push(mc("60-bad", "worker", "relative/path"));
+    let w = step(&o);
+    assert!(w.create.is_empty(), "{w:#?}");
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    assert!(w.pool_specs.is_empty(), "{w:#?}");
+    apply(&mut o, &w);
+    let status = &o.pools[0]["status"];
+    let render = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "RenderDegraded")
+        .unwrap();
+    assert_eq!(render["status"], "True", "{status:#}");
+    assert!(render["message"].as_str().unwrap().contains("60-bad"));
+    // Fixed (deleted): the change renders and rolls out.
+    o.machine_configs.pop();
+    let w = step(&o);
+    assert_eq!(w.create.len(), 1);
+    assert_eq!(w.node_desired.len(), 1);
 }
 
 #[test]

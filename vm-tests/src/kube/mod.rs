@@ -309,6 +309,24 @@ impl KubeCluster {
         Ok(path)
     }
 
+    /// A kubeconfig for any identity: a client certificate for `user` in `groups` (e.g. a
+    /// service account's user name, `system:serviceaccount:<namespace>:<name>`, which RBAC
+    /// bindings to that service account match). Written as `<file>.kubeconfig`.
+    pub fn user_kubeconfig(&self, file: &str, user: &str, groups: &[&str]) -> Result<PathBuf> {
+        check_node_name(file)?;
+        let (crt, key) = self.pki.client_cert(file, user, groups)?;
+        let path = self.dir.path().join(format!("{file}.kubeconfig"));
+        pki::write(
+            &path,
+            &pki::kubeconfig(
+                &self.server(),
+                &self.pki.ca_cert(),
+                Credential::Cert(&crt, &key),
+            ),
+        )?;
+        Ok(path)
+    }
+
     /// Runs Debian's `kubectl` as the admin; its stdout (trimmed) on success, otherwise an
     /// error with its stderr.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {

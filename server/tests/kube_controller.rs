@@ -1,0 +1,454 @@
+//! Kubernetes mode's controller (`hearth-server --kubernetes`) against a real kube-apiserver
+//! (`hearth_vm_tests::kube`), with the shipped CRDs and RBAC, as the controller's service
+//! account, and `kubectl` as the admin's client.
+//!
+//! The agents are **simulated**: the test writes the annotations the agent (and the MCO's
+//! daemon) writes (`currentConfig`, `state`, `reason`) with `kubectl annotate`; the real agent
+//! against the same control plane is `agent/tests/kube_agent.rs`.
+
+use hearth_vm_tests::kube::KubeCluster;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// TEMP until the harness's install_crds/install_rbac land.
+fn install(cluster: &KubeCluster) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/kubernetes");
+    cluster
+        .kubectl(&["apply", "-f", &format!("{dir}/crds")])
+        .unwrap();
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "--timeout",
+            "60s",
+            "-f",
+            &format!("{dir}/crds"),
+        ])
+        .unwrap();
+    cluster
+        .kubectl(&["apply", "-f", &format!("{dir}/rbac")])
+        .unwrap();
+}
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The controller process, killed on drop (its log kept in the cluster's directory).
+struct Controller(Child);
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_controller(cluster: &KubeCluster, tag: &str) -> (Controller, std::path::PathBuf) {
+    let kubeconfig = cluster
+        .user_kubeconfig(
+            "hearth-controller",
+            "system:serviceaccount:hearth-system:hearth-controller",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:hearth-system",
+            ],
+        )
+        .unwrap();
+    let log = cluster.dir().join(format!("hearth-controller-{tag}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_hearth-server"))
+        .arg("--kubernetes")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    (Controller(child), log)
+}
+
+fn pool(max_unavailable: u32) -> String {
+    serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": "worker"},
+        "spec": {
+            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
+            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
+            "maxUnavailable": max_unavailable,
+        }
+    })
+    .to_string()
+}
+
+fn machine_config(contents: &str) -> String {
+    format!(
+        r#"apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-motd
+  labels:
+    machineconfiguration.openshift.io/role: worker
+spec:
+  config:
+    ignition:
+      version: 3.2.0
+    storage:
+      files:
+        - path: /etc/motd
+          mode: 420
+          overwrite: true
+          contents:
+            source: data:,{contents}
+"#
+    )
+}
+
+fn node(name: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{name}","labels":{{"node-role.kubernetes.io/worker":""}}}}}}"#
+    )
+}
+
+fn annotation(cluster: &KubeCluster, node: &str, key: &str) -> String {
+    let key = key.replace('.', "\\.");
+    cluster
+        .kubectl(&[
+            "get",
+            "node",
+            node,
+            "-o",
+            &format!("jsonpath={{.metadata.annotations.{key}}}"),
+        ])
+        .unwrap()
+}
+
+fn desired(cluster: &KubeCluster, node: &str) -> String {
+    annotation(
+        cluster,
+        node,
+        "machineconfiguration.openshift.io/desiredConfig",
+    )
+}
+
+/// What the agent writes: its current config and state (and reason).
+fn report(cluster: &KubeCluster, node: &str, current: &str, state: &str, reason: &str) {
+    cluster
+        .kubectl(&[
+            "annotate",
+            "--overwrite",
+            "node",
+            node,
+            &format!("machineconfiguration.openshift.io/currentConfig={current}"),
+            &format!("machineconfiguration.openshift.io/state={state}"),
+            &format!("machineconfiguration.openshift.io/reason={reason}"),
+        ])
+        .unwrap();
+}
+
+fn pool_field(cluster: &KubeCluster, path: &str) -> String {
+    cluster
+        .kubectl(&["get", "mcp", "worker", "-o", &format!("jsonpath={path}")])
+        .unwrap()
+}
+
+fn condition(cluster: &KubeCluster, kind: &str) -> String {
+    pool_field(
+        cluster,
+        &format!("{{.status.conditions[?(@.type==\"{kind}\")].status}}"),
+    )
+}
+
+/// Waits until `f` holds, checking the cluster and the controller are still up.
+fn until(
+    cluster: &mut KubeCluster,
+    controller: &mut Controller,
+    log: &Path,
+    what: &str,
+    f: impl Fn(&KubeCluster) -> bool,
+) {
+    let started = Instant::now();
+    loop {
+        cluster.check_running().unwrap();
+        if let Some(status) = controller.0.try_wait().unwrap() {
+            panic!(
+                "the controller exited ({status}): {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        if f(cluster) {
+            return;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "{what}: not within {WAIT:?}; controller log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_with_simulated_agents(
+) {
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    cluster.apply(&pool(1)).unwrap();
+    cluster.apply(&machine_config("one")).unwrap();
+    for n in ["w0", "w1"] {
+        cluster.apply(&node(n)).unwrap();
+    }
+    let (mut controller, log) = start_controller(&cluster, "c1");
+
+    // Rendered, owned by the pool; both nodes (never reported) handed it at once.
+    until(&mut cluster, &mut controller, &log, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-") && desired(c, "w1") == desired(c, "w0")
+    });
+    let first = desired(&cluster, "w0");
+    let owner = cluster
+        .kubectl(&[
+            "get",
+            "mc",
+            &first,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}",
+        ])
+        .unwrap();
+    assert_eq!(owner, "MachineConfigPool/worker");
+    assert_eq!(pool_field(&cluster, "{.spec.configuration.name}"), first);
+    assert_eq!(
+        pool_field(&cluster, "{.spec.configuration.source[0].name}"),
+        "50-motd"
+    );
+    // `kubectl get mc` shows who generated it, as `oc get mc` does.
+    let mcs = cluster.kubectl(&["get", "mc"]).unwrap();
+    let line = mcs.lines().find(|l| l.starts_with(&first)).unwrap();
+    assert!(line.contains("hearth-server"), "{mcs}");
+
+    // The agents reach it: the pool is updated, with the MCO's counts and columns.
+    for n in ["w0", "w1"] {
+        report(&cluster, n, &first, "Done", "");
+    }
+    until(&mut cluster, &mut controller, &log, "pool updated", |c| {
+        condition(c, "Updated") == "True"
+    });
+    assert_eq!(pool_field(&cluster, "{.status.configuration.name}"), first);
+    assert_eq!(pool_field(&cluster, "{.status.machineCount}"), "2");
+    assert_eq!(pool_field(&cluster, "{.status.updatedMachineCount}"), "2");
+    let table = cluster.kubectl(&["get", "mcp", "worker"]).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(col("CONFIG"), first, "{table}");
+    assert_eq!(col("UPDATED"), "True", "{table}");
+    assert_eq!(col("UPDATING"), "False", "{table}");
+    assert_eq!(col("DEGRADED"), "False", "{table}");
+    assert_eq!(col("MACHINECOUNT"), "2", "{table}");
+    assert_eq!(col("UPDATEDMACHINECOUNT"), "2", "{table}");
+
+    // A change rolls out one node at a time (maxUnavailable: 1), in name order.
+    cluster.apply(&machine_config("two")).unwrap();
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w0 handed the change",
+        |c| desired(c, "w0") != first,
+    );
+    let second = desired(&cluster, "w0");
+    assert!(second.starts_with("rendered-worker-"));
+    // w0 works on it, and w1 waits: sampled while the controller has every reason to decide.
+    report(&cluster, "w0", &first, "Working", "");
+    let sampled = Instant::now();
+    while sampled.elapsed() < Duration::from_secs(2) {
+        assert_eq!(desired(&cluster, "w1"), first, "two nodes updating at once");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(condition(&cluster, "Updating"), "True");
+    report(&cluster, "w0", &second, "Done", "");
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w1 handed the change",
+        |c| desired(c, "w1") == second,
+    );
+    report(&cluster, "w1", &second, "Done", "");
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "pool on the second render",
+        |c| {
+            pool_field(c, "{.status.configuration.name}") == second
+                && condition(c, "Updated") == "True"
+        },
+    );
+    // The first render stays while the retention keeps it (5 per pool).
+    cluster.kubectl(&["get", "mc", &first]).unwrap();
+
+    // A node fails its update: the pool is degraded (node object and pool condition) and the
+    // rollout halts: the other node is not handed the change.
+    cluster.apply(&machine_config("three")).unwrap();
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w0 handed the third",
+        |c| desired(c, "w0") != second,
+    );
+    let third = desired(&cluster, "w0");
+    report(
+        &cluster,
+        "w0",
+        &second,
+        "Degraded",
+        "step 2 of 3 (restart unit motd.service): exited with status 1",
+    );
+    until(&mut cluster, &mut controller, &log, "pool degraded", |c| {
+        condition(c, "NodeDegraded") == "True" && condition(c, "Degraded") == "True"
+    });
+    assert_eq!(pool_field(&cluster, "{.status.degradedMachineCount}"), "1");
+    let table = cluster
+        .kubectl(&["get", "mcp", "worker", "--no-headers"])
+        .unwrap();
+    assert!(table.contains("True"), "{table}");
+    let message = pool_field(
+        &cluster,
+        "{.status.conditions[?(@.type==\"Updating\")].message}",
+    );
+    assert!(message.contains("w0"), "{message}");
+    assert_eq!(desired(&cluster, "w1"), second);
+
+    // Fixed on the node (it reaches the render): the rollout goes on to w1.
+    report(&cluster, "w0", &third, "Done", "");
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w1 handed the third",
+        |c| desired(c, "w1") == third,
+    );
+    drop(controller);
+}
+
+#[test]
+fn a_machine_config_the_controller_refuses_holds_its_pool_with_the_reason() {
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    cluster.apply(&pool(1)).unwrap();
+    cluster.apply(&machine_config("one")).unwrap();
+    cluster.apply(&node("w0")).unwrap();
+    let (mut controller, log) = start_controller(&cluster, "c1");
+    until(&mut cluster, &mut controller, &log, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-")
+    });
+    let first = desired(&cluster, "w0");
+    report(&cluster, "w0", &first, "Done", "");
+    // A file at a relative path: the API server's schema lets it through, hearth's reader
+    // does not.
+    cluster
+        .apply(
+            &machine_config("two")
+                .replace("50-motd", "60-bad")
+                .replace("/etc/motd", "etc/motd"),
+        )
+        .unwrap();
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "render degraded",
+        |c| condition(c, "RenderDegraded") == "True",
+    );
+    let message = pool_field(
+        &cluster,
+        "{.status.conditions[?(@.type==\"RenderDegraded\")].message}",
+    );
+    assert!(message.contains("60-bad"), "{message}");
+    assert_eq!(pool_field(&cluster, "{.spec.configuration.name}"), first);
+    assert_eq!(desired(&cluster, "w0"), first);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("MachineConfig/60-bad"), "{logged}");
+    // Deleted: the pool renders again (without it) and is no longer degraded.
+    cluster.kubectl(&["delete", "mc", "60-bad"]).unwrap();
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "render recovered",
+        |c| condition(c, "RenderDegraded") == "False",
+    );
+    drop(controller);
+}
+
+fn lease_holder(cluster: &KubeCluster) -> String {
+    cluster
+        .kubectl(&[
+            "get",
+            "lease",
+            "-n",
+            "hearth-system",
+            "hearth-controller",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+        .unwrap_or_default()
+}
+
+#[test]
+fn one_controller_at_a_time_and_the_second_takes_over_when_the_first_dies() {
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    cluster.apply(&pool(1)).unwrap();
+    cluster.apply(&machine_config("one")).unwrap();
+    for n in ["w0", "w1"] {
+        cluster.apply(&node(n)).unwrap();
+    }
+    let (mut first, log1) = start_controller(&cluster, "c1");
+    until(&mut cluster, &mut first, &log1, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-")
+    });
+    let pid1 = first.0.id();
+    assert!(lease_holder(&cluster).ends_with(&format!("_{pid1}")));
+    let (mut second, log2) = start_controller(&cluster, "c2");
+    until(&mut cluster, &mut second, &log2, "the second waits", |_| {
+        std::fs::read_to_string(&log2)
+            .unwrap_or_default()
+            .contains("another controller holds the lease")
+    });
+    let rendered = desired(&cluster, "w0");
+    for n in ["w0", "w1"] {
+        report(&cluster, n, &rendered, "Done", "");
+    }
+    cluster.apply(&machine_config("two")).unwrap();
+    until(&mut cluster, &mut first, &log1, "w0 handed the change", |c| {
+        desired(c, "w0") != rendered
+    });
+    let next = desired(&cluster, "w0");
+    // The first controller dies (SIGKILL: no goodbye); the second takes the Lease once it
+    // runs out and carries the rollout on.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    report(&cluster, "w0", &next, "Done", "");
+    until(&mut cluster, &mut second, &log2, "w1 handed the change by the second", |c| {
+        desired(c, "w1") == next
+    });
+    let pid2 = second.0.id();
+    assert!(lease_holder(&cluster).ends_with(&format!("_{pid2}")));
+    let transitions = cluster
+        .kubectl(&[
+            "get",
+            "lease",
+            "-n",
+            "hearth-system",
+            "hearth-controller",
+            "-o",
+            "jsonpath={.spec.leaseTransitions}",
+        ])
+        .unwrap();
+    assert_eq!(transitions, "1");
+}

@@ -425,18 +425,26 @@ fn one_controller_at_a_time_and_the_second_takes_over_when_the_first_dies() {
         report(&cluster, n, &rendered, "Done", "");
     }
     cluster.apply(&machine_config("two")).unwrap();
-    until(&mut cluster, &mut first, &log1, "w0 handed the change", |c| {
-        desired(c, "w0") != rendered
-    });
+    until(
+        &mut cluster,
+        &mut first,
+        &log1,
+        "w0 handed the change",
+        |c| desired(c, "w0") != rendered,
+    );
     let next = desired(&cluster, "w0");
     // The first controller dies (SIGKILL: no goodbye); the second takes the Lease once it
     // runs out and carries the rollout on.
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     report(&cluster, "w0", &next, "Done", "");
-    until(&mut cluster, &mut second, &log2, "w1 handed the change by the second", |c| {
-        desired(c, "w1") == next
-    });
+    until(
+        &mut cluster,
+        &mut second,
+        &log2,
+        "w1 handed the change by the second",
+        |c| desired(c, "w1") == next,
+    );
     let pid2 = second.0.id();
     assert!(lease_holder(&cluster).ends_with(&format!("_{pid2}")));
     let transitions = cluster
@@ -451,4 +459,182 @@ fn one_controller_at_a_time_and_the_second_takes_over_when_the_first_dies() {
         ])
         .unwrap();
     assert_eq!(transitions, "1");
+}
+
+/// What the kubelet would write: the pod runs and is ready (the status subresource, with the
+/// admin's token; kubectl 1.20 cannot write a status).
+fn running(cluster: &KubeCluster, namespace: &str, pod: &str) {
+    let url = format!(
+        "{}/api/v1/namespaces/{namespace}/pods/{pod}/status",
+        cluster.server()
+    );
+    let body = serde_json::json!({"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}
+    ]}});
+    let out = Command::new("curl")
+        .args(["-sS", "--fail-with-body", "-X", "PATCH", "--cacert"])
+        .arg(cluster.ca_cert())
+        .args([
+            "-H",
+            &format!("Authorization: Bearer {}", cluster.admin_token()),
+            "-H",
+            "Content-Type: application/merge-patch+json",
+            "--data",
+            &body.to_string(),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn node_field(cluster: &KubeCluster, node: &str, path: &str) -> String {
+    cluster
+        .kubectl(&["get", "node", node, "-o", &format!("jsonpath={path}")])
+        .unwrap()
+}
+
+#[test]
+fn a_disruption_budget_blocks_the_drain_naming_pod_and_budget_and_lifting_it_completes_the_rollout()
+{
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    cluster.apply(&pool(1)).unwrap();
+    cluster.apply(&machine_config("one")).unwrap();
+    for n in ["w0", "w1"] {
+        cluster.apply(&node(n)).unwrap();
+    }
+    let (mut controller, log) = start_controller(&cluster, "c1");
+    until(&mut cluster, &mut controller, &log, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-") && desired(c, "w1") == desired(c, "w0")
+    });
+    let first = desired(&cluster, "w0");
+    for n in ["w0", "w1"] {
+        report(&cluster, n, &first, "Done", "");
+    }
+    // A workload on w0 whose budget allows no disruption (no kubelet here: the pod is bound
+    // to the node and never runs, so it is not healthy either; minAvailable: 1 holds it).
+    let _ = cluster.kubectl(&["create", "serviceaccount", "default", "-n", "default"]);
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"nodeName": "w0", "automountServiceAccountToken": false,
+                         "containers": [{"name": "web", "image": "registry.invalid/web:1"}]}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    // The kubelet's part (none runs here): the pod is running and ready, so the budget
+    // counts it (a pending pod's eviction ignores budgets).
+    running(&cluster, "default", "web-0");
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    // The disruption controller has computed the budget: one healthy pod, none may go.
+    cluster
+        .kubectl_until(
+            &[
+                "get",
+                "pdb",
+                "web",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
+            ],
+            WAIT,
+            |o| o == "1/0",
+        )
+        .unwrap();
+
+    // A change that needs a reboot (a file outside the MCO's no-reboot list): w0 is cordoned
+    // and its pod's eviction is refused; the node and the pool say which pod and budget.
+    cluster.apply(&machine_config("two")).unwrap();
+    until(&mut cluster, &mut controller, &log, "drain blocked", |c| {
+        annotation(c, "w0", "hearth.io/drain-blocked").contains("PodDisruptionBudget default/web")
+    });
+    let blocked = annotation(&cluster, "w0", "hearth.io/drain-blocked");
+    assert!(blocked.contains("pod default/web-0"), "{blocked}");
+    assert!(blocked.contains("minAvailable 1"), "{blocked}");
+    assert_eq!(node_field(&cluster, "w0", "{.spec.unschedulable}"), "true");
+    assert_eq!(
+        desired(&cluster, "w0"),
+        first,
+        "handed its config before the drain"
+    );
+    assert_eq!(desired(&cluster, "w1"), first);
+    until(&mut cluster, &mut controller, &log, "pool says why", |c| {
+        pool_field(c, "{.status.conditions[?(@.type==\"Updating\")].message}")
+            .contains("PodDisruptionBudget default/web")
+    });
+
+    // The budget is lifted: the pod is evicted (the test stands in for the kubelet, which
+    // would stop it: no container runs here), the node gets its config.
+    cluster
+        .kubectl(&["delete", "pdb", "web", "-n", "default"])
+        .unwrap();
+    until(&mut cluster, &mut controller, &log, "pod evicted", |c| {
+        c.kubectl(&[
+            "get",
+            "pod",
+            "web-0",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .map(|t| !t.is_empty())
+        .unwrap_or(true)
+    });
+    let _ = cluster.kubectl(&[
+        "delete",
+        "pod",
+        "web-0",
+        "-n",
+        "default",
+        "--grace-period=0",
+        "--force",
+    ]);
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w0 handed the change",
+        |c| desired(c, "w0") != first,
+    );
+    let second = desired(&cluster, "w0");
+    assert_eq!(annotation(&cluster, "w0", "hearth.io/drain-blocked"), "");
+    assert_eq!(desired(&cluster, "w1"), first);
+    // Done after its reboot: uncordoned, and w1's turn (no pods: drained at once).
+    report(&cluster, "w0", &second, "Done", "");
+    until(&mut cluster, &mut controller, &log, "w0 uncordoned", |c| {
+        node_field(c, "w0", "{.spec.unschedulable}").is_empty()
+            && annotation(c, "w0", "hearth.io/cordoned").is_empty()
+    });
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w1 handed the change",
+        |c| desired(c, "w1") == second,
+    );
+    assert_eq!(node_field(&cluster, "w1", "{.spec.unschedulable}"), "true");
+    report(&cluster, "w1", &second, "Done", "");
+    until(&mut cluster, &mut controller, &log, "w1 uncordoned", |c| {
+        node_field(c, "w1", "{.spec.unschedulable}").is_empty()
+    });
 }

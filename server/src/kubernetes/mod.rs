@@ -14,6 +14,7 @@
 //! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `run.rs` (the client, the
 //! watches and the loop).
 
+mod drain;
 mod lease;
 mod observe;
 mod run;

@@ -203,14 +203,31 @@ pub fn read(o: &Observed, now: u64) -> Read {
             continue;
         }
         let a = string_map(&v["metadata"]["annotations"]);
+        // A drain that failed (its pool said `fail` on timeout) makes the node Degraded until
+        // an admin removes the annotation: the rollout halts as for a failed update.
+        let drain_failed = a
+            .get(super::drain::DRAIN_FAILED)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                format!(
+                    "drain failed: {r} (remove the node's annotation {} to try again)",
+                    super::drain::DRAIN_FAILED
+                )
+            });
         let report = a
             .get(STATE)
             .and_then(|s| node_state(s))
             .map(|state| AgentStatus {
                 api_version: None,
                 kind: None,
-                state,
-                reason: a.get(REASON).filter(|r| !r.is_empty()).cloned(),
+                state: if drain_failed.is_some() {
+                    NodeState::Degraded
+                } else {
+                    state
+                },
+                reason: drain_failed
+                    .clone()
+                    .or_else(|| a.get(REASON).filter(|r| !r.is_empty()).cloned()),
                 last_transition: None,
                 current: a.get(CURRENT_CONFIG).cloned(),
                 desired: a.get(DESIRED_CONFIG).cloned(),
@@ -430,7 +447,32 @@ pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
                 json!({"spec": {"configuration": {"name": target, "source": source}}}),
             ));
         }
-        let status = pool_status(after, rec, v, now);
+        let mut status = pool_status(after, rec, v, now);
+        // A drain that waits says why in the pool's Updating condition: the pod and budget.
+        let blocked: Vec<String> = o
+            .nodes
+            .iter()
+            .filter(|n| {
+                after
+                    .nodes
+                    .get(name_of(n))
+                    .is_some_and(|r| r.value.pool.as_deref() == Some(name))
+            })
+            .filter_map(|n| {
+                let why = n["metadata"]["annotations"][super::drain::DRAIN_BLOCKED].as_str()?;
+                Some(format!("node {}: drain waits: {why}", name_of(n)))
+            })
+            .collect();
+        if !blocked.is_empty() {
+            if let Some(c) = status["conditions"]
+                .as_array_mut()
+                .and_then(|c| c.iter_mut().find(|c| c["type"] == "Updating"))
+            {
+                c["status"] = json!("True");
+                c["reason"] = json!("DrainBlocked");
+                c["message"] = json!(blocked.join("; "));
+            }
+        }
         if !same_status(&status, &v["status"]) {
             w.pool_statuses.push((name.to_string(), status));
         }

@@ -15,8 +15,8 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "test-all: not root: installing nothing; the real-host tests need root (systemd-nspawn)" >&2
 fi
-# The Kubernetes tier's kube-apiserver and kube-controller-manager (images/build-kube.sh, about
-# 10 minutes on two cores the first time, then cached): built in the background while cargo
+# The Kubernetes tier's kube-apiserver and kube-controller-manager (images/build-kube.sh, 5-10
+# minutes on two cores the first time, then cached): built in the background while cargo
 # compiles; the kube tests wait for it under the cache's lock (and build it themselves, saying
 # why, if this did not).
 if [ "$(id -u)" -eq 0 ]; then

@@ -3,7 +3,7 @@
 //! manifests, print like `oc get mc` / `oc get mcp`, keep pool status behind the status
 //! subresource, refuse wrongly typed fields naming them, and keep a node to its own objects.
 //!
-//! The first run on a machine builds the binaries (images/build-kube.sh, about 10 minutes,
+//! The first run on a machine builds the binaries (images/build-kube.sh, 5-10 minutes,
 //! needs root and the Debian archive); a failed build fails the tests.
 
 use std::path::PathBuf;

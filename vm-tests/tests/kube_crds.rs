@@ -94,6 +94,89 @@ fn the_cluster_serves_the_shipped_crds_and_rbac() {
     );
 }
 
+/// `kubectl auth can-i` as `user` in `group` (the admin impersonates): true for "yes", false for
+/// "no", a panic for anything else.
+fn can_i(cluster: &KubeCluster, user: &str, group: &str, args: &[&str]) -> bool {
+    let mut all = vec!["auth", "can-i"];
+    all.extend_from_slice(args);
+    let as_user = format!("--as={user}");
+    let as_group = format!("--as-group={group}");
+    all.push(&as_user);
+    all.push(&as_group);
+    match cluster.kubectl(&all) {
+        Ok(out) if out == "yes" => true,
+        Err(e) if format!("{e:#}").contains("--- stdout ---\nno") => false,
+        other => panic!("kubectl {}: {other:?}", all.join(" ")),
+    }
+}
+
+#[test]
+fn the_shipped_roles_grant_what_docs_kubernetes_md_says() {
+    let cluster = start();
+    cluster.install_rbac().unwrap();
+    cluster.grant_node("node-a").unwrap();
+    let node = |args: &[&str]| can_i(&cluster, "system:node:node-a", "system:nodes", args);
+    assert!(node(&[
+        "list",
+        "machineconfigs.machineconfiguration.openshift.io"
+    ]));
+    assert!(node(&[
+        "watch",
+        "machineconfigpools.machineconfiguration.openshift.io"
+    ]));
+    assert!(node(&[
+        "get",
+        "machineconfigurations.operator.openshift.io/cluster"
+    ]));
+    assert!(node(&[
+        "patch",
+        "machineconfignodes.machineconfiguration.openshift.io/node-a",
+        "--subresource=status"
+    ]));
+    assert!(!node(&[
+        "patch",
+        "machineconfignodes.machineconfiguration.openshift.io/node-b",
+        "--subresource=status"
+    ]));
+    assert!(!node(&[
+        "create",
+        "machineconfigs.machineconfiguration.openshift.io"
+    ]));
+    assert!(!node(&[
+        "delete",
+        "machineconfignodes.machineconfiguration.openshift.io/node-a"
+    ]));
+    assert!(!node(&[
+        "update",
+        "machineconfigpools.machineconfiguration.openshift.io/worker",
+        "--subresource=status"
+    ]));
+
+    let sa = "system:serviceaccount:hearth-system:hearth-controller";
+    let controller = |args: &[&str]| can_i(&cluster, sa, "system:serviceaccounts", args);
+    assert!(controller(&[
+        "create",
+        "pods",
+        "--subresource=eviction",
+        "-n",
+        "default"
+    ]));
+    assert!(controller(&["list", "poddisruptionbudgets.policy", "-A"]));
+    assert!(controller(&["patch", "nodes"]));
+    assert!(controller(&[
+        "create",
+        "machineconfigs.machineconfiguration.openshift.io"
+    ]));
+    assert!(controller(&[
+        "update",
+        "machineconfigpools.machineconfiguration.openshift.io",
+        "--subresource=status"
+    ]));
+    assert!(!controller(&["delete", "nodes"]));
+    assert!(!controller(&["delete", "pods", "-n", "default"]));
+    assert!(!controller(&["get", "secrets", "-A"]));
+}
+
 #[test]
 fn mco_manifests_apply_and_print_like_oc() {
     let cluster = start();
@@ -376,6 +459,17 @@ fn nodes_read_configs_and_write_only_their_own_machineconfignode() {
     assert_eq!(
         header(&table),
         words("NAME POOLNAME DESIREDCONFIG CURRENTCONFIG UPDATED AGE")
+    );
+    let wide = cluster
+        .kubectl(&["get", "machineconfignodes", "-o", "wide"])
+        .unwrap();
+    assert_eq!(
+        header(&wide),
+        words(
+            "NAME POOLNAME DESIREDCONFIG CURRENTCONFIG UPDATED AGE UPDATEPREPARED UPDATEEXECUTED \
+             UPDATEPOSTACTIONCOMPLETE UPDATECOMPLETE RESUMED UPDATEDFILESANDOS CORDONEDNODE \
+             DRAINEDNODE REBOOTEDNODE UNCORDONEDNODE"
+        )
     );
     assert_eq!(
         row(&table, "node-a")[..5],

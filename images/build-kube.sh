@@ -152,6 +152,26 @@ find "$R2" -maxdepth 1 -type f -name '*.go' ! -name '*_test.go' \
 [ -f "$R2/go.mod" ] && cp "$R2/go.mod" "$WORK/src/vendor/github.com/modern-go/reflect2/"
 step "vendored reflect2 replaced by $(dpkg-deb -f golang-github-modern-go-reflect2-dev_*.deb Version)"
 
+# The OpenAPI validator of custom resources takes every zero value ("", 0, false) for null
+# when built with Go >= 1.16 (reflect.Zero shares one pointer since then, and the check
+# compares reflect.Value structs): `osImageURL: ""` or `readyMachineCount: 0` would be
+# refused. Kubernetes fixed it in 1.21 (kubernetes/kubernetes#99804, kube-openapi#230) by
+# testing for nil only; the same one-line change here.
+ZERO_CHECK='data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))'
+mapfile -t zero_files < <(grep -rlF "$ZERO_CHECK" "$WORK/src/vendor" || true)
+[ ${#zero_files[@]} -gt 0 ] || {
+    echo "$0: the OpenAPI validator's zero-value check was not found in vendor/" >&2
+    exit 1
+}
+for f in "${zero_files[@]}"; do
+    sed -i "s/data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))/data == nil/" "$f"
+    if grep -qF "$ZERO_CHECK" "$f"; then
+        echo "$0: patching $f failed" >&2
+        exit 1
+    fi
+    step "zero values are not null: patched ${f#"$WORK/src/"}"
+done
+
 # ---------------------------------------------------------------------------------------------
 # 3. Build both commands in one make (they share most packages). No network: GOPROXY=off.
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! and kube-controller-manager on loopback, Debian's kubectl as the client, node identities
 //! that the Node authorizer and NodeRestriction treat as nodes.
 //!
-//! The first run on a machine builds the binaries (images/build-kube.sh, 10-15 minutes, needs
+//! The first run on a machine builds the binaries (images/build-kube.sh, 5-10 minutes, needs
 //! root and the Debian archive); a failed build fails the test.
 
 use std::time::Duration;

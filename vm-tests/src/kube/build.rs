@@ -43,7 +43,7 @@ impl KubeBinaries {
     }
 }
 
-/// The cached binaries, building them first when they are not there (10-15 minutes on two
+/// The cached binaries, building them first when they are not there (5-10 minutes on two
 /// cores; needs root, `golang-go`, `jq`, `rsync`, `make`, `dpkg-dev` and the Debian archive).
 ///
 /// Safe to call from many threads and processes at once: one builds, the others wait. A
@@ -52,7 +52,7 @@ pub fn cached_kube() -> Result<KubeBinaries> {
     let dir = util::CachedBuild {
         prefix: "kube",
         what: "kube-apiserver, kube-controller-manager and kubectl",
-        takes: "a Go build of Debian's kubernetes source, 10-15 minutes on two cores",
+        takes: "a Go build of Debian's kubernetes source, 5-10 minutes on two cores",
         script: BUILD_KUBE_SCRIPT,
         script_name: "build-kube.sh",
         key: kube_key(),

@@ -350,6 +350,38 @@ impl KubeCluster {
         Ok(out.stdout_trimmed().to_string())
     }
 
+    /// Writes `status` into the object at `path` (its API path, e.g.
+    /// `/apis/machineconfiguration.openshift.io/v1/machineconfigpools/worker`) through its
+    /// status subresource, as `kubeconfig`'s user: reads the object, sets its `status` and PUTs
+    /// it to `<path>/status` with the resourceVersion read (kubectl 1.20 has no
+    /// `--subresource`). Returns the server's answer.
+    pub fn replace_status_as(
+        &self,
+        kubeconfig: &Path,
+        path: &str,
+        status: serde_json::Value,
+    ) -> Result<String> {
+        let current = self.kubectl_as(kubeconfig, &["get", "--raw", path])?;
+        let mut object: serde_json::Value = serde_json::from_str(&current)
+            .with_context(|| format!("{path} did not answer with JSON"))?;
+        object["status"] = status;
+        let file = tempfile::Builder::new()
+            .prefix("status-")
+            .suffix(".json")
+            .tempfile_in(self.dir.path())?;
+        fs::write(file.path(), serde_json::to_vec(&object)?)?;
+        self.kubectl_as(
+            kubeconfig,
+            &[
+                "replace",
+                "--raw",
+                &format!("{path}/status"),
+                "-f",
+                &file.path().to_string_lossy(),
+            ],
+        )
+    }
+
     /// Applies manifest text (YAML or JSON) as the admin (`kubectl apply -f`).
     pub fn apply(&self, manifest: &str) -> Result<String> {
         let file = tempfile::Builder::new()
@@ -359,6 +391,51 @@ impl KubeCluster {
         fs::write(file.path(), manifest)?;
         let path = file.path().to_string_lossy().into_owned();
         self.kubectl(&["apply", "-f", &path])
+    }
+}
+
+/// The repository's Kubernetes manifests (`config/kubernetes`: `crds/`, `rbac/`), which the
+/// tests apply as shipped.
+pub fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/kubernetes")
+}
+
+impl KubeCluster {
+    /// Applies the shipped CRDs (`config/kubernetes/crds/`) and waits until every one is
+    /// Established (served).
+    pub fn install_crds(&self) -> Result<()> {
+        let dir = manifests_dir().join("crds");
+        let dir = dir.to_string_lossy();
+        self.kubectl(&["apply", "-f", &dir])?;
+        self.kubectl(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "--timeout",
+            "60s",
+            "-f",
+            &dir,
+        ])?;
+        Ok(())
+    }
+
+    /// Applies the shipped RBAC manifests (`config/kubernetes/rbac/`, not the per-node
+    /// template: see [`KubeCluster::grant_node`]).
+    pub fn install_rbac(&self) -> Result<()> {
+        let dir = manifests_dir().join("rbac");
+        self.kubectl(&["apply", "-f", &dir.to_string_lossy()])?;
+        Ok(())
+    }
+
+    /// Applies the shipped per-node grant (`rbac/per-node/agent-node.yaml`) for node `name`:
+    /// the template with `NODE_NAME` replaced, as docs/kubernetes.md tells operators to do.
+    pub fn grant_node(&self, name: &str) -> Result<()> {
+        check_node_name(name)?;
+        let path = manifests_dir().join("rbac/per-node/agent-node.yaml");
+        let template =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        self.apply(&template.replace("NODE_NAME", name))?;
+        Ok(())
     }
 }
 

@@ -53,6 +53,8 @@ pub const ADMIN_USER: &str = "hearth-admin";
 
 /// How long the API server may take to answer `/readyz` with `ok`.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How many times [`KubeCluster::start`] tries when a port it picked was taken meanwhile.
+pub const START_ATTEMPTS: u32 = 3;
 /// How long one `kubectl` call may take.
 const KUBECTL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -74,8 +76,25 @@ pub struct KubeCluster {
 impl KubeCluster {
     /// Starts a fresh cluster and waits until `/readyz` answers `ok`. Builds the binaries
     /// first when the cache does not have them (see [`cached_kube`]).
+    ///
+    /// Ports are picked free just before the programs bind them; when another process took
+    /// one in between ("address already in use" in a log), the cluster is started again on
+    /// new ports, at most [`START_ATTEMPTS`] times.
     pub fn start() -> Result<KubeCluster> {
         let bins = cached_kube()?;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(bins.clone()) {
+                Err(e) if attempt < START_ATTEMPTS && is_port_clash(&e) => {
+                    tracing::warn!(attempt, "a port of the test cluster was taken: {e:#}");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(bins: KubeBinaries) -> Result<KubeCluster> {
         let dir = tempfile::Builder::new()
             .prefix("hearth-kube-")
             .tempdir()
@@ -439,6 +458,11 @@ impl KubeCluster {
     }
 }
 
+/// Whether a start failed because a program could not bind its port.
+fn is_port_clash(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("address already in use")
+}
+
 /// Node names become file names here: DNS subdomain characters only.
 fn check_node_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
@@ -466,6 +490,18 @@ fn etcd_bin() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_taken_port_is_told_from_other_failures() {
+        let clash = anyhow::anyhow!(
+            "E1124 run.go:74] failed to listen on 127.0.0.1:36629: listen tcp 127.0.0.1:36629: bind: address already in use"
+        )
+        .context("kube-apiserver exited (exit status: 1)");
+        assert!(is_port_clash(&clash));
+        let other = anyhow::anyhow!("error reading public key file sa.pub")
+            .context("kube-apiserver exited (exit status: 1)");
+        assert!(!is_port_clash(&other));
+    }
 
     #[test]
     fn node_names_are_dns_subdomains() {

@@ -11,26 +11,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-// TEMP until the harness's install_crds/install_rbac land.
+/// The shipped CRDs and RBAC (config/kubernetes/), as an operator installs them.
 fn install(cluster: &KubeCluster) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/kubernetes");
-    cluster
-        .kubectl(&["apply", "-f", &format!("{dir}/crds")])
-        .unwrap();
-    cluster
-        .kubectl(&[
-            "wait",
-            "--for",
-            "condition=Established",
-            "--timeout",
-            "60s",
-            "-f",
-            &format!("{dir}/crds"),
-        ])
-        .unwrap();
-    cluster
-        .kubectl(&["apply", "-f", &format!("{dir}/rbac")])
-        .unwrap();
+    cluster.install_crds().unwrap();
+    cluster.install_rbac().unwrap();
 }
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -461,36 +445,17 @@ fn one_controller_at_a_time_and_the_second_takes_over_when_the_first_dies() {
     assert_eq!(transitions, "1");
 }
 
-/// What the kubelet would write: the pod runs and is ready (the status subresource, with the
-/// admin's token; kubectl 1.20 cannot write a status).
+/// What the kubelet would write: the pod runs and is ready (through the status subresource).
 fn running(cluster: &KubeCluster, namespace: &str, pod: &str) {
-    let url = format!(
-        "{}/api/v1/namespaces/{namespace}/pods/{pod}/status",
-        cluster.server()
-    );
-    let body = serde_json::json!({"status": {"phase": "Running", "conditions": [
-        {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}
-    ]}});
-    let out = Command::new("curl")
-        .args(["-sS", "--fail-with-body", "-X", "PATCH", "--cacert"])
-        .arg(cluster.ca_cert())
-        .args([
-            "-H",
-            &format!("Authorization: Bearer {}", cluster.admin_token()),
-            "-H",
-            "Content-Type: application/merge-patch+json",
-            "--data",
-            &body.to_string(),
-            &url,
-        ])
-        .output()
+    cluster
+        .replace_status_as(
+            cluster.kubeconfig(),
+            &format!("/api/v1/namespaces/{namespace}/pods/{pod}"),
+            serde_json::json!({"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}
+            ]}),
+        )
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn node_field(cluster: &KubeCluster, node: &str, path: &str) -> String {

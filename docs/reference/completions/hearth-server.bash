@@ -35,7 +35,7 @@ _hearth__server() {
 
     case "${cmd}" in
         hearth__server)
-            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --etcd-endpoints --etcd-ca --etcd-cert --etcd-key --etcd-prefix --help --version issue-admin-cert help"
+            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --etcd-endpoints --etcd-ca --etcd-cert --etcd-key --etcd-prefix --kubernetes --kubeconfig --kube-lease --help --version issue-admin-cert help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -106,6 +106,14 @@ _hearth__server() {
                     return 0
                     ;;
                 --etcd-prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kube-lease)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

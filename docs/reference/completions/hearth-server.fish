@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_hearth_server_global_optspecs
-    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= etcd-endpoints= etcd-ca= etcd-cert= etcd-key= etcd-prefix= h/help V/version
+    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= etcd-endpoints= etcd-ca= etcd-cert= etcd-key= etcd-prefix= kubernetes kubeconfig= kube-lease= h/help V/version
 end
 
 function __fish_hearth_server_needs_command
@@ -41,6 +41,9 @@ complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-ca -d 
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-cert -d 'A client certificate (PEM) for etcd members that require one (with --etcd-key)' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-key -d 'The client certificate\'s private key (PEM)' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l etcd-prefix -d 'The key prefix of everything this server keeps in etcd (starts and ends with \'/\')' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l kubeconfig -d 'The kubeconfig of --kubernetes. Default: the in-cluster service account, $KUBECONFIG or ~/.kube/config' -r -F
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l kube-lease -d 'The Lease (NAMESPACE/NAME) that elects one controller of --kubernetes: the others wait and take over when its holder stops renewing it' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l kubernetes -d 'Kubernetes mode: no store, no HTTP service; the controller follows a Kubernetes API server\'s MachineConfigs, MachineConfigPools and Nodes (the CRDs of config/kubernetes/crds/), renders pools into rendered MachineConfigs and sets nodes\' desiredConfig under maxUnavailable, pause and maintenance windows (docs/kubernetes.md). Run one at a time'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s h -l help -d 'Print help'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -s V -l version -d 'Print version'
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -f -a "issue-admin-cert" -d 'Issue an admin client certificate from the fleet CA (in --state-dir): NAME.crt and NAME.key (mode 0600) in --out. Use it with `hearth login --client-cert --client-key`. The server need not be stopped; it keeps no copy'

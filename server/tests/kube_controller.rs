@@ -207,6 +207,25 @@ fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_
         pool_field(&cluster, "{.spec.configuration.source[0].name}"),
         "50-motd"
     );
+    // Each node has its MachineConfigNode (its status is the agent's).
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "MachineConfigNodes",
+        |c| {
+            ["w0", "w1"].iter().all(|n| {
+                c.kubectl(&[
+                    "get",
+                    "machineconfignode",
+                    n,
+                    "-o",
+                    "jsonpath={.spec.pool.name}/{.spec.configVersion.desired}",
+                ])
+                .is_ok_and(|o| o == format!("worker/{}", desired(c, n)))
+            })
+        },
+    );
     // `kubectl get mc` shows who generated it, as `oc get mc` does.
     let mcs = cluster.kubectl(&["get", "mc"]).unwrap();
     let line = mcs.lines().find(|l| l.starts_with(&first)).unwrap();
@@ -244,6 +263,22 @@ fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_
     );
     let second = desired(&cluster, "w0");
     assert!(second.starts_with("rendered-worker-"));
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "w0's MachineConfigNode follows",
+        |c| {
+            c.kubectl(&[
+                "get",
+                "machineconfignode",
+                "w0",
+                "-o",
+                "jsonpath={.spec.configVersion.desired}",
+            ])
+            .is_ok_and(|o| o == second)
+        },
+    );
     // w0 works on it, and w1 waits: sampled while the controller has every reason to decide.
     report(&cluster, "w0", &first, "Working", "");
     let sampled = Instant::now();

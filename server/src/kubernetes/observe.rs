@@ -36,6 +36,8 @@ pub struct Observed {
     pub nodes: Vec<Value>,
     /// `MachineConfiguration` objects (node-disruption policies).
     pub configurations: Vec<Value>,
+    /// MachineConfigNodes (`None`: their CRD is not installed).
+    pub machine_config_nodes: Option<Vec<Value>>,
 }
 
 /// What was read: the fleet, and the objects left out with why.
@@ -330,6 +332,10 @@ pub struct Writes {
     pub pool_statuses: Vec<(String, Value)>,
     /// Nodes handed a new desired config.
     pub node_desired: Vec<(String, String)>,
+    /// MachineConfigNodes to create (one per node of a pool, named like it, owned by it).
+    pub mcn_create: Vec<Value>,
+    /// MachineConfigNodes whose `spec` (pool, desired config) changes: a merge patch.
+    pub mcn_spec: Vec<(String, Value)>,
 }
 
 impl Writes {
@@ -477,6 +483,9 @@ pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
             w.pool_statuses.push((name.to_string(), status));
         }
     }
+    if let Some(mcns) = &o.machine_config_nodes {
+        machine_config_nodes(o, mcns, after, &mut w);
+    }
     let known: HashSet<&str> = o.nodes.iter().map(name_of).collect();
     for (name, n) in after.nodes.iter() {
         if !known.contains(name.as_str()) {
@@ -490,4 +499,47 @@ pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
         }
     }
     w
+}
+
+/// Every node of a pool has a MachineConfigNode named like it (as the MCO's controller makes
+/// them): `spec.node`, `spec.pool` and `spec.configVersion.desired` (the node's
+/// `desiredConfig` as it is now) written by the controller; its `status` is the agent's.
+fn machine_config_nodes(o: &Observed, mcns: &[Value], after: &Fleet, w: &mut Writes) {
+    for n in &o.nodes {
+        let name = name_of(n);
+        let Some(pool) = after.nodes.get(name).and_then(|r| r.value.pool.clone()) else {
+            continue;
+        };
+        let Some(desired) = n["metadata"]["annotations"][DESIRED_CONFIG]
+            .as_str()
+            .filter(|d| !d.is_empty())
+        else {
+            continue;
+        };
+        let spec = json!({
+            "node": {"name": name},
+            "pool": {"name": pool},
+            "configVersion": {"desired": desired},
+        });
+        match mcns.iter().find(|m| name_of(m) == name) {
+            None => w.mcn_create.push(json!({
+                "apiVersion": hearth_config::model::MCO_API_VERSION,
+                "kind": "MachineConfigNode",
+                "metadata": {
+                    "name": name,
+                    "ownerReferences": [{
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": name,
+                        "uid": n["metadata"]["uid"],
+                    }],
+                },
+                "spec": spec,
+            })),
+            Some(m) if m["spec"] != spec => {
+                w.mcn_spec.push((name.to_string(), json!({"spec": spec})));
+            }
+            Some(_) => {}
+        }
+    }
 }

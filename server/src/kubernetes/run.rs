@@ -78,6 +78,16 @@ pub fn configurations() -> ApiResource {
     )
 }
 
+/// MachineConfigNodes.
+pub fn machine_config_nodes() -> ApiResource {
+    resource(
+        "machineconfiguration.openshift.io",
+        "v1",
+        "MachineConfigNode",
+        "machineconfignodes",
+    )
+}
+
 /// Nodes.
 pub fn nodes() -> ApiResource {
     resource("", "v1", "Node", "nodes")
@@ -183,9 +193,23 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             None
         }
     };
+    let mcn_api: Api<DynamicObject> = Api::all_with(client.clone(), &machine_config_nodes());
+    let mcns = match mcn_api.list(&Default::default()).await {
+        Ok(_) => Some(Cache::start(
+            &client,
+            machine_config_nodes(),
+            "machineconfignodes",
+            changed.clone(),
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "no MachineConfigNodes (their CRD is not installed): nodes' status is on their annotations only");
+            None
+        }
+    };
     for c in [&mcs, &mcps, &nodes_cache]
         .into_iter()
         .chain(confs.as_ref())
+        .chain(mcns.as_ref())
     {
         c.store
             .wait_until_ready()
@@ -202,6 +226,7 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             pools: mcps.values(),
             nodes: nodes_cache.values(),
             configurations: confs.as_ref().map(Cache::values).unwrap_or_default(),
+            machine_config_nodes: mcns.as_ref().map(Cache::values),
         };
         let now = crate::time::now();
         let read = observe::read(&observed, now);
@@ -319,6 +344,7 @@ struct Writer {
     mcs: Api<DynamicObject>,
     pools: Api<DynamicObject>,
     nodes: Api<DynamicObject>,
+    mcns: Api<DynamicObject>,
 }
 
 impl Writer {
@@ -326,6 +352,7 @@ impl Writer {
         Writer {
             mcs: Api::all_with(client.clone(), &machine_configs()),
             pools: Api::all_with(client.clone(), &pools()),
+            mcns: Api::all_with(client.clone(), &machine_config_nodes()),
             nodes: Api::all_with(client, &nodes()),
         }
     }
@@ -368,6 +395,24 @@ impl Writer {
                 .await
             {
                 tracing::warn!(pool = %name, error = %e, "cannot write the pool's status");
+            }
+        }
+        for v in &w.mcn_create {
+            let name = v["metadata"]["name"].as_str().unwrap_or_default();
+            let Ok(obj) = serde_json::from_value::<DynamicObject>(v.clone()) else {
+                continue;
+            };
+            match self.mcns.create(&PostParams::default(), &obj).await {
+                Ok(_) => tracing::info!(node = name, "MachineConfigNode created"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(node = name, error = %e, "cannot create the MachineConfigNode")
+                }
+            }
+        }
+        for (name, patch) in &w.mcn_spec {
+            if let Err(e) = self.mcns.patch(name, &pp, &Patch::Merge(patch)).await {
+                tracing::warn!(node = %name, error = %e, "cannot update the MachineConfigNode");
             }
         }
         for name in &w.delete {

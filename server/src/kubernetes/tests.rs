@@ -80,6 +80,16 @@ fn apply(o: &mut Observed, w: &Writes) {
             .unwrap();
         obj["status"] = status.clone();
     }
+    if let Some(mcns) = o.machine_config_nodes.as_mut() {
+        mcns.extend(w.mcn_create.iter().cloned());
+        for (n, patch) in &w.mcn_spec {
+            let obj = mcns
+                .iter_mut()
+                .find(|x| x["metadata"]["name"] == *n)
+                .unwrap();
+            obj["spec"] = patch["spec"].clone();
+        }
+    }
     for (n, d) in &w.node_desired {
         let obj = o
             .nodes
@@ -118,6 +128,7 @@ fn a_pool_renders_into_an_owned_rendered_config_and_new_nodes_get_it() {
         pools: vec![pool("worker", 1)],
         nodes: vec![node("w0", json!({})), node("w1", json!({}))],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let w = step(&o);
     assert_eq!(w.create.len(), 1, "{w:#?}");
@@ -165,6 +176,7 @@ fn a_change_rolls_out_one_node_at_a_time_under_max_unavailable() {
         pools: vec![pool("worker", 1)],
         nodes: vec![node("w0", json!({})), node("w1", json!({}))],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let w = step(&o);
     apply(&mut o, &w);
@@ -220,6 +232,7 @@ fn a_degraded_node_halts_the_rollout_and_shows_in_the_pool() {
         pools: vec![pool("worker", 1)],
         nodes: vec![node("w0", json!({})), node("w1", json!({}))],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let w = step(&o);
     apply(&mut o, &w);
@@ -258,6 +271,7 @@ fn an_invalid_machine_config_is_left_out_and_named() {
         pools: vec![pool("worker", 1)],
         nodes: vec![node("w0", json!({}))],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let r = read(&o, 1_000);
     assert!(r.fleet.mcs.contains_key("50-a"));
@@ -282,6 +296,7 @@ fn a_pool_that_selects_a_refused_machine_config_keeps_its_last_render() {
         pools: vec![pool("worker", 1)],
         nodes: vec![node("w0", json!({}))],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let w = step(&o);
     apply(&mut o, &w);
@@ -326,6 +341,7 @@ fn renders_of_another_controller_are_neither_kept_nor_collected() {
         pools: vec![pool("worker", 1)],
         nodes: vec![],
         configurations: vec![],
+        machine_config_nodes: None,
     };
     let w = step(&o);
     assert!(w.delete.is_empty(), "{w:#?}");
@@ -336,5 +352,42 @@ fn renders_of_another_controller_are_neither_kept_nor_collected() {
             .unwrap()
             .len(),
         1
+    );
+}
+
+#[test]
+fn every_node_of_a_pool_gets_a_machine_config_node_that_follows_its_desired_config() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: Some(vec![]),
+    };
+    o.nodes[0]["metadata"]["uid"] = json!("node-uid");
+    let w = step(&o);
+    apply(&mut o, &w);
+    let w = step(&o);
+    assert_eq!(w.mcn_create.len(), 1, "{w:#?}");
+    let m = &w.mcn_create[0];
+    let first = desired_of(&o, "w0").unwrap();
+    assert_eq!(m["metadata"]["name"], "w0");
+    assert_eq!(m["metadata"]["ownerReferences"][0]["uid"], "node-uid");
+    assert_eq!(m["spec"]["pool"]["name"], "worker");
+    assert_eq!(m["spec"]["configVersion"]["desired"], first.as_str());
+    apply(&mut o, &w);
+    assert!(step(&o).is_empty());
+    // A new config handed to the node: its MachineConfigNode follows.
+    report(&mut o, "w0", &first, "Done");
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    let w = step(&o);
+    apply(&mut o, &w);
+    let second = desired_of(&o, "w0").unwrap();
+    assert_ne!(first, second);
+    let w = step(&o);
+    assert_eq!(w.mcn_spec.len(), 1, "{w:#?}");
+    assert_eq!(
+        w.mcn_spec[0].1["spec"]["configVersion"]["desired"],
+        second.as_str()
     );
 }

@@ -109,7 +109,7 @@ enum Command {
         #[arg(long, conflicts_with = "server")]
         kubernetes: bool,
         /// The kubeconfig to reach the API server with (with --kubernetes).
-        #[arg(long, value_name = "FILE", env = "KUBECONFIG", requires = "kubernetes")]
+        #[arg(long, value_name = "FILE", requires = "kubernetes")]
         kubeconfig: Option<PathBuf>,
         /// The fleet CA (PEM) that signs the server's certificate.
         #[arg(

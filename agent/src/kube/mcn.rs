@@ -80,10 +80,7 @@ pub fn status_patch(want: &Wanted, desired: &str, since: &str, generation: Optio
         )
     };
     let mut status = json!({
-        "configVersion": {
-            "current": want.current.clone().unwrap_or_default(),
-            "desired": desired,
-        },
+        "configVersion": {"desired": desired},
         "conditions": [
             {
                 "type": "Updated",
@@ -101,6 +98,10 @@ pub fn status_patch(want: &Wanted, desired: &str, since: &str, generation: Optio
             },
         ],
     });
+    // No current config yet (a fresh node): left out, as an empty name is not a name.
+    if let Some(current) = &want.current {
+        status["configVersion"]["current"] = json!(current);
+    }
     if let Some(g) = generation {
         status["observedGeneration"] = json!(g);
     }
@@ -167,5 +168,6 @@ mod tests {
         let s = status_patch(&want, "x", "2026-01-01T00:00:00Z", None);
         let m = s["status"]["conditions"][1]["message"].as_str().unwrap();
         assert!(m.len() <= MAX_MESSAGE_BYTES && !m.is_empty());
+        assert!(s["status"]["configVersion"].get("current").is_none());
     }
 }

@@ -79,21 +79,29 @@ pub fn status_patch(want: &Wanted, desired: &str, since: &str, generation: Optio
             }
         )
     };
+    let (updated_status, degraded_status) = (truth(updated), truth(degraded));
+    let (degraded_reason, degraded_message) = if degraded {
+        (want.state.as_str(), message)
+    } else {
+        // Never an empty message: the 1.20 API server reads "" in a merge patch as null,
+        // which the CRD's schema refuses.
+        ("AsExpected", "the node is not degraded".to_string())
+    };
     let mut status = json!({
         "configVersion": {"desired": desired},
         "conditions": [
             {
                 "type": "Updated",
-                "status": if updated { "True" } else { "False" },
+                "status": updated_status,
                 "reason": want.state.as_str(),
                 "message": updated_message,
                 "lastTransitionTime": since,
             },
             {
                 "type": "NodeDegraded",
-                "status": if degraded { "True" } else { "False" },
-                "reason": if degraded { want.state.as_str() } else { "AsExpected" },
-                "message": if degraded { message } else { String::new() },
+                "status": degraded_status,
+                "reason": degraded_reason,
+                "message": degraded_message,
                 "lastTransitionTime": since,
             },
         ],
@@ -106,6 +114,15 @@ pub fn status_patch(want: &Wanted, desired: &str, since: &str, generation: Optio
         status["observedGeneration"] = json!(g);
     }
     json!({"status": status})
+}
+
+/// A condition's status.
+fn truth(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
 }
 
 #[cfg(test)]
@@ -155,6 +172,8 @@ mod tests {
         assert_eq!(conds[0]["status"], "True");
         assert_eq!(conds[1]["status"], "False");
         assert_eq!(conds[1]["reason"], "AsExpected");
+        assert_eq!(conds[1]["message"], "the node is not degraded");
+        assert_eq!(conds[0]["message"], "the node is in rendered-worker-2");
         assert!(s["status"].get("observedGeneration").is_none());
     }
 

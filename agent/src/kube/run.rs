@@ -23,8 +23,11 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 enum Next {
     /// Wait for the Node to change after this resource version.
     Watch(String),
-    /// Try again after the back-off (the MachineConfig could not be fetched).
-    Retry,
+    /// The MachineConfig could not be fetched: try again after the back-off, or at once when
+    /// the Node changes after this resource version (a new desiredConfig).
+    Retry(String),
+    /// The API server could not be reached: try again after the back-off.
+    Unreachable,
 }
 
 /// What the loop keeps between turns.
@@ -72,10 +75,10 @@ impl Daemon<'_> {
                     backoff = Duration::from_secs(1);
                     Next::Watch(version)
                 }
-                Ok(Next::Retry) => Next::Retry,
+                Ok(retry) => retry,
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), retry_in = ?backoff, "cannot follow the Node; working from the journal");
-                    Next::Retry
+                    Next::Unreachable
                 }
             };
             let _idle = crate::watchdog::busy(
@@ -88,16 +91,23 @@ impl Daemon<'_> {
             let delay = backoff;
             let (kube, next) = (&kube, &next);
             let wait = async move {
-                match next {
-                    Next::Watch(version) => {
-                        if let Err(e) = kube.changed_since(version).await {
+                let watch = |version| async move {
+                    match kube.changed_since(version).await {
+                        Ok(()) => false,
+                        Err(e) => {
                             tracing::warn!(error = %e, retry_in = ?delay, "cannot watch the Node");
                             tokio::time::sleep(delay).await;
-                            return true;
+                            true
                         }
-                        false
                     }
-                    Next::Retry => {
+                };
+                match next {
+                    Next::Watch(version) => watch(version).await,
+                    Next::Retry(version) => tokio::select! {
+                        failed = watch(version) => failed,
+                        _ = tokio::time::sleep(delay) => true,
+                    },
+                    Next::Unreachable => {
                         tokio::time::sleep(delay).await;
                         true
                     }
@@ -145,8 +155,15 @@ impl Daemon<'_> {
             if annotations::needs_apply(name, &j, force) && retry {
                 let current = j.current.as_ref().map(|c| c.name.clone());
                 drop(j);
-                tracing::info!(config = %name, "new desiredConfig");
-                if let Some(p) = annotations::working(&have, current) {
+                tracing::info!(config = %name, "taking in desiredConfig");
+                // Working, unless this is another try of a config that could not be fetched
+                // (it stays Degraded until it is had: no flapping).
+                let working = if turns.refusal.is_none() {
+                    annotations::working(&have, current)
+                } else {
+                    None
+                };
+                if let Some(p) = working {
                     version = self.patch(kube, &mut have, &p).await?;
                 }
                 turns.refusal = match kube.machine_config(name).await {
@@ -190,7 +207,7 @@ impl Daemon<'_> {
             tracing::info!("no desiredConfig on the Node yet and no config applied: waiting");
         }
         Ok(match &turns.refusal {
-            Some(r) if r.state == McoState::Degraded => Next::Retry,
+            Some(r) if r.state == McoState::Degraded => Next::Retry(version),
             _ => Next::Watch(version),
         })
     }

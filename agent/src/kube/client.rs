@@ -70,11 +70,20 @@ impl KubeError {
     }
 }
 
+/// The watchdog's bound of a call limited to `limit` (see `crate::watchdog`).
+fn busy(limit: Duration) -> crate::watchdog::Busy {
+    crate::watchdog::busy(
+        "a call to the Kubernetes API server",
+        limit + Duration::from_secs(10),
+    )
+}
+
 async fn bounded<T>(
     what: &str,
     limit: Duration,
     f: impl std::future::Future<Output = Result<T, ::kube::Error>>,
 ) -> Result<T, KubeError> {
+    let _busy = busy(limit);
     match tokio::time::timeout(limit, f).await {
         Ok(r) => r.map_err(|e| KubeError::api(what, e)),
         Err(_) => Err(KubeError::Timeout {
@@ -211,6 +220,7 @@ impl Kube {
                 })?;
             Ok((code, body.to_bytes().to_vec()))
         };
+        let _busy = busy(limit);
         match tokio::time::timeout(limit, call).await {
             Ok(r) => r,
             Err(_) => Err(KubeError::Timeout {

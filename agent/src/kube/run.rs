@@ -53,15 +53,9 @@ impl Daemon<'_> {
         loop {
             crate::watchdog::beat();
             let summary = self.retry_blocked_reboot().await?;
-            let next = {
-                // A turn makes several calls, each bounded by API_TIMEOUT (the MachineConfig
-                // by FETCH_TIMEOUT); the apply feeds the watchdog itself.
-                let _busy = crate::watchdog::busy(
-                    "talking to the Kubernetes API server",
-                    API_TIMEOUT * 8 + crate::limits::FETCH_TIMEOUT,
-                );
-                self.kube_turn(&kube, &drift, &mut turns).await
-            };
+            // Each call to the API server marks itself busy for its own bound (client.rs); the
+            // apply feeds the watchdog itself.
+            let next = self.kube_turn(&kube, &drift, &mut turns).await;
             let summary = if next.is_ok() {
                 crate::journal::Summary::load(self.agent.root())?
             } else {

@@ -145,7 +145,8 @@ impl Daemon<'_> {
                                 source::parse(&path.display().to_string(), &t).map_err(Into::into)
                             }) {
                             Ok(desired) => {
-                                self.apply_paused(&drift, desired).await?;
+                                self.apply_paused(&drift, desired, self.policies.clone())
+                                    .await?;
                                 crate::memory::trim_heap();
                             }
                             Err(e) => tracing::error!("{e:#}"),
@@ -211,18 +212,17 @@ impl Daemon<'_> {
 
     /// Applies `desired` with the drift monitor paused (the apply's own writes are not drift),
     /// then watches the managed paths of the config the host is now in.
+    /// `policies` are the node-disruption policies of the apply.
     pub(crate) async fn apply_paused(
         &self,
         drift: &DriftControl,
         desired: NamedConfig,
+        policies: DisruptionPolicies,
     ) -> Result<Outcome> {
         let control = drift.clone();
         tokio::task::spawn_blocking(move || control.pause()).await?;
         let name = desired.name.clone();
-        let result = self
-            .agent
-            .sync(desired, self.policies.clone(), &self.options())
-            .await;
+        let result = self.agent.sync(desired, policies, &self.options()).await;
         drift.set_expected(self.expected());
         drift.resume();
         let outcome = result?;

@@ -276,6 +276,29 @@ impl Kube {
         .await
     }
 
+    /// The cluster's node-disruption policy (`MachineConfiguration` `cluster`, its JSON), read
+    /// within [`limits::MAX_ANSWER_BYTES`] and [`API_TIMEOUT`]; `None` when there is none (or
+    /// its CRD is not installed).
+    pub async fn cluster_policy(&self) -> Result<Option<Vec<u8>>, KubeError> {
+        let what = "reading the node-disruption policy (machineconfiguration cluster)";
+        let request = http::Request::get(super::policy::POLICY_PATH)
+            .header("Accept", "application/json")
+            .body(Vec::new())
+            .map_err(|e| KubeError::Api {
+                what: what.to_string(),
+                code: None,
+                message: e.to_string(),
+            })?;
+        match self
+            .raw_ok(what, request, limits::MAX_ANSWER_BYTES, API_TIMEOUT)
+            .await
+        {
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates this node's MachineConfigNode if it has none, points its spec at `desired`, and
     /// writes its status (through the status subresource).
     pub async fn write_mcn(
@@ -310,8 +333,8 @@ impl Kube {
             .await
         {
             Ok(body) => body,
-            Err(e) if e.not_found() => {
-                self.raw_ok(
+            Err(e) if e.not_found() => self
+                .raw_ok(
                     &what,
                     json(
                         "POST",
@@ -322,8 +345,24 @@ impl Kube {
                     limits::MAX_ANSWER_BYTES,
                     API_TIMEOUT,
                 )
-                .await?
-            }
+                .await
+                .map_err(|e| match e {
+                    // A node's RBAC cannot create objects by name: the administrator (or the
+                    // controller) does (docs/kubernetes.md).
+                    KubeError::Api {
+                        what,
+                        code: Some(403),
+                        message,
+                    } => KubeError::Api {
+                        what,
+                        code: Some(403),
+                        message: format!(
+                            "{message}; there is no MachineConfigNode {} and this node may not create one: create it (see docs/kubernetes.md)",
+                            self.node
+                        ),
+                    },
+                    other => other,
+                })?,
             Err(e) => return Err(e),
         };
         let generation = serde_json::from_slice::<Value>(&obj)

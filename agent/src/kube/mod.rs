@@ -5,6 +5,7 @@
 //! - [`annotations`]: the Node annotations (`desiredConfig` in; `currentConfig`, `state`,
 //!   `reason` out) and what they should say, from the journal (pure).
 //! - [`mcn`]: the node's MachineConfigNode status (pure).
+//! - [`policy`]: the cluster's node-disruption policy (`MachineConfiguration` `cluster`, pure).
 //! - [`client`]: the calls to the API server, bounded in time and size.
 //! - `run`: the loop (`Daemon::follow_kubernetes`).
 //!
@@ -13,6 +14,7 @@
 pub mod annotations;
 pub mod client;
 pub mod mcn;
+pub mod policy;
 mod run;
 
 pub use client::Kube;

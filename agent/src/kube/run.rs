@@ -160,20 +160,30 @@ impl Daemon<'_> {
                 if let Some(p) = working {
                     version = self.patch(kube, &mut have, &p).await?;
                 }
-                turns.refusal = match kube.machine_config(name).await {
-                    Ok(bytes) => match parse_machine_config(name, bytes) {
-                        Ok(config) => {
-                            self.apply_paused(drift, config).await?;
-                            None
-                        }
-                        Err(e) => Some(refused(name, McoState::Unreconcilable, e.to_string())),
+                let policies = match kube.cluster_policy().await {
+                    Ok(None) => Ok(self.policies.clone()),
+                    Ok(Some(json)) => super::policy::merged(&json, &self.policies),
+                    Err(e) => Err(e.to_string()),
+                };
+                turns.refusal = match policies {
+                    Err(reason) => Some(refused(name, McoState::Degraded, reason)),
+                    Ok(policies) => match kube.machine_config(name).await {
+                        Ok(bytes) => match parse_machine_config(name, bytes) {
+                            Ok(config) => {
+                                self.apply_paused(drift, config, policies).await?;
+                                None
+                            }
+                            Err(e) => {
+                                Some(refused(name, McoState::Unreconcilable, e.to_string()))
+                            }
+                        },
+                        Err(e) if e.not_found() => Some(refused(
+                            name,
+                            McoState::Degraded,
+                            format!("{e}: desiredConfig names a MachineConfig that does not exist; create it or set desiredConfig to one that does"),
+                        )),
+                        Err(e) => Some(refused(name, McoState::Degraded, e.to_string())),
                     },
-                    Err(e) if e.not_found() => Some(refused(
-                        name,
-                        McoState::Degraded,
-                        format!("{e}: desiredConfig names a MachineConfig that does not exist; create it or set desiredConfig to one that does"),
-                    )),
-                    Err(e) => Some(refused(name, McoState::Degraded, e.to_string())),
                 };
             }
         }

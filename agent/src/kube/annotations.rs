@@ -77,8 +77,9 @@ pub struct Refusal {
 /// What the annotations should say, from the journal (and a refusal of the desired config the
 /// journal does not know of). `None` for a node that has no config and was asked for none.
 ///
-/// - `Done` with drift found since the config was applied is `Degraded`, as the MCO's daemon
-///   reports a file whose content differs from the config ("unexpected on-disk state").
+/// - `Done` with drift found since the config was applied (and not put back) is `Degraded`, as
+///   the MCO's daemon reports a file whose content differs from the config ("unexpected on-disk
+///   state").
 /// - `Rebooting` and `Trial` are `Working` (the MCO stays `Working` through its reboot).
 pub fn wanted(j: &Journal, refusal: Option<&Refusal>) -> Option<Wanted> {
     let current = j.current.as_ref().map(|c| c.name.clone());
@@ -93,13 +94,20 @@ pub fn wanted(j: &Journal, refusal: Option<&Refusal>) -> Option<Wanted> {
         return None;
     }
     let reason = j.reason.clone().unwrap_or_default();
+    // Drift the monitor put back (`--drift PATH=revert`) left the host in its config.
+    let drift: Vec<&str> = j
+        .drift
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !d.ends_with("; reverted"))
+        .collect();
     let (state, reason) = match j.state {
-        State::Done if !j.drift.is_empty() => (
+        State::Done if !drift.is_empty() => (
             McoState::Degraded,
             format!(
                 "unexpected on-disk state validating against {}: {}",
                 current.as_deref().unwrap_or("-"),
-                j.drift.join("; ")
+                drift.join("; ")
             ),
         ),
         // Steps skipped on this host (a unit it does not have) are in a Done node's reason:
@@ -254,6 +262,16 @@ mod tests {
             w.reason,
             "unexpected on-disk state validating against rendered-worker-1: /etc/x: content differs"
         );
+    }
+
+    #[test]
+    fn drift_put_back_is_not_degraded() {
+        let j = Journal {
+            current: Some(named("rendered-worker-1")),
+            drift: vec!["/etc/x: content changed: expected sha256 a, found b; reverted".into()],
+            ..Default::default()
+        };
+        assert_eq!(wanted(&j, None).unwrap().state, McoState::Done);
     }
 
     #[test]

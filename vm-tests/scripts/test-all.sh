@@ -15,6 +15,19 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "test-all: not root: installing nothing; the real-host tests need root (systemd-nspawn)" >&2
 fi
+# The Kubernetes tier's kube-apiserver and kube-controller-manager (images/build-kube.sh, about
+# 10 minutes on two cores the first time, then cached): built in the background while cargo
+# compiles; the kube tests wait for it under the cache's lock (and build it themselves, saying
+# why, if this did not).
+if [ "$(id -u)" -eq 0 ]; then
+  kube_dir=${HEARTH_TEST_CACHE:-/var/tmp/hearth-test-cache}/kube-$(sha256sum images/build-kube.sh | cut -d' ' -f1)
+  if [ -x "$kube_dir/bin/kube-apiserver" ]; then
+    echo "test-all: Kubernetes test binaries cached in $kube_dir" >&2
+  else
+    echo "test-all: building the Kubernetes test binaries in the background (images/build-kube.sh --cached; log under ${HEARTH_TEST_CACHE:-/var/tmp/hearth-test-cache}/kube-*.log)" >&2
+    images/build-kube.sh --cached >/dev/null 2>&1 &
+  fi
+fi
 # The build (about 15 GB in target/) and the cached images share the disk: say how full it is,
 # so that a failure for want of space is read as such.
 df -h . /tmp /var/tmp 2>/dev/null | awk 'NR == 1 || !seen[$1]++' >&2 || true

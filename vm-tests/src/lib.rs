@@ -80,12 +80,17 @@
 //! - [`qemu`]: the VM tier: `image.rs`, `entries.rs` (boot entries read with `debugfs`),
 //!   `vm.rs` ([`qemu::Vm`]), `boot.rs` (one boot: QEMU, serial log, reboots), `guest.rs`
 //!   (scripts run in the guest), `workspace.rs` (binaries for the guest).
+//! - [`kube`]: the Kubernetes tier: `build.rs` (the cached kube-apiserver,
+//!   kube-controller-manager and kubectl of `images/build-kube.sh`), `pki.rs` (CA,
+//!   certificates, tokens, kubeconfigs), `procs.rs` (the cluster's processes), `mod.rs`
+//!   ([`kube::KubeCluster`]).
 
 pub mod bus;
 mod cgroup;
 mod exec;
 mod exit_slot;
 mod host;
+pub mod kube;
 mod mounts;
 mod netns;
 pub mod ostree;

@@ -404,6 +404,48 @@ pub fn parse_machine_config(
 mod tests {
     use super::*;
 
+    /// A fake API server (plain HTTP on loopback) whose MachineConfig never ends: refused at
+    /// the 64 MiB limit, never held whole.
+    #[tokio::test]
+    async fn an_endless_machine_config_is_refused_at_the_size_limit() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                        .await;
+                    let mut chunk = b"10000\r\n".to_vec();
+                    chunk.extend(std::iter::repeat_n(b' ', 0x10000));
+                    chunk.extend_from_slice(b"\r\n");
+                    while s.write_all(&chunk).await.is_ok() {}
+                });
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+            ),
+        )
+        .unwrap();
+        let kube = Kube::connect(Some(&kubeconfig), "node-a").await.unwrap();
+        let err = kube.machine_config("big").await.unwrap_err().to_string();
+        assert!(
+            err.contains("reading MachineConfig big") && err.contains("larger than 64 MiB"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn names_cannot_leave_their_path_segment() {
         assert_eq!(

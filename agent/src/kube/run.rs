@@ -54,8 +54,9 @@ impl Daemon<'_> {
             crate::watchdog::beat();
             let summary = self.retry_blocked_reboot().await?;
             // Each call to the API server marks itself busy for its own bound (client.rs); the
-            // apply feeds the watchdog itself.
-            let next = self.kube_turn(&kube, &drift, &mut turns).await;
+            // apply feeds the watchdog itself. An error of the agent itself (its journal) ends
+            // the daemon as in the other modes; one of the API server is retried.
+            let next = self.kube_turn(&kube, &drift, &mut turns).await?;
             let summary = if next.is_ok() {
                 crate::journal::Summary::load(self.agent.root())?
             } else {
@@ -71,7 +72,7 @@ impl Daemon<'_> {
                 }
                 Ok(retry) => retry,
                 Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), retry_in = ?backoff, "cannot follow the Node; working from the journal");
+                    tracing::warn!(error = %e, retry_in = ?backoff, "cannot follow the Node; working from the journal");
                     Next::Unreachable
                 }
             };
@@ -126,15 +127,18 @@ impl Daemon<'_> {
     }
 
     /// One turn: read the Node, apply a new desired config, write the annotations and the
-    /// MachineConfigNode's status.
+    /// MachineConfigNode's status. The inner error: the API server could not be reached.
     async fn kube_turn(
         &self,
         kube: &Kube,
         drift: &DriftControl,
         turns: &mut Turns,
-    ) -> Result<Next> {
+    ) -> Result<Result<Next, KubeError>> {
         let root = self.agent.root();
-        let (mut have, mut version) = kube.annotations().await?;
+        let (mut have, mut version) = match kube.annotations().await {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(e)),
+        };
         let desired = have.get(DESIRED_CONFIG).cloned();
         if turns.refusal.as_ref().map(|r| &r.desired) != desired.as_ref() {
             turns.refusal = None;
@@ -158,7 +162,10 @@ impl Daemon<'_> {
                     None
                 };
                 if let Some(p) = working {
-                    version = self.patch(kube, &mut have, &p).await?;
+                    version = match self.patch(kube, &mut have, &p).await {
+                        Ok(v) => v,
+                        Err(e) => return Ok(Err(e)),
+                    };
                 }
                 let policies = match kube.cluster_policy().await {
                     Ok(None) => Ok(self.policies.clone()),
@@ -190,7 +197,10 @@ impl Daemon<'_> {
         let j = Journal::load(root)?;
         if let Some(want) = annotations::wanted(&j, turns.refusal.as_ref()) {
             if let Some(p) = annotations::patch(&have, &want) {
-                version = self.patch(kube, &mut have, &p).await?;
+                version = match self.patch(kube, &mut have, &p).await {
+                    Ok(v) => v,
+                    Err(e) => return Ok(Err(e)),
+                };
             }
             if let Some(name) = &desired {
                 let since = match &turns.refusal {
@@ -210,10 +220,10 @@ impl Daemon<'_> {
         } else if desired.is_none() {
             tracing::info!("no desiredConfig on the Node yet and no config applied: waiting");
         }
-        Ok(match &turns.refusal {
+        Ok(Ok(match &turns.refusal {
             Some(r) if r.state == McoState::Degraded => Next::Retry(version),
             _ => Next::Watch(version),
-        })
+        }))
     }
 
     /// Patches the Node's annotations; `have` then says what the Node says. Returns the Node's

@@ -170,19 +170,25 @@ fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> (Option<T>, S
     }
 }
 
-/// The Node's annotations `currentConfig`, `state`, `reason` as `kubectl get -o jsonpath`
-/// gives them.
+/// The Node's annotations `currentConfig`, `state`, `reason`, as one `kubectl get` gives them
+/// (one read: the agent writes the three in one patch).
 fn node_status(cluster: &KubeCluster, name: &str) -> (String, String, String) {
+    let annotations: serde_json::Value = cluster
+        .kubectl(&[
+            "get",
+            "node",
+            name,
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ])
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
     let get = |key: &str| {
-        cluster
-            .kubectl(&[
-                "get",
-                "node",
-                name,
-                "-o",
-                &format!("jsonpath={{.metadata.annotations.machineconfiguration\\.openshift\\.io/{key}}}"),
-            ])
+        annotations[format!("{ANN}/{key}")]
+            .as_str()
             .unwrap_or_default()
+            .to_string()
     };
     (get("currentConfig"), get("state"), get("reason"))
 }

@@ -101,6 +101,16 @@ enum Command {
             value_delimiter = ','
         )]
         server: Vec<String>,
+        /// Follow this node's Node on a Kubernetes API server instead: apply the rendered
+        /// MachineConfig its `machineconfiguration.openshift.io/desiredConfig` annotation names
+        /// and write back `currentConfig`, `state` and `reason` as the MCO's daemon does (and
+        /// the node's MachineConfigNode status). In-cluster (the service account) unless
+        /// --kubeconfig is given.
+        #[arg(long, conflicts_with = "server")]
+        kubernetes: bool,
+        /// The kubeconfig to reach the API server with (with --kubernetes).
+        #[arg(long, value_name = "FILE", requires = "kubernetes")]
+        kubeconfig: Option<PathBuf>,
         /// The fleet CA (PEM) that signs the server's certificate.
         #[arg(
             long,
@@ -287,6 +297,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run {
             watch,
             server,
+            kubernetes,
+            kubeconfig,
             ca,
             bootstrap_token_file,
             bootstrap_token,
@@ -309,9 +321,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     &server,
                 )?)
             };
-            let following = match &servers {
-                Some(urls) => format!("following {}", urls.join(",")),
-                None => format!("watching {}", watch.display()),
+            let kube_node = kubernetes
+                .then(|| node_name.clone().map_or_else(host_name, Ok))
+                .transpose()?;
+            let following = match (&servers, &kube_node) {
+                (Some(urls), _) => format!("following {}", urls.join(",")),
+                (None, Some(node)) => format!("following Kubernetes Node {node}"),
+                (None, None) => format!("watching {}", watch.display()),
             };
             let _one_keeper =
                 crate::daemon_lock::for_daemon(&Root::open(&target.root)?, &following)?;
@@ -336,13 +352,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                         ),
                         None => None,
                     };
-                    let node = match node_name {
-                        Some(n) => n,
-                        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                            .context("cannot read the host name; give --node-name")?
-                            .trim()
-                            .to_string(),
-                    };
+                    let node = node_name.map_or_else(host_name, Ok)?;
                     let mut label_map = std::collections::BTreeMap::new();
                     for l in &labels {
                         let (k, v) = l
@@ -359,7 +369,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                         wait: Duration::from_secs(30),
                     })
                 }
-                None => Source::Watch(watch),
+                None => match kube_node {
+                    Some(node) => Source::Kubernetes(Box::new(
+                        crate::kube::Kube::connect(kubeconfig.as_deref(), &node).await?,
+                    )),
+                    None => Source::Watch(watch),
+                },
             };
             let daemon = Daemon {
                 agent: &agent,
@@ -375,6 +390,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                         .await
                 }
                 Source::Server(server) => daemon.follow(server).await,
+                Source::Kubernetes(kube) => daemon.follow_kubernetes(*kube).await,
             }
         }
         Command::Status { root, output } => {
@@ -467,4 +483,14 @@ enum Source {
     Watch(PathBuf),
     /// hearth-server.
     Server(crate::follow::Server),
+    /// This node's Node on a Kubernetes API server.
+    Kubernetes(Box<crate::kube::Kube>),
+}
+
+/// This host's name (the default node name).
+fn host_name() -> Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("cannot read the host name; give --node-name")?
+        .trim()
+        .to_string())
 }

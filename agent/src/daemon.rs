@@ -28,7 +28,7 @@ pub(crate) struct Daemon<'a> {
 
 impl Daemon<'_> {
     /// The options of the daemon's applies.
-    fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         Options {
             drift: self.drift.clone(),
             ..Options::default()
@@ -145,13 +145,9 @@ impl Daemon<'_> {
                                 source::parse(&path.display().to_string(), &t).map_err(Into::into)
                             }) {
                             Ok(desired) => {
-                                let control = drift.clone();
-                                tokio::task::spawn_blocking(move || control.pause()).await?;
-                                let result = self.apply_logged(desired).await;
-                                drift.set_expected(self.expected());
-                                drift.resume();
+                                self.apply_paused(&drift, desired, self.policies.clone())
+                                    .await?;
                                 crate::memory::trim_heap();
-                                result?;
                             }
                             Err(e) => tracing::error!("{e:#}"),
                         }
@@ -161,21 +157,7 @@ impl Daemon<'_> {
                 Ok(None) => {}
                 Err(e) => tracing::error!("{e}"),
             }
-            let summary = Summary::load(self.agent.root())?;
-            let summary = if summary.state == State::Rebooting
-                && summary
-                    .progress
-                    .as_ref()
-                    .is_some_and(|p| p.phase == Phase::Rebooting)
-            {
-                // A reboot that was blocked (or not yet asked for): try again.
-                let mut j = Journal::default();
-                let _ = self.agent.resume(&mut j, &self.options()).await?;
-                drop(j);
-                Summary::load(self.agent.root())?
-            } else {
-                summary
-            };
+            let summary = self.retry_blocked_reboot().await?;
             self.metrics.set_state(summary.state);
             notify.status(&summary.status_line());
             // Wait for the next look, recording drift as it comes (idle, not hung: the
@@ -228,13 +210,41 @@ impl Daemon<'_> {
         }
     }
 
-    async fn apply_logged(&self, desired: NamedConfig) -> Result<()> {
+    /// Applies `desired` with the drift monitor paused (the apply's own writes are not drift),
+    /// then watches the managed paths of the config the host is now in.
+    /// `policies` are the node-disruption policies of the apply.
+    pub(crate) async fn apply_paused(
+        &self,
+        drift: &DriftControl,
+        desired: NamedConfig,
+        policies: DisruptionPolicies,
+    ) -> Result<Outcome> {
+        let control = drift.clone();
+        tokio::task::spawn_blocking(move || control.pause()).await?;
         let name = desired.name.clone();
-        let outcome = self
-            .agent
-            .sync(desired, self.policies.clone(), &self.options())
-            .await?;
+        let result = self.agent.sync(desired, policies, &self.options()).await;
+        drift.set_expected(self.expected());
+        drift.resume();
+        let outcome = result?;
         self.count(&name, &outcome);
-        Ok(())
+        Ok(outcome)
+    }
+
+    /// The journal's summary, after asking again for a reboot that was blocked (an inhibitor)
+    /// or not yet asked for.
+    pub(crate) async fn retry_blocked_reboot(&self) -> Result<Summary> {
+        let summary = Summary::load(self.agent.root())?;
+        if summary.state == State::Rebooting
+            && summary
+                .progress
+                .as_ref()
+                .is_some_and(|p| p.phase == Phase::Rebooting)
+        {
+            let mut j = Journal::default();
+            let _ = self.agent.resume(&mut j, &self.options()).await?;
+            drop(j);
+            return Ok(Summary::load(self.agent.root())?);
+        }
+        Ok(summary)
     }
 }

@@ -9,6 +9,8 @@
 //! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`: flags and dispatch.
 //! - `daemon`: `run` watching a file or directory; drift monitor events.
 //! - [`follow`]: `run --server`: enroll, long-poll, report, reboot slots.
+//! - [`kube`]: `run --kubernetes`: follow the Node's `desiredConfig`, write the MCO's
+//!   annotations and the MachineConfigNode's status.
 //! - [`status`]: the status document and text.
 //! - [`drift_policy`]: drift policies per path; drift versus failure after an apply.
 //! - [`limits`]: size and time bounds on everything read from the network.
@@ -24,6 +26,7 @@ pub mod daemon_lock;
 pub mod drift_policy;
 pub mod follow;
 pub mod journal;
+pub mod kube;
 pub mod limits;
 pub mod logging;
 pub mod memory;

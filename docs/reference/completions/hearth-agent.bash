@@ -169,7 +169,7 @@ _hearth__agent() {
             return 0
             ;;
         hearth__subcmd__agent__subcmd__run)
-            opts="-h --watch --server --ca --bootstrap-token-file --bootstrap-token --node-name --label --root --bus --policy --interval --drift-policy --drift --metrics --help"
+            opts="-h --watch --server --kubernetes --kubeconfig --ca --bootstrap-token-file --bootstrap-token --node-name --label --root --bus --policy --interval --drift-policy --drift --metrics --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -180,6 +180,10 @@ _hearth__agent() {
                     return 0
                     ;;
                 --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

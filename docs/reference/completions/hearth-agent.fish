@@ -43,6 +43,7 @@ complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand apply" -l no-r
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l watch -d 'File or directory to watch for the desired config (when not following a server)' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l server -d 'Follow hearth-server at this URL instead of watching a path. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16); the agent uses one at a time and moves to the next when it cannot be reached, times out or answers 5xx' -r
+complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l kubeconfig -d 'The kubeconfig to reach the API server with (with --kubernetes)' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l ca -d 'The fleet CA (PEM) that signs the server\'s certificate' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l bootstrap-token-file -d 'A file holding the pool\'s bootstrap token, for the first enrollment' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l bootstrap-token -d 'The pool\'s bootstrap token itself (as the first-boot config writes it into /etc/hearth/agent.env)' -r
@@ -57,6 +58,7 @@ revert\t''
 ignore\t''"
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l drift -d 'A per-path drift policy, PATH=report|revert|ignore; PATH is a file or a directory (the longest match wins). Repeatable' -r
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l metrics -d 'Serve Prometheus metrics on a local address (127.0.0.1:9701) or unix:/path' -r
+complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l kubernetes -d 'Follow this node\'s Node on a Kubernetes API server instead: apply the rendered MachineConfig its `machineconfiguration.openshift.io/desiredConfig` annotation names and write back `currentConfig`, `state` and `reason` as the MCO\'s daemon does (and the node\'s MachineConfigNode status). In-cluster (the service account) unless --kubeconfig is given'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -s h -l help -d 'Print help'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand status" -l root -d 'The host\'s root directory' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand status" -s o -l output -d 'Output format' -r -f -a "text\t''

@@ -1,0 +1,92 @@
+//! A booted container ([`SystemdHost`]) as a node of a [`KubeCluster`]: the API server reached
+//! from the container's own loopback through a relay the test process runs, and the node's
+//! credentials and kubeconfig installed inside.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::{pki, KubeCluster};
+use crate::SystemdHost;
+
+/// Where [`KubeCluster::connect_host`] puts the node's kubeconfig inside the container.
+pub const HOST_KUBECONFIG: &str = "/etc/hearth/kube/kubeconfig";
+
+/// Listens on the container's loopback at `port` (0: any free one; the socket is made in its
+/// network namespace, which a reboot of the container replaces: listen again then, with the
+/// same port) and relays every connection to `to` on the test machine's loopback, for as long
+/// as the test process runs. Returns the port inside.
+pub fn relay_into(host: &SystemdHost, to: SocketAddr, port: u16) -> Result<u16> {
+    let netns = format!("/proc/{}/ns/net", host.leader_pid());
+    let listener = std::thread::spawn(move || -> Result<TcpListener> {
+        let ns = std::fs::File::open(&netns).with_context(|| format!("opening {netns}"))?;
+        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
+            .context("joining the container's network namespace")?;
+        TcpListener::bind(("127.0.0.1", port)).context("listening in the container")
+    })
+    .join()
+    .map_err(|_| anyhow!("the relay's thread panicked"))??;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(inside) = conn else { return };
+            let Ok(outside) = TcpStream::connect(to) else {
+                continue;
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            };
+            if let (Ok(a), Ok(b)) = (inside.try_clone(), outside.try_clone()) {
+                pipe(a, b);
+                pipe(outside, inside);
+            }
+        }
+    });
+    Ok(port)
+}
+
+impl KubeCluster {
+    /// Makes `host` node `name` of this cluster: a relay from its loopback to the API server,
+    /// and node `name`'s client certificate, key, the cluster's CA and a kubeconfig naming the
+    /// relay under `/etc/hearth/kube/` inside. Returns the kubeconfig's path inside
+    /// ([`HOST_KUBECONFIG`]).
+    pub fn connect_host(&self, host: &SystemdHost, name: &str) -> Result<String> {
+        let server: SocketAddr = self
+            .server()
+            .trim_start_matches("https://")
+            .parse()
+            .context("the API server's address")?;
+        let port = relay_into(host, server, 0)?;
+        let (crt, key) = {
+            super::check_node_name(name)?;
+            self.pki.client_cert(
+                &format!("node-{name}"),
+                &format!("system:node:{name}"),
+                &[super::NODES_GROUP],
+            )?
+        };
+        let put = |path: &str, from: &std::path::Path| -> Result<()> {
+            let p = host.path(path);
+            std::fs::create_dir_all(p.parent().context("a path with a parent")?)?;
+            std::fs::copy(from, &p).with_context(|| format!("writing {path} into the host"))?;
+            Ok(())
+        };
+        put("/etc/hearth/kube/ca.crt", &self.pki.ca_cert())?;
+        put("/etc/hearth/kube/node.crt", &crt)?;
+        put("/etc/hearth/kube/node.key", &key)?;
+        let inside = pki::kubeconfig(
+            &format!("https://127.0.0.1:{port}"),
+            std::path::Path::new("/etc/hearth/kube/ca.crt"),
+            pki::Credential::Cert(
+                std::path::Path::new("/etc/hearth/kube/node.crt"),
+                std::path::Path::new("/etc/hearth/kube/node.key"),
+            ),
+        );
+        std::fs::write(host.path(HOST_KUBECONFIG), inside)
+            .context("writing the kubeconfig into the host")?;
+        Ok(HOST_KUBECONFIG.to_string())
+    }
+}

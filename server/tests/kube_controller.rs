@@ -6,6 +6,8 @@
 //! daemon) writes (`currentConfig`, `state`, `reason`) with `kubectl annotate`; the real agent
 //! against the same control plane is `agent/tests/kube_agent.rs`.
 
+mod common;
+
 use hearth_vm_tests::kube::KubeCluster;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -637,4 +639,98 @@ fn a_disruption_budget_blocks_the_drain_naming_pod_and_budget_and_lifting_it_com
     until(&mut cluster, &mut controller, &log, "w1 uncordoned", |c| {
         node_field(c, "w1", "{.spec.unschedulable}").is_empty()
     });
+}
+
+/// The corpus files hearth reads without error (the others are refused by `hearth apply`).
+fn readable_corpus() -> Vec<(String, String)> {
+    let dir = common::shared().join("corpus/mco-e2e");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let (_, diags) = hearth_config::manifest::read_str(&name, &text);
+            (!diags.iter().any(|d| d.is_error())).then_some((name, text))
+        })
+        .collect()
+}
+
+#[test]
+fn the_mco_corpus_renders_to_the_same_configs_as_on_hearth_server() {
+    let good = readable_corpus();
+    assert!(good.len() >= 15, "{}", good.len());
+    // hearth-server (embedded store, in this process): each pool's target.
+    let dir = tempfile::tempdir().unwrap();
+    let embedded: std::collections::BTreeMap<String, Option<String>> =
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let s = common::start(dir.path(), common::options(5)).await;
+            let api = common::Api::admin(&s);
+            let a = api.apply(&good).await;
+            assert!(a.status.is_success(), "{}", a.text);
+            let pools = api.get("/api/v1/pools").await.json;
+            let out = pools["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    (
+                        p["metadata"]["name"].as_str().unwrap().to_string(),
+                        p["spec"]["configuration"]["name"]
+                            .as_str()
+                            .map(str::to_string),
+                    )
+                })
+                .collect();
+            s.shutdown().await;
+            out
+        });
+    assert!(
+        embedded.get("worker").is_some_and(Option::is_some),
+        "{embedded:?}"
+    );
+
+    // The same files through kubectl (created: some are over client-side apply's limit).
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    let mut kube_pools = Vec::new();
+    for (name, text) in &good {
+        let path = cluster.dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        let created = cluster
+            .kubectl(&["create", "-f", &path.to_string_lossy(), "-o", "name"])
+            .unwrap();
+        kube_pools.extend(
+            created
+                .lines()
+                .filter_map(|l| {
+                    l.strip_prefix("machineconfigpool.machineconfiguration.openshift.io/")
+                })
+                .map(str::to_string),
+        );
+    }
+    assert!(kube_pools.contains(&"worker".to_string()), "{kube_pools:?}");
+    let (mut controller, log) = start_controller(&cluster, "c1");
+    // Every pool of the corpus renders to the name hearth-server gives it (content-addressed
+    // renders of the same configs by the same code), or fails there too.
+    for pool in &kube_pools {
+        let want = embedded.get(pool).cloned().flatten();
+        until(&mut cluster, &mut controller, &log, pool, |c| {
+            let path = |p: &str| {
+                c.kubectl(&["get", "mcp", pool, "-o", &format!("jsonpath={p}")])
+                    .unwrap_or_default()
+            };
+            match &want {
+                Some(t) => path("{.spec.configuration.name}") == *t,
+                None => {
+                    path("{.status.conditions[?(@.type==\"RenderDegraded\")].status}") == "True"
+                }
+            }
+        });
+    }
 }

@@ -391,3 +391,23 @@ fn every_node_of_a_pool_gets_a_machine_config_node_that_follows_its_desired_conf
         second.as_str()
     );
 }
+
+#[test]
+fn hearths_run_once_actions_survive_the_trip_through_the_api_server() {
+    let mut with_actions = mc("50-a", "worker", "/etc/a");
+    with_actions["spec"]["actions"] = json!([{"name": "hello", "script": "echo hi\n"}]);
+    let o = Observed {
+        machine_configs: vec![with_actions],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let w = step(&o);
+    assert_eq!(w.create.len(), 1);
+    assert_eq!(
+        w.create[0]["spec"]["actions"][0]["name"], "hello",
+        "{:#}",
+        w.create[0]
+    );
+}

@@ -209,6 +209,26 @@ fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_
         pool_field(&cluster, "{.spec.configuration.source[0].name}"),
         "50-motd"
     );
+    // What the controller did, as Events of the pool and the nodes.
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "a Rendered event",
+        |c| {
+            c.kubectl(&[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                "involvedObject.kind=MachineConfigPool,involvedObject.name=worker,reason=Rendered",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ])
+            .is_ok_and(|m| m.contains(&first))
+        },
+    );
     // Each node has its MachineConfigNode (its status is the agent's).
     until(
         &mut cluster,
@@ -579,6 +599,26 @@ fn a_disruption_budget_blocks_the_drain_naming_pod_and_budget_and_lifting_it_com
         "handed its config before the drain"
     );
     assert_eq!(desired(&cluster, "w1"), first);
+    // And as an Event of the node (`kubectl describe node w0` shows it).
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "a DrainBlocked event",
+        |c| {
+            c.kubectl(&[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                "involvedObject.name=w0,reason=DrainBlocked",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ])
+            .is_ok_and(|m| m.contains("PodDisruptionBudget default/web"))
+        },
+    );
     until(&mut cluster, &mut controller, &log, "pool says why", |c| {
         pool_field(c, "{.status.conditions[?(@.type==\"Updating\")].message}")
             .contains("PodDisruptionBudget default/web")

@@ -15,6 +15,8 @@
 //! watches and the loop).
 
 mod drain;
+mod drain_run;
+mod events;
 mod lease;
 mod observe;
 mod run;

@@ -3,7 +3,8 @@
 //! (and every [`TICK`], for maintenance windows), on the caches; the writes that follow; and a
 //! wait until the caches show those writes before the next decision.
 
-use super::drain::{self, Drainer, OnTimeout, Progress, Todo};
+use super::drain;
+use super::drain_run;
 use super::observe::{self, Observed, Writes, DESIRED_CONFIG};
 use crate::controller::{self, Scope, Settings};
 use anyhow::{Context, Result};
@@ -28,9 +29,9 @@ const GATHER: Duration = Duration::from_millis(100);
 /// How long the controller waits for its caches to show its own writes before deciding again.
 const OWN_WRITES: Duration = Duration::from_secs(10);
 /// How often a node's drain is tried again (evictions a budget refused, pods terminating).
-const DRAIN_RETRY: Duration = Duration::from_secs(5);
+pub(super) const DRAIN_RETRY: Duration = Duration::from_secs(5);
 /// How long one call to the API server may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the controller finds its API server.
 #[derive(Debug, Clone)]
@@ -217,7 +218,8 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             .with_context(|| format!("the {} cache never filled", c.what))?;
     }
     let writer = Writer::new(client.clone());
-    let drainer = drain::Drainer::new(client);
+    let drainer = drain::Drainer::new(client.clone());
+    let recorder = super::events::Recorder::new(client);
     let mut last_drain: HashMap<String, Instant> = HashMap::new();
     let mut reported: HashSet<String> = HashSet::new();
     loop {
@@ -243,9 +245,6 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
         let mut after = read.fleet.clone();
         let mut events = controller::reconcile(&mut after, Scope::Full, now, &opts.settings);
         observe::hold_refused(&read.fleet, &mut after, &read.held, &mut events);
-        for e in &events {
-            tracing::info!(object = %e.object, reason = %e.reason, "{}", e.message);
-        }
         let mut writes = observe::writes(&observed, &read.fleet, &after, now);
         let todo = drain::split(
             &observed.nodes,
@@ -253,6 +252,14 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             &after,
             &mut writes.node_desired,
         );
+        // A node that drains first gets its config (and the event) once drained.
+        events.retain(|e| {
+            !(e.reason == "DesiredChanged"
+                && todo.iter().any(|t| e.object == format!("Node/{}", t.node)))
+        });
+        for e in &events {
+            tracing::info!(object = %e.object, reason = %e.reason, "{}", e.message);
+        }
         if !writes.is_empty() {
             if tokio::time::timeout(CALL_TIMEOUT * 4, writer.write(&writes))
                 .await
@@ -265,24 +272,17 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             }
             wait_for_own_writes(&writes, &mcs, &nodes_cache).await;
         }
-        let set = drain_nodes(&drainer, &todo, &observed.nodes, &mut last_drain, now).await;
-        for (node, cordoned) in drain::finished(&observed.nodes, &todo) {
-            let clear: Vec<(&str, Option<String>)> = [
-                drain::DRAIN_FOR,
-                drain::DRAIN_STARTED,
-                drain::DRAINED_FOR,
-                drain::DRAIN_BLOCKED,
-                drain::CORDONED,
-            ]
-            .into_iter()
-            .map(|k| (k, None))
-            .collect();
-            match drainer.mark(&node, &clear, cordoned.then_some(false)).await {
-                Ok(()) if cordoned => tracing::info!(node, "uncordoned: its update is done"),
-                Ok(()) => {}
-                Err(e) => tracing::warn!(node, error = %format!("{e:#}"), "cannot end the drain"),
-            }
-        }
+        recorder.record(&events).await;
+        let set = drain_run::drain_nodes(
+            &drainer,
+            &recorder,
+            &todo,
+            &observed.nodes,
+            &mut last_drain,
+            now,
+        )
+        .await;
+        drain_run::end_drains(&drainer, &recorder, &observed.nodes, &todo).await;
         if !set.is_empty() {
             let drained = Writes {
                 node_desired: set,
@@ -420,116 +420,6 @@ impl Writer {
                 Ok(_) => tracing::info!(name, "rendered config deleted (unused)"),
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => tracing::warn!(name, error = %e, "cannot delete a rendered config"),
-            }
-        }
-    }
-}
-
-/// One step of each drain in `todo` (each node at most every [`DRAIN_RETRY`]); the nodes handed
-/// their config because their drain is over (or skipped).
-async fn drain_nodes(
-    drainer: &Drainer,
-    todo: &[Todo],
-    nodes: &[Value],
-    last: &mut HashMap<String, Instant>,
-    now: u64,
-) -> Vec<(String, String)> {
-    let mut set = Vec::new();
-    for t in todo {
-        if last.get(&t.node).is_some_and(|i| i.elapsed() < DRAIN_RETRY) {
-            continue;
-        }
-        last.insert(t.node.clone(), Instant::now());
-        match tokio::time::timeout(CALL_TIMEOUT, drain_one(drainer, t, nodes, now)).await {
-            Ok(Ok(true)) => set.push((t.node.clone(), t.config.clone())),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => tracing::warn!(node = %t.node, error = %format!("{e:#}"), "drain"),
-            Err(_) => {
-                tracing::warn!(node = %t.node, "a drain step took longer than {CALL_TIMEOUT:?}; trying again")
-            }
-        }
-    }
-    set
-}
-
-/// One step of one drain; true when the node was handed its config.
-async fn drain_one(drainer: &Drainer, t: &Todo, nodes: &[Value], now: u64) -> Result<bool> {
-    let policy = t.policy.clone().unwrap_or_else(|e| {
-        tracing::warn!(node = %t.node, "{e}; the default drain settings apply");
-        drain::DrainPolicy::of(&Default::default()).unwrap_or(drain::DrainPolicy {
-            timeout: drain::DEFAULT_TIMEOUT,
-            on_timeout: OnTimeout::Wait,
-        })
-    });
-    let node = &t.node;
-    let started = match t.started {
-        Some(s) => s,
-        None => {
-            let cordoned_already = nodes
-                .iter()
-                .find(|n| n["metadata"]["name"] == node.as_str())
-                .is_some_and(|n| n["spec"]["unschedulable"] == true);
-            let mut marks = vec![
-                (drain::DRAIN_FOR, Some(t.config.clone())),
-                (drain::DRAIN_STARTED, Some(crate::time::rfc3339(now))),
-                (drain::DRAINED_FOR, None),
-                (drain::DRAIN_BLOCKED, None),
-            ];
-            if !cordoned_already {
-                marks.push((drain::CORDONED, Some("true".into())));
-            }
-            drainer
-                .mark(node, &marks, (!cordoned_already).then_some(true))
-                .await?;
-            tracing::info!(node, config = %t.config, "cordoned; draining before the update");
-            now
-        }
-    };
-    // Drained (or skipped): the node gets its config, and the drain is remembered as done.
-    let hand_over = [
-        (drain::DRAINED_FOR, Some(t.config.clone())),
-        (drain::DRAIN_BLOCKED, None),
-        (DESIRED_CONFIG, Some(t.config.clone())),
-    ];
-    match drainer.step(node).await? {
-        Progress::Drained => {
-            drainer.mark(node, &hand_over, None).await?;
-            tracing::info!(node, config = %t.config, "drained; desired config set");
-            Ok(true)
-        }
-        Progress::Waiting(why) => {
-            let over = now.saturating_sub(started) >= policy.timeout.as_secs();
-            match (over, policy.on_timeout) {
-                (true, OnTimeout::Skip) => {
-                    drainer.mark(node, &hand_over, None).await?;
-                    tracing::warn!(node, config = %t.config, "drain past its timeout, skipped as the pool says: {why}");
-                    Ok(true)
-                }
-                (true, OnTimeout::Fail) => {
-                    drainer
-                        .mark(
-                            node,
-                            &[
-                                (drain::DRAIN_FAILED, Some(why.clone())),
-                                (drain::DRAIN_BLOCKED, Some(why.clone())),
-                                (drain::DRAIN_FOR, None),
-                                (drain::DRAIN_STARTED, None),
-                            ],
-                            None,
-                        )
-                        .await?;
-                    tracing::warn!(node, config = %t.config, "drain past its timeout, failed as the pool says: {why}");
-                    Ok(false)
-                }
-                _ => {
-                    if t.blocked.as_deref() != Some(why.as_str()) {
-                        drainer
-                            .mark(node, &[(drain::DRAIN_BLOCKED, Some(why.clone()))], None)
-                            .await?;
-                        tracing::warn!(node, config = %t.config, "drain waits: {why}");
-                    }
-                    Ok(false)
-                }
             }
         }
     }

@@ -1,0 +1,209 @@
+//! The drains' side of the controller's loop: one step of each drain the rollout waits for,
+//! and the end of those that are over; each transition logged and posted as an Event.
+
+use super::drain::{self, Drainer, OnTimeout, Progress, Todo};
+use super::events::Recorder;
+use super::observe::DESIRED_CONFIG;
+use super::run::{CALL_TIMEOUT, DRAIN_RETRY};
+use crate::records::EventRecord;
+use anyhow::Result;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// One step of each drain in `todo` (each node at most every [`DRAIN_RETRY`]); the nodes handed
+/// their config because their drain is over (or skipped).
+pub(super) async fn drain_nodes(
+    drainer: &Drainer,
+    recorder: &Recorder,
+    todo: &[Todo],
+    nodes: &[Value],
+    last: &mut HashMap<String, Instant>,
+    now: u64,
+) -> Vec<(String, String)> {
+    let mut set = Vec::new();
+    for t in todo {
+        if last.get(&t.node).is_some_and(|i| i.elapsed() < DRAIN_RETRY) {
+            continue;
+        }
+        last.insert(t.node.clone(), Instant::now());
+        match tokio::time::timeout(CALL_TIMEOUT, drain_one(drainer, recorder, t, nodes, now)).await
+        {
+            Ok(Ok(true)) => set.push((t.node.clone(), t.config.clone())),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(node = %t.node, error = %format!("{e:#}"), "drain"),
+            Err(_) => {
+                tracing::warn!(node = %t.node, "a drain step took longer than {CALL_TIMEOUT:?}; trying again")
+            }
+        }
+    }
+    set
+}
+
+/// One step of one drain; true when the node was handed its config.
+async fn drain_one(
+    drainer: &Drainer,
+    recorder: &Recorder,
+    t: &Todo,
+    nodes: &[Value],
+    now: u64,
+) -> Result<bool> {
+    let event = |warning: bool, reason: &str, message: String| {
+        let object = format!("Node/{}", t.node);
+        if warning {
+            EventRecord::warning(now, object, reason, message)
+        } else {
+            EventRecord::normal(now, object, reason, message)
+        }
+    };
+    let policy = t.policy.clone().unwrap_or_else(|e| {
+        tracing::warn!(node = %t.node, "{e}; the default drain settings apply");
+        drain::DrainPolicy::of(&Default::default()).unwrap_or(drain::DrainPolicy {
+            timeout: drain::DEFAULT_TIMEOUT,
+            on_timeout: OnTimeout::Wait,
+        })
+    });
+    let node = &t.node;
+    let started = match t.started {
+        Some(s) => s,
+        None => {
+            let cordoned_already = nodes
+                .iter()
+                .find(|n| n["metadata"]["name"] == node.as_str())
+                .is_some_and(|n| n["spec"]["unschedulable"] == true);
+            let mut marks = vec![
+                (drain::DRAIN_FOR, Some(t.config.clone())),
+                (drain::DRAIN_STARTED, Some(crate::time::rfc3339(now))),
+                (drain::DRAINED_FOR, None),
+                (drain::DRAIN_BLOCKED, None),
+            ];
+            if !cordoned_already {
+                marks.push((drain::CORDONED, Some("true".into())));
+            }
+            drainer
+                .mark(node, &marks, (!cordoned_already).then_some(true))
+                .await?;
+            tracing::info!(node, config = %t.config, "cordoned; draining before the update");
+            recorder
+                .record(&[event(
+                    false,
+                    "Cordoned",
+                    format!(
+                        "draining before the update to {} (it needs a reboot)",
+                        t.config
+                    ),
+                )])
+                .await;
+            now
+        }
+    };
+    // Drained (or skipped): the node gets its config, and the drain is remembered as done.
+    let hand_over = [
+        (drain::DRAINED_FOR, Some(t.config.clone())),
+        (drain::DRAIN_BLOCKED, None),
+        (DESIRED_CONFIG, Some(t.config.clone())),
+    ];
+    match drainer.step(node).await? {
+        Progress::Drained => {
+            drainer.mark(node, &hand_over, None).await?;
+            tracing::info!(node, config = %t.config, "drained; desired config set");
+            recorder
+                .record(&[event(
+                    false,
+                    "Drained",
+                    format!("drained; desired config {}", t.config),
+                )])
+                .await;
+            Ok(true)
+        }
+        Progress::Waiting(why) => {
+            let over = now.saturating_sub(started) >= policy.timeout.as_secs();
+            match (over, policy.on_timeout) {
+                (true, OnTimeout::Skip) => {
+                    drainer.mark(node, &hand_over, None).await?;
+                    tracing::warn!(node, config = %t.config, "drain past its timeout, skipped as the pool says: {why}");
+                    recorder
+                        .record(&[event(
+                            true,
+                            "DrainSkipped",
+                            format!("past its timeout, the update to {} goes on as the pool says ({}: skip): {why}", t.config, drain::ON_TIMEOUT_ANNOTATION),
+                        )])
+                        .await;
+                    Ok(true)
+                }
+                (true, OnTimeout::Fail) => {
+                    drainer
+                        .mark(
+                            node,
+                            &[
+                                (drain::DRAIN_FAILED, Some(why.clone())),
+                                (drain::DRAIN_BLOCKED, Some(why.clone())),
+                                (drain::DRAIN_FOR, None),
+                                (drain::DRAIN_STARTED, None),
+                            ],
+                            None,
+                        )
+                        .await?;
+                    tracing::warn!(node, config = %t.config, "drain past its timeout, failed as the pool says: {why}");
+                    recorder
+                        .record(&[event(
+                            true,
+                            "DrainFailed",
+                            format!("past its timeout, the node counts as Degraded as the pool says ({}: fail): {why}", drain::ON_TIMEOUT_ANNOTATION),
+                        )])
+                        .await;
+                    Ok(false)
+                }
+                _ => {
+                    if t.blocked.as_deref() != Some(why.as_str()) {
+                        drainer
+                            .mark(node, &[(drain::DRAIN_BLOCKED, Some(why.clone()))], None)
+                            .await?;
+                        tracing::warn!(node, config = %t.config, "drain waits: {why}");
+                        recorder
+                            .record(&[event(true, "DrainBlocked", why.clone())])
+                            .await;
+                    }
+                    Ok(false)
+                }
+            }
+        }
+    }
+}
+
+/// Ends the drains that are over ([`drain::finished`]): their annotations go, and the nodes the
+/// controller cordoned are uncordoned.
+pub(super) async fn end_drains(
+    drainer: &Drainer,
+    recorder: &Recorder,
+    nodes: &[Value],
+    todo: &[Todo],
+) {
+    for (node, cordoned) in drain::finished(nodes, todo) {
+        let clear: Vec<(&str, Option<String>)> = [
+            drain::DRAIN_FOR,
+            drain::DRAIN_STARTED,
+            drain::DRAINED_FOR,
+            drain::DRAIN_BLOCKED,
+            drain::CORDONED,
+        ]
+        .into_iter()
+        .map(|k| (k, None))
+        .collect();
+        match drainer.mark(&node, &clear, cordoned.then_some(false)).await {
+            Ok(()) if cordoned => {
+                tracing::info!(node, "uncordoned: its update is done");
+                recorder
+                    .record(&[EventRecord::normal(
+                        crate::time::now(),
+                        format!("Node/{node}"),
+                        "Uncordoned",
+                        "its update is done".into(),
+                    )])
+                    .await;
+            }
+            Ok(()) => {}
+            Err(e) => tracing::warn!(node, error = %format!("{e:#}"), "cannot end the drain"),
+        }
+    }
+}

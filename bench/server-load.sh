@@ -95,6 +95,30 @@ for k, v in r["stats"]["latencyMs"].items():
 print(f"  errors: {r['stats']['errors'] or 'none'}; counts: {r['stats']['counts']}")
 EOF
 
+# The server's own view of the same requests (its histogram: time from the routed request to
+# the response, without the time a request waited in a socket or a busy runtime first), so the
+# client-side figures above can be split into the server's work and the machine's queueing.
+curl -sf --cacert "$CA" -H "Authorization: Bearer $(cat "$STATE/admin.token")" "$URL/metrics" >"$OUT/metrics.txt" || true
+python3 - "$OUT/metrics.txt" <<'EOF'
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'hearth_server_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)', line)
+    if m:
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        le = labels["le"]
+        rows.setdefault((labels["method"], labels["route"]), []).append((float("inf") if le == "+Inf" else float(le), int(m.group(2))))
+for (method, route), b in sorted(rows.items()):
+    b.sort()
+    total = b[-1][1]
+    if not total:
+        continue
+    def q(p):
+        for le, n in b:
+            if n >= p * total:
+                return "<= %g ms" % (le * 1000) if le != float("inf") else "> 30 s"
+    print(f"  server-side {method} {route:<24} n={total:<7} p50 {q(0.5)}, p99 {q(0.99)}")
+EOF
 echo "== machine: load average $(cut -d' ' -f1-3 /proc/loadavg) after the agents run"
 if [ -n "${SKIP_THROUGHPUT:-}" ]; then
     echo "results in $OUT"

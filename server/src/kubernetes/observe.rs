@@ -11,10 +11,10 @@ use crate::records::{NodeRecord, RenderedRecord};
 use crate::views;
 use hearth_api::AgentStatus;
 use hearth_config::diag::Diagnostic;
-use hearth_config::manifest::read_str;
+use hearth_config::manifest::{read_str, Manifests};
 use hearth_config::model::{RENDERED_NODE_ANNOTATION, RENDERED_POOL_ANNOTATION};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The annotation the controller sets: the rendered config a node should run.
 pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
@@ -104,18 +104,60 @@ fn node_state(s: &str) -> Option<NodeState> {
     NodeState::ALL.into_iter().find(|x| x.as_str() == s)
 }
 
+/// Objects already read, by kind and name, with the `resourceVersion` they were read at: an
+/// object the API server has not changed is not read again (a reconcile follows every change
+/// of any object; reading every MachineConfig each time would cost their whole size).
+#[derive(Debug, Default)]
+pub struct ReadCache {
+    entries: HashMap<(String, String), (String, Manifests, Vec<Diagnostic>)>,
+    seen: HashSet<(String, String)>,
+}
+
+impl ReadCache {
+    /// `v` (of `kind`) read with `hearth apply`'s reader, or as it was read before.
+    fn read(&mut self, v: &Value, kind: &str) -> (Manifests, Vec<Diagnostic>) {
+        let key = (kind.to_string(), name_of(v).to_string());
+        let version = v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        self.seen.insert(key.clone());
+        if let Some((rv, m, d)) = self.entries.get(&key) {
+            if !version.is_empty() && rv == version {
+                return (m.clone(), d.clone());
+            }
+        }
+        let file = format!("{kind}/{}", name_of(v));
+        let (m, d) = read_str(&file, &as_manifest(v, kind));
+        if !version.is_empty() {
+            self.entries
+                .insert(key, (version.to_string(), m.clone(), d.clone()));
+        }
+        (m, d)
+    }
+
+    /// Forgets the objects not read since the last call (deleted ones).
+    fn sweep(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        self.entries.retain(|k, _| seen.contains(k));
+    }
+}
+
 /// The fleet `o` describes, as of `now`.
 pub fn read(o: &Observed, now: u64) -> Read {
+    read_cached(o, now, &mut ReadCache::default())
+}
+
+/// [`read`], reading again only the objects that changed since `cache` saw them.
+pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
     let mut fleet = Fleet::default();
     let mut diagnostics = Vec::new();
     let mut text = |v: &Value, kind: &str| {
-        let file = format!("{kind}/{}", name_of(v));
-        let (m, d) = read_str(&file, &as_manifest(v, kind));
+        let (m, d) = cache.read(v, kind);
         let refused = d.iter().any(Diagnostic::is_error);
         diagnostics.extend(d);
         (!refused).then_some(m)
     };
-    let mut manifests = hearth_config::manifest::Manifests::default();
+    let mut manifests = Manifests::default();
     let mut rendered = Vec::new();
     let mut refused: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
     for v in &o.machine_configs {
@@ -141,6 +183,7 @@ pub fn read(o: &Observed, now: u64) -> Read {
             manifests.extend(m);
         }
     }
+    cache.sweep();
     crate::app::apply_manifests(&mut fleet, &manifests, now, None);
     // What the objects record of themselves: creation times, and a pool's configuration (the
     // render all its nodes run), which the controller keeps in the pool's status.

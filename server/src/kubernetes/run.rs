@@ -149,6 +149,24 @@ impl Cache {
             .filter_map(|o| serde_json::to_value(&**o).ok())
             .collect()
     }
+
+    /// The objects without their `status` (a Node's is large — images, conditions — and the
+    /// controller reads none of it).
+    fn values_without_status(&self) -> Vec<Value> {
+        self.store
+            .state()
+            .iter()
+            .filter_map(|o| {
+                let mut v = serde_json::to_value(&o.metadata).ok()?;
+                let mut out = json!({"metadata": null});
+                out["metadata"] = v.take();
+                if let Some(spec) = o.data.get("spec") {
+                    out["spec"] = spec.clone();
+                }
+                Some(out)
+            })
+            .collect()
+    }
 }
 
 /// Runs the controller until the process ends.
@@ -222,16 +240,17 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
     let recorder = super::events::Recorder::new(client);
     let mut last_drain: HashMap<String, Instant> = HashMap::new();
     let mut reported: HashSet<String> = HashSet::new();
+    let mut read_cache = observe::ReadCache::default();
     loop {
         let observed = Observed {
             machine_configs: mcs.values(),
             pools: mcps.values(),
-            nodes: nodes_cache.values(),
+            nodes: nodes_cache.values_without_status(),
             configurations: confs.as_ref().map(Cache::values).unwrap_or_default(),
             machine_config_nodes: mcns.as_ref().map(Cache::values),
         };
         let now = crate::time::now();
-        let read = observe::read(&observed, now);
+        let read = observe::read_cached(&observed, now, &mut read_cache);
         // Each refused object once, until it changes.
         let mut now_reported = HashSet::new();
         for d in read.diagnostics.iter().filter(|d| d.is_error()) {

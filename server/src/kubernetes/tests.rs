@@ -411,3 +411,31 @@ fn hearths_run_once_actions_survive_the_trip_through_the_api_server() {
         w.create[0]
     );
 }
+
+#[test]
+fn a_cached_read_reads_again_what_the_api_server_changed() {
+    let mut cache = observe::ReadCache::default();
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let path = |r: &Read| {
+        r.fleet.mcs["50-a"].value.spec.config.storage.files[0]
+            .path
+            .clone()
+    };
+    assert_eq!(path(&observe::read_cached(&o, 1, &mut cache)), "/etc/a");
+    // Changed: a new resourceVersion.
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
+    assert_eq!(path(&observe::read_cached(&o, 2, &mut cache)), "/etc/b");
+    // Deleted, then created again under the old version number: read anew.
+    o.machine_configs.clear();
+    assert!(observe::read_cached(&o, 3, &mut cache).fleet.mcs.is_empty());
+    o.machine_configs.push(mc("50-a", "worker", "/etc/c"));
+    o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
+    assert_eq!(path(&observe::read_cached(&o, 4, &mut cache)), "/etc/c");
+}

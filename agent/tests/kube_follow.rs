@@ -264,8 +264,8 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
         .unwrap();
     cluster.apply(POLICY).unwrap();
 
-    // The agent as the node runs it (the shipped unit), following the API server with the
-    // node's identity.
+    // The agent as the node runs it (the shipped unit and agent.env), following the API
+    // server with the node's identity.
     let mut host = host_with_agent();
     let server: SocketAddr = cluster
         .server()
@@ -274,12 +274,15 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
         .unwrap();
     let port = relay_into(&host, server, 0);
     let kubeconfig = install_kubeconfig(&host, &cluster, NODE, port);
-    install_service(
+    // The shipped unit as it is, told by /etc/hearth/agent.env.
+    put(
         &host,
-        Some(&format!(
-            "[Service]\nExecStart=\nExecStart=/usr/bin/hearth-agent run --kubernetes --kubeconfig {kubeconfig} --node-name {NODE}\n"
-        )),
+        "/etc/hearth/agent.env",
+        &format!(
+            "HEARTH_KUBERNETES=true\nHEARTH_KUBECONFIG={kubeconfig}\nHEARTH_NODE_NAME={NODE}\n"
+        ),
     );
+    install_service(&host, None);
     host.exec_ok(&[
         "systemctl",
         "enable",

@@ -105,11 +105,21 @@ enum Command {
         /// MachineConfig its `machineconfiguration.openshift.io/desiredConfig` annotation names
         /// and write back `currentConfig`, `state` and `reason` as the MCO's daemon does (and
         /// the node's MachineConfigNode status). In-cluster (the service account) unless
-        /// --kubeconfig is given.
-        #[arg(long, conflicts_with = "server")]
+        /// --kubeconfig is given. HEARTH_KUBERNETES: true, 1, yes or on.
+        #[arg(
+            long,
+            env = "HEARTH_KUBERNETES",
+            value_parser = clap::builder::BoolishValueParser::new(),
+            conflicts_with = "server"
+        )]
         kubernetes: bool,
         /// The kubeconfig to reach the API server with (with --kubernetes).
-        #[arg(long, value_name = "FILE", requires = "kubernetes")]
+        #[arg(
+            long,
+            value_name = "FILE",
+            env = "HEARTH_KUBECONFIG",
+            requires = "kubernetes"
+        )]
         kubeconfig: Option<PathBuf>,
         /// The fleet CA (PEM) that signs the server's certificate.
         #[arg(

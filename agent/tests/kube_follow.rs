@@ -229,7 +229,7 @@ fn wait_for_state(cluster: &KubeCluster, state: &str, limit: Duration) -> (Strin
 }
 
 #[test]
-fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
+fn the_agent_follows_its_node_through_an_apply_a_failed_unit_a_reboot_and_drift() {
     let cluster = KubeCluster::start().expect("the test cluster starts");
     // The shipped CRDs and RBAC, the node's own right to its MachineConfigNode, which the
     // administrator creates (docs/kubernetes.md), and the cluster's node-disruption policy.
@@ -264,8 +264,8 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
         .unwrap();
     cluster.apply(POLICY).unwrap();
 
-    // The agent as the node runs it (the shipped unit), following the API server with the
-    // node's identity.
+    // The agent as the node runs it (the shipped unit and agent.env), following the API
+    // server with the node's identity.
     let mut host = host_with_agent();
     let server: SocketAddr = cluster
         .server()
@@ -274,12 +274,15 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
         .unwrap();
     let port = relay_into(&host, server, 0);
     let kubeconfig = install_kubeconfig(&host, &cluster, NODE, port);
-    install_service(
+    // The shipped unit as it is, told by /etc/hearth/agent.env.
+    put(
         &host,
-        Some(&format!(
-            "[Service]\nExecStart=\nExecStart=/usr/bin/hearth-agent run --kubernetes --kubeconfig {kubeconfig} --node-name {NODE}\n"
-        )),
+        "/etc/hearth/agent.env",
+        &format!(
+            "HEARTH_KUBERNETES=true\nHEARTH_KUBECONFIG={kubeconfig}\nHEARTH_NODE_NAME={NODE}\n"
+        ),
     );
+    install_service(&host, None);
     host.exec_ok(&[
         "systemctl",
         "enable",
@@ -399,7 +402,28 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
         (current.as_str(), state.as_str()),
         ("rendered-worker-1", "Working")
     );
-    // The new boot has a new network namespace: the relay again, on the same port.
+    // The new boot has a new network namespace, which cannot reach the API server until the
+    // relay is there again: the agent says so and tries again with back-off ...
+    wait_for(
+        "the agent finding the API server unreachable",
+        Duration::from_secs(60),
+        || {
+            let log = host
+                .exec(&[
+                    "journalctl",
+                    "-b",
+                    "-u",
+                    "hearth-agent",
+                    "--no-pager",
+                    "-o",
+                    "cat",
+                ])
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            (log.contains("cannot follow the Node").then_some(()), log)
+        },
+    );
+    // ... and catches up once it can (the relay again, on the same port).
     relay_into(&host, server, port);
     let (current, _, reason) = wait_for_state(&cluster, "Done", Duration::from_secs(120));
     assert_eq!(current, "rendered-worker-3");
@@ -418,5 +442,14 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_and_a_reboot() {
     assert!(
         states.ends_with(&["Working", "Rebooting", "Done"]),
         "{states:?}"
+    );
+
+    // 5. A managed file changed by hand: Degraded as the MCO reports a content mismatch.
+    put(&host, "/etc/demo/hello", "by hand\n");
+    let (current, _, reason) = wait_for_state(&cluster, "Degraded", Duration::from_secs(60));
+    assert_eq!(current, "rendered-worker-3");
+    assert!(
+        reason.starts_with("unexpected on-disk state validating against rendered-worker-3: /etc/demo/hello: content changed"),
+        "{reason}"
     );
 }

@@ -132,6 +132,27 @@ pub fn needs_apply(desired: &str, j: &Journal, force: bool) -> bool {
     force || j.desired.as_ref().map(|d| d.name.as_str()) != Some(desired)
 }
 
+/// Refuses a `desiredConfig` that is not an object name (a DNS subdomain: `a-z`, `0-9`, `-`,
+/// `.`, at most 253 bytes, alphanumeric at both ends), before anything is fetched: an empty one
+/// would name the whole collection.
+pub fn check_name(desired: &str) -> Result<(), String> {
+    let ok = !desired.is_empty()
+        && desired.len() <= 253
+        && desired
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && desired.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && desired.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        return Ok(());
+    }
+    let shown: String = desired.chars().take(64).collect();
+    Err(format!(
+        "{DESIRED_CONFIG} {shown:?}{} is not a MachineConfig name (a-z, 0-9, '-', '.', at most 253 bytes): set it to the name of a rendered MachineConfig",
+        if shown.len() < desired.len() { " …" } else { "" }
+    ))
+}
+
 /// `reason` cut to at most [`MAX_REASON_BYTES`] at a character boundary, saying that it was cut
 /// and where the rest is.
 pub fn bounded(reason: &str) -> String {
@@ -304,6 +325,25 @@ mod tests {
         );
         assert!(needs_apply("a", &j, true), "the force file retries it");
         assert!(needs_apply("b", &j, false));
+    }
+
+    #[test]
+    fn desired_names_are_object_names() {
+        assert!(check_name("rendered-worker-0123abcd").is_ok());
+        for bad in [
+            "",
+            "-x",
+            "x-",
+            "A",
+            "a/b",
+            "../nodes",
+            "a b",
+            &"a".repeat(254),
+        ] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains("is not a MachineConfig name"), "{bad:?}: {e}");
+        }
+        assert!(check_name("\u{1b}[2J").unwrap_err().contains("\\u{1b}"));
     }
 
     #[test]

@@ -38,12 +38,12 @@ pub fn object(node: &str, desired: &str) -> Value {
     })
 }
 
-/// The spec patch when the desired config changed.
+/// The spec patch when the desired config changed: the desired config only. The pool is the
+/// controller's to say (it knows it from the pool's node selector; a name such as
+/// `rendered-<pool>-<node>-<hash>` of a node with its own overlays does not tell it), so an
+/// agent names it only in a MachineConfigNode it creates itself.
 pub fn spec_patch(desired: &str) -> Value {
-    json!({"spec": {
-        "pool": {"name": pool_of(desired)},
-        "configVersion": {"desired": desired},
-    }})
+    json!({"spec": {"configVersion": {"desired": desired}}})
 }
 
 fn cut(s: &str, max: usize) -> String {

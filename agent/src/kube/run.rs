@@ -172,9 +172,10 @@ impl Daemon<'_> {
                     Ok(Some(json)) => super::policy::merged(&json, &self.policies),
                     Err(e) => Err(e.to_string()),
                 };
-                turns.refusal = match policies {
-                    Err(reason) => Some(refused(name, McoState::Degraded, reason)),
-                    Ok(policies) => match kube.machine_config(name).await {
+                turns.refusal = match (annotations::check_name(name), policies) {
+                    (Err(reason), _) => Some(refused(name, McoState::Unreconcilable, reason)),
+                    (_, Err(reason)) => Some(refused(name, McoState::Degraded, reason)),
+                    (Ok(()), Ok(policies)) => match kube.machine_config(name).await {
                         Ok(bytes) => match parse_machine_config(name, bytes) {
                             Ok(config) => {
                                 self.apply_paused(drift, config, policies).await?;

@@ -58,7 +58,7 @@ revert\t''
 ignore\t''"
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l drift -d 'A per-path drift policy, PATH=report|revert|ignore; PATH is a file or a directory (the longest match wins). Repeatable' -r
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l metrics -d 'Serve Prometheus metrics on a local address (127.0.0.1:9701) or unix:/path' -r
-complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l kubernetes -d 'Follow this node\'s Node on a Kubernetes API server instead: apply the rendered MachineConfig its `machineconfiguration.openshift.io/desiredConfig` annotation names and write back `currentConfig`, `state` and `reason` as the MCO\'s daemon does (and the node\'s MachineConfigNode status). In-cluster (the service account) unless --kubeconfig is given'
+complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -l kubernetes -d 'Follow this node\'s Node on a Kubernetes API server instead: apply the rendered MachineConfig its `machineconfiguration.openshift.io/desiredConfig` annotation names and write back `currentConfig`, `state` and `reason` as the MCO\'s daemon does (and the node\'s MachineConfigNode status). In-cluster (the service account) unless --kubeconfig is given. HEARTH_KUBERNETES: true, 1, yes or on'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand run" -s h -l help -d 'Print help'
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand status" -l root -d 'The host\'s root directory' -r -F
 complete -c hearth-agent -n "__fish_hearth_agent_using_subcommand status" -s o -l output -d 'Output format' -r -f -a "text\t''

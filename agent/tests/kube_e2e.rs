@@ -157,7 +157,7 @@ fn wait(
 /// A booted container running the shipped agent service as node `name`.
 fn agent_node(cluster: &KubeCluster, name: &str) -> SystemdHost {
     let host = host_with_agent();
-    let kubeconfig = cluster.connect_host(&host, name).unwrap();
+    let (kubeconfig, _) = cluster.connect_host(&host, name).unwrap();
     install_service(
         &host,
         Some(&format!(

@@ -12,9 +12,8 @@
 mod common;
 
 use common::*;
-use hearth_vm_tests::kube::KubeCluster;
-use hearth_vm_tests::SystemdHost;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use hearth_vm_tests::kube::{relay_into, KubeCluster};
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -81,78 +80,6 @@ spec:
     - name: hearth-bad.service
       actions: [{type: Restart, restart: {serviceName: hearth-bad.service}}]
 ";
-
-/// Listens on the container's loopback at `port` (0: any; a socket made in its network
-/// namespace, which a reboot replaces) and relays every connection to `to` on the test
-/// machine's loopback. Returns the port inside.
-fn relay_into(host: &SystemdHost, to: SocketAddr, port: u16) -> u16 {
-    let netns = format!("/proc/{}/ns/net", host.leader_pid());
-    let listener = std::thread::spawn(move || {
-        let ns = std::fs::File::open(&netns).unwrap();
-        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("join the netns");
-        TcpListener::bind(("127.0.0.1", port)).unwrap()
-    })
-    .join()
-    .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(inside) = conn else { return };
-            let Ok(outside) = TcpStream::connect(to) else {
-                continue;
-            };
-            let pipe = |mut from: TcpStream, mut to: TcpStream| {
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut from, &mut to);
-                    let _ = to.shutdown(std::net::Shutdown::Write);
-                });
-            };
-            pipe(inside.try_clone().unwrap(), outside.try_clone().unwrap());
-            pipe(outside, inside);
-        }
-    });
-    port
-}
-
-/// Installs node `name`'s credentials and a kubeconfig naming the relay into the host; returns
-/// the kubeconfig's path inside.
-fn install_kubeconfig(host: &SystemdHost, cluster: &KubeCluster, name: &str, port: u16) -> String {
-    let kc = cluster.node_kubeconfig(name).unwrap();
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&kc).unwrap()).unwrap();
-    let file = |v: &serde_json::Value| std::fs::read_to_string(v.as_str().unwrap()).unwrap();
-    put(
-        host,
-        "/etc/hearth/kube/ca.crt",
-        &file(&doc["clusters"][0]["cluster"]["certificate-authority"]),
-    );
-    put(
-        host,
-        "/etc/hearth/kube/node.crt",
-        &file(&doc["users"][0]["user"]["client-certificate"]),
-    );
-    put(
-        host,
-        "/etc/hearth/kube/node.key",
-        &file(&doc["users"][0]["user"]["client-key"]),
-    );
-    let inside = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {
-            "server": format!("https://127.0.0.1:{port}"),
-            "certificate-authority": "/etc/hearth/kube/ca.crt",
-        }}],
-        "users": [{"name": "u", "user": {
-            "client-certificate": "/etc/hearth/kube/node.crt",
-            "client-key": "/etc/hearth/kube/node.key",
-        }}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    });
-    put(host, "/etc/hearth/kube/kubeconfig", &inside.to_string());
-    "/etc/hearth/kube/kubeconfig".to_string()
-}
 
 /// Polls `f` until it gives `Some`, at most `limit`; the last value seen in the panic.
 fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> (Option<T>, String)) -> T {
@@ -267,13 +194,7 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_a_reboot_and_drift(
     // The agent as the node runs it (the shipped unit and agent.env), following the API
     // server with the node's identity.
     let mut host = host_with_agent();
-    let server: SocketAddr = cluster
-        .server()
-        .trim_start_matches("https://")
-        .parse()
-        .unwrap();
-    let port = relay_into(&host, server, 0);
-    let kubeconfig = install_kubeconfig(&host, &cluster, NODE, port);
+    let (kubeconfig, port) = cluster.connect_host(&host, NODE).unwrap();
     // The shipped unit as it is, told by /etc/hearth/agent.env.
     put(
         &host,
@@ -424,7 +345,7 @@ fn the_agent_follows_its_node_through_an_apply_a_failed_unit_a_reboot_and_drift(
         },
     );
     // ... and catches up once it can (the relay again, on the same port).
-    relay_into(&host, server, port);
+    relay_into(&host, cluster.server_addr().unwrap(), port).unwrap();
     let (current, _, reason) = wait_for_state(&cluster, "Done", Duration::from_secs(120));
     assert_eq!(current, "rendered-worker-3");
     assert_eq!(reason, "");

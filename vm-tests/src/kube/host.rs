@@ -52,14 +52,10 @@ impl KubeCluster {
     /// Makes `host` node `name` of this cluster: a relay from its loopback to the API server,
     /// and node `name`'s client certificate, key, the cluster's CA and a kubeconfig naming the
     /// relay under `/etc/hearth/kube/` inside. Returns the kubeconfig's path inside
-    /// ([`HOST_KUBECONFIG`]).
-    pub fn connect_host(&self, host: &SystemdHost, name: &str) -> Result<String> {
-        let server: SocketAddr = self
-            .server()
-            .trim_start_matches("https://")
-            .parse()
-            .context("the API server's address")?;
-        let port = relay_into(host, server, 0)?;
+    /// ([`HOST_KUBECONFIG`]) and the relay's port there (a reboot of the container needs the
+    /// relay again: [`relay_into`] with that port and [`KubeCluster::server_addr`]).
+    pub fn connect_host(&self, host: &SystemdHost, name: &str) -> Result<(String, u16)> {
+        let port = relay_into(host, self.server_addr()?, 0)?;
         let (crt, key) = {
             super::check_node_name(name)?;
             self.pki.client_cert(
@@ -87,6 +83,14 @@ impl KubeCluster {
         );
         std::fs::write(host.path(HOST_KUBECONFIG), inside)
             .context("writing the kubeconfig into the host")?;
-        Ok(HOST_KUBECONFIG.to_string())
+        Ok((HOST_KUBECONFIG.to_string(), port))
+    }
+
+    /// The API server's address on the test machine's loopback.
+    pub fn server_addr(&self) -> Result<SocketAddr> {
+        self.server()
+            .trim_start_matches("https://")
+            .parse()
+            .context("the API server's address")
     }
 }

@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use hearth_vm_tests::kube::KubeCluster;
+use hearth_vm_tests::kube::{fixtures, KubeCluster};
 use hearth_vm_tests::SystemdHost;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,20 +28,6 @@ impl Drop for Controller {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn pool() -> String {
-    serde_json::json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "metadata": {"name": "worker"},
-        "spec": {
-            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
-            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
-            "maxUnavailable": 1,
-        }
-    })
-    .to_string()
 }
 
 /// The admin's MachineConfig: a file under /etc/demo, and a oneshot unit running `exec`.
@@ -182,29 +168,16 @@ fn the_controller_and_two_real_agents_roll_a_pool_out_and_halt_on_a_failing_unit
     cluster.install_rbac().unwrap();
     for n in NODES {
         cluster.grant_node(n).unwrap();
-        cluster
-            .apply(&format!(
-                r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{n}","labels":{{"node-role.kubernetes.io/worker":""}}}}}}"#
-            ))
-            .unwrap();
+        cluster.apply(&fixtures::node(n, "worker")).unwrap();
     }
     cluster.apply(POLICY).unwrap();
-    cluster.apply(&pool()).unwrap();
+    cluster.apply(&fixtures::pool("worker", 1)).unwrap();
     cluster
         .apply(&machine_config("one%0A", "/bin/true"))
         .unwrap();
 
     // The controller, as its service account.
-    let kubeconfig = cluster
-        .user_kubeconfig(
-            "hearth-controller",
-            "system:serviceaccount:hearth-system:hearth-controller",
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:hearth-system",
-            ],
-        )
-        .unwrap();
+    let kubeconfig = cluster.controller_kubeconfig().unwrap();
     let server = hearth_vm_tests::qemu::workspace_binary("hearth-server", "hearth-server").unwrap();
     let log = cluster.dir().join("hearth-controller.log");
     let mut controller = Controller(

@@ -28,14 +28,14 @@ struct RouteLabels {
     route: String,
 }
 
-/// The upper bounds of the request-duration buckets, in seconds: 1 ms to 10 s.
+/// The upper bounds of the request-duration buckets, in seconds: 1 ms to 30 s.
 const DURATION_BUCKETS: [f64; 14] = [
     0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
 ];
 
 /// Routes whose answer waits on purpose (a long-poll, an event stream): their duration says
 /// how long nothing changed, not how fast the server is, so they are not in the histogram.
-const WAITING_ROUTES: [&str; 2] = ["/api/v1/agent/desired", "/api/v1/watch"];
+pub const WAITING_ROUTES: [&str; 2] = [crate::http::DESIRED_ROUTE, "/api/v1/watch"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use hearth_vm_tests::kube::KubeCluster;
+use hearth_vm_tests::kube::{fixtures, KubeCluster};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,16 +32,7 @@ impl Drop for Controller {
 }
 
 fn start_controller(cluster: &KubeCluster, tag: &str) -> (Controller, std::path::PathBuf) {
-    let kubeconfig = cluster
-        .user_kubeconfig(
-            "hearth-controller",
-            "system:serviceaccount:hearth-system:hearth-controller",
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:hearth-system",
-            ],
-        )
-        .unwrap();
+    let kubeconfig = cluster.controller_kubeconfig().unwrap();
     let log = cluster.dir().join(format!("hearth-controller-{tag}.log"));
     let child = Command::new(env!("CARGO_BIN_EXE_hearth-server"))
         .arg("--kubernetes")
@@ -57,17 +48,7 @@ fn start_controller(cluster: &KubeCluster, tag: &str) -> (Controller, std::path:
 }
 
 fn pool(max_unavailable: u32) -> String {
-    serde_json::json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfigPool",
-        "metadata": {"name": "worker"},
-        "spec": {
-            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "worker"}},
-            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}},
-            "maxUnavailable": max_unavailable,
-        }
-    })
-    .to_string()
+    fixtures::pool("worker", max_unavailable)
 }
 
 fn machine_config(contents: &str) -> String {
@@ -94,9 +75,7 @@ spec:
 }
 
 fn node(name: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{name}","labels":{{"node-role.kubernetes.io/worker":""}}}}}}"#
-    )
+    fixtures::node(name, "worker")
 }
 
 fn annotation(cluster: &KubeCluster, node: &str, key: &str) -> String {

@@ -117,7 +117,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/ui/app.js", get(dashboard::app_js))
         .route("/ui/style.css", get(dashboard::style_css))
         .route("/api/v1/enroll", post(agent::enroll::<S>))
-        .route("/api/v1/agent/desired", get(agent::desired::<S>))
+        .route(DESIRED_ROUTE, get(agent::desired::<S>))
         .route("/api/v1/agent/status", post(agent::report::<S>))
         .route("/api/v1/agent/reboot-slot", post(agent::reboot_slot::<S>))
         .route(
@@ -143,6 +143,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .layer(middleware::from_fn(limits::status_errors));
     api.with_state(app)
 }
+
+/// The agents' long-poll for their desired config.
+pub const DESIRED_ROUTE: &str = "/api/v1/agent/desired";
 
 async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
@@ -170,7 +173,7 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
     }
     let ms = took.as_millis() as u64;
-    if route == "/api/v1/agent/desired" || route == "/healthz" || status < 400 {
+    if route == DESIRED_ROUTE || route == "/healthz" || status < 400 {
         tracing::debug!(%method, route, status, ms, "request");
     } else {
         tracing::info!(%method, route, status, ms, "request");

@@ -56,13 +56,11 @@ async fn drain_one(
             EventRecord::normal(now, object, reason, message)
         }
     };
-    let policy = t.policy.clone().unwrap_or_else(|e| {
+    // A pool's unreadable drain settings: the defaults (said once, when the drain starts).
+    if let (Err(e), None) = (&t.policy, t.started) {
         tracing::warn!(node = %t.node, "{e}; the default drain settings apply");
-        drain::DrainPolicy::of(&Default::default()).unwrap_or(drain::DrainPolicy {
-            timeout: drain::DEFAULT_TIMEOUT,
-            on_timeout: OnTimeout::Wait,
-        })
-    });
+    }
+    let policy = t.policy.clone().unwrap_or_default();
     let node = &t.node;
     let started = match t.started {
         Some(s) => s,

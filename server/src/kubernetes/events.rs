@@ -24,17 +24,6 @@ pub fn involved(object: &str) -> Option<Value> {
     Some(json!({"apiVersion": api_version, "kind": kind, "name": name}))
 }
 
-fn bounded(s: &str) -> String {
-    if s.len() <= MAX_MESSAGE {
-        return s.to_string();
-    }
-    let mut end = MAX_MESSAGE;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
 /// The Event for `e` (none for objects Kubernetes has no kind for).
 pub fn event(e: &EventRecord, now: &str) -> Option<Value> {
     let involved = involved(&e.object)?;
@@ -50,7 +39,7 @@ pub fn event(e: &EventRecord, now: &str) -> Option<Value> {
         "metadata": {"name": name, "namespace": "default"},
         "involvedObject": involved,
         "reason": e.reason,
-        "message": bounded(&e.message),
+        "message": crate::bounds::cut(&e.message, MAX_MESSAGE),
         "type": if e.kind == "Warning" { "Warning" } else { "Normal" },
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
@@ -109,7 +98,7 @@ mod tests {
         assert_eq!(v["involvedObject"]["kind"], "Node");
         assert_eq!(v["involvedObject"]["name"], "w0");
         assert_eq!(v["type"], "Warning");
-        assert!(v["message"].as_str().unwrap().len() <= MAX_MESSAGE + 3);
+        assert!(v["message"].as_str().unwrap().len() < MAX_MESSAGE + 64);
         let p = EventRecord::normal(0, "MachineConfigPool/worker".into(), "Rendered", "r".into());
         assert_eq!(
             event(&p, "t").unwrap()["involvedObject"]["apiVersion"],

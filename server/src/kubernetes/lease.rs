@@ -2,17 +2,21 @@
 //! by default), as Kubernetes' own controllers elect their leader.
 //!
 //! A controller takes the Lease when nobody holds it or its holder has not renewed it for
-//! [`LEASE_DURATION`]; every write carries the `resourceVersion` it read, so of two controllers
-//! that try at once one wins and the other is refused (409) and reads again. The holder renews
-//! every [`RENEW_EVERY`]; one that cannot renew for [`GIVE_UP_AFTER`] (or finds another
-//! holder) stops deciding and exits, before its Lease runs out for the others — so two
-//! controllers never hand out configs at the same time, and `maxUnavailable` holds.
+//! [`LEASE_DURATION`] — measured on the waiting controller's own monotonic clock from when it
+//! last saw the Lease change (as client-go does), so clocks that differ between hosts do not
+//! matter. Every write carries the `resourceVersion` it read, so of two controllers that try at
+//! once one wins and the other is refused (409) and reads again. The holder renews every
+//! [`RENEW_EVERY`]; it stops deciding (and the process exits) at the latest [`GIVE_UP_AFTER`]
+//! after the start of its last successful renewal — a deadline on a timer, whatever the API
+//! server does meanwhile — or when it finds another holder: before a waiting controller can
+//! count the Lease as run out, so two controllers never hand out configs at the same time, and
+//! `maxUnavailable` holds.
 
 use anyhow::{bail, Context, Result};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a Lease holds without renewal.
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -34,26 +38,36 @@ fn micro_time(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-/// Who holds `lease` and whether their hold has run out at `now`.
-fn holder(lease: &Value, now: jiff::Timestamp) -> (Option<String>, bool) {
+/// Who holds `lease`, and what changes whenever its holder renews it.
+fn holder(lease: &Value) -> (Option<String>, String) {
     let spec = &lease["spec"];
     let who = spec["holderIdentity"]
         .as_str()
         .filter(|s| !s.is_empty())
         .map(str::to_string);
-    let renewed = spec["renewTime"]
-        .as_str()
-        .and_then(|s| s.parse::<jiff::Timestamp>().ok());
-    let duration = spec["leaseDurationSeconds"]
-        .as_i64()
-        .unwrap_or(LEASE_DURATION.as_secs() as i64);
-    let expired = match renewed {
-        Some(r) => r
-            .checked_add(jiff::SignedDuration::from_secs(duration))
-            .map_or(true, |until| until < now),
-        None => true,
-    };
-    (who, expired)
+    let record = format!(
+        "{}|{}|{}",
+        spec["holderIdentity"], spec["renewTime"], lease["metadata"]["resourceVersion"]
+    );
+    (who, record)
+}
+
+/// What a waiting controller saw of the Lease, and since when (its own monotonic clock).
+#[derive(Debug, Default)]
+struct Seen(Option<(String, Instant)>);
+
+impl Seen {
+    /// Whether the hold recorded as `record` has run out at `now`: it has not changed for
+    /// `duration` since this controller first saw it so.
+    fn run_out(&mut self, record: &str, duration: Duration, now: Instant) -> bool {
+        match &self.0 {
+            Some((r, since)) if r == record => now.duration_since(*since) >= duration,
+            _ => {
+                self.0 = Some((record.to_string(), now));
+                false
+            }
+        }
+    }
 }
 
 /// The Lease this controller holds.
@@ -62,6 +76,8 @@ pub struct Lease {
     api: Api<DynamicObject>,
     name: String,
     identity: String,
+    /// When the last successful renewal (or the taking) started.
+    renewed: Instant,
 }
 
 impl Lease {
@@ -73,15 +89,22 @@ impl Lease {
         identity: &str,
     ) -> Result<Lease> {
         let api: Api<DynamicObject> = Api::namespaced_with(client, namespace, &leases());
-        let lease = Lease {
+        let mut lease = Lease {
             api,
             name: name.to_string(),
             identity: identity.to_string(),
+            renewed: Instant::now(),
         };
+        let mut seen = Seen::default();
         let mut waiting_for: Option<String> = None;
         loop {
-            match lease.try_take().await {
+            let started = Instant::now();
+            let attempt = tokio::time::timeout(RENEW_EVERY, lease.try_take(Some(&mut seen)))
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {RENEW_EVERY:?}")));
+            match attempt {
                 Ok(None) => {
+                    lease.renewed = started;
                     tracing::info!(lease = %format!("{namespace}/{name}"), identity, "holding the controller lease");
                     return Ok(lease);
                 }
@@ -100,7 +123,9 @@ impl Lease {
     }
 
     /// Takes (or renews) the Lease if nobody else holds it; `Some(holder)` when another does.
-    async fn try_take(&self) -> Result<Option<String>> {
+    /// `seen`: a waiting controller's record of the Lease (`None`: the holder renewing, which
+    /// takes it only if it is still its own).
+    async fn try_take(&self, seen: Option<&mut Seen>) -> Result<Option<String>> {
         let now = jiff::Timestamp::now();
         let current = self
             .api
@@ -129,10 +154,21 @@ impl Lease {
             };
         };
         let value = serde_json::to_value(&current)?;
-        let (who, expired) = holder(&value, now);
+        let (who, record) = holder(&value);
         let mine = who.as_deref() == Some(self.identity.as_str());
-        if !mine && !expired {
-            return Ok(who);
+        if !mine {
+            let duration = value["spec"]["leaseDurationSeconds"]
+                .as_u64()
+                .map_or(LEASE_DURATION, Duration::from_secs);
+            let free = match seen {
+                // Nobody holds it: free at once.
+                _ if who.is_none() => true,
+                Some(seen) => seen.run_out(&record, duration, Instant::now()),
+                None => false,
+            };
+            if !free {
+                return Ok(Some(who.unwrap_or_default()));
+            }
         }
         let mut next = value.clone();
         next["spec"]["holderIdentity"] = json!(self.identity);
@@ -156,30 +192,29 @@ impl Lease {
         }
     }
 
-    /// Renews the Lease until that fails for [`GIVE_UP_AFTER`] or another controller holds
-    /// it; then returns why (the caller stops deciding at once).
-    pub async fn keep(&self) -> anyhow::Error {
-        let mut last_ok = std::time::Instant::now();
+    /// Renews the Lease until another controller holds it or [`GIVE_UP_AFTER`] has passed
+    /// since the start of the last successful renewal; then returns why (the caller stops
+    /// deciding at once). The deadline is a timer: a renewal that hangs does not extend it.
+    pub async fn keep(&mut self) -> anyhow::Error {
         loop {
-            tokio::time::sleep(RENEW_EVERY).await;
-            // A renewal that hangs counts as failed: the holder must stop before its Lease runs
-            // out, however slow the API server is.
-            let attempt = match tokio::time::timeout(RENEW_EVERY, self.try_take()).await {
-                Ok(r) => r,
-                Err(_) => Err(anyhow::anyhow!("no answer within {RENEW_EVERY:?}")),
+            let deadline = self.renewed + GIVE_UP_AFTER;
+            let renew = async {
+                tokio::time::sleep(RENEW_EVERY).await;
+                let started = Instant::now();
+                (started, self.try_take(None).await)
             };
-            match attempt {
-                Ok(None) => last_ok = std::time::Instant::now(),
-                Ok(Some(other)) => {
+            match tokio::time::timeout_at(deadline.into(), renew).await {
+                Ok((started, Ok(None))) => self.renewed = started,
+                Ok((_, Ok(Some(other)))) => {
                     return anyhow::anyhow!("the controller lease is now held by {other}: stopping")
                 }
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "cannot renew the controller lease");
-                    if last_ok.elapsed() >= GIVE_UP_AFTER {
-                        return anyhow::anyhow!(
-                            "the controller lease could not be renewed for {GIVE_UP_AFTER:?}: stopping before another controller takes over ({e:#})"
-                        );
-                    }
+                Ok((_, Err(e))) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot renew the controller lease")
+                }
+                Err(_) => {
+                    return anyhow::anyhow!(
+                        "the controller lease could not be renewed for {GIVE_UP_AFTER:?}: stopping before another controller may take over"
+                    )
                 }
             }
         }
@@ -208,15 +243,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_runs_out_after_its_duration_without_renewal() {
-        let t0: jiff::Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
-        let lease = json!({"spec": {"holderIdentity": "a", "renewTime": micro_time(t0), "leaseDurationSeconds": 15}});
-        let at = |s: i64| t0.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
-        assert_eq!(holder(&lease, at(14)), (Some("a".into()), false));
-        assert_eq!(holder(&lease, at(16)), (Some("a".into()), true));
-        // Never renewed, or nobody: free.
-        assert!(holder(&json!({"spec": {}}), t0).1);
-        assert_eq!(holder(&json!({"spec": {"holderIdentity": ""}}), t0).0, None);
+    fn a_lease_runs_out_when_it_has_not_changed_for_its_duration_on_the_waiters_clock() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let d = Duration::from_secs(15);
+        let mut seen = Seen::default();
+        // First seen: not run out, whatever its renewTime says (another host's clock).
+        assert!(!seen.run_out("a|t1|1", d, at(0)));
+        assert!(!seen.run_out("a|t1|1", d, at(14)));
+        assert!(seen.run_out("a|t1|1", d, at(15)));
+        // Renewed meanwhile: the wait starts again.
+        let mut seen = Seen::default();
+        assert!(!seen.run_out("a|t1|1", d, at(0)));
+        assert!(!seen.run_out("a|t2|2", d, at(10)));
+        assert!(!seen.run_out("a|t2|2", d, at(24)));
+        assert!(seen.run_out("a|t2|2", d, at(25)));
+    }
+
+    #[test]
+    fn the_holder_and_its_record_come_from_the_object() {
+        let l = json!({"metadata": {"resourceVersion": "7"}, "spec": {"holderIdentity": "a", "renewTime": "x"}});
+        let (who, record) = holder(&l);
+        assert_eq!(who.as_deref(), Some("a"));
+        assert!(record.contains("\"x\"") && record.contains("7"));
+        assert_eq!(holder(&json!({"spec": {"holderIdentity": ""}})).0, None);
     }
 
     #[test]

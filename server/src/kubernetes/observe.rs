@@ -284,6 +284,13 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
                 request_results: Vec::new(),
                 actions: Vec::new(),
             });
+        // A node being drained for a config counts as handed it: it takes its place under
+        // `maxUnavailable` (the rollout does not choose another meanwhile) and the drain goes
+        // on whatever else changes, until the node gets the config or the config changes.
+        let draining = a
+            .get(super::drain::DRAIN_FOR)
+            .filter(|c| !c.is_empty() && a.get(DESIRED_CONFIG) != Some(*c))
+            .filter(|_| drain_failed.is_none());
         put(
             &mut fleet.nodes,
             name,
@@ -291,7 +298,7 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
                 name: name.to_string(),
                 labels: string_map(&v["metadata"]["labels"]),
                 created_at: seconds(&v["metadata"]["creationTimestamp"]),
-                desired: a.get(DESIRED_CONFIG).cloned(),
+                desired: draining.or(a.get(DESIRED_CONFIG)).cloned(),
                 report_at: report.as_ref().map(|_| now),
                 report,
                 ..Default::default()
@@ -548,6 +555,7 @@ pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
 /// them): `spec.node`, `spec.pool` and `spec.configVersion.desired` (the node's
 /// `desiredConfig` as it is now) written by the controller; its `status` is the agent's.
 fn machine_config_nodes(o: &Observed, mcns: &[Value], after: &Fleet, w: &mut Writes) {
+    let by_name: HashMap<&str, &Value> = mcns.iter().map(|m| (name_of(m), m)).collect();
     for n in &o.nodes {
         let name = name_of(n);
         let Some(pool) = after.nodes.get(name).and_then(|r| r.value.pool.clone()) else {
@@ -564,21 +572,31 @@ fn machine_config_nodes(o: &Observed, mcns: &[Value], after: &Fleet, w: &mut Wri
             "pool": {"name": pool},
             "configVersion": {"desired": desired},
         });
-        match mcns.iter().find(|m| name_of(m) == name) {
+        let owner = json!([{
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": name,
+            "uid": n["metadata"]["uid"],
+        }]);
+        match by_name.get(name) {
             None => w.mcn_create.push(json!({
                 "apiVersion": hearth_config::model::MCO_API_VERSION,
                 "kind": "MachineConfigNode",
-                "metadata": {
-                    "name": name,
-                    "ownerReferences": [{
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "name": name,
-                        "uid": n["metadata"]["uid"],
-                    }],
-                },
+                "metadata": {"name": name, "ownerReferences": owner},
                 "spec": spec,
             })),
+            // Made by an agent or an admin without the Node as its owner (deleting the Node
+            // would leave it behind): the owner is added with the spec.
+            Some(m)
+                if m["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty) =>
+            {
+                w.mcn_spec.push((
+                    name.to_string(),
+                    json!({"metadata": {"ownerReferences": owner}, "spec": spec}),
+                ));
+            }
             Some(m) if m["spec"] != spec => {
                 w.mcn_spec.push((name.to_string(), json!({"spec": spec})));
             }

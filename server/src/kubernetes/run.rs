@@ -178,7 +178,7 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
         .context("cannot reach the Kubernetes API server")?;
     tracing::info!(version = %version.git_version, "following the Kubernetes API server");
     let (namespace, name) = &opts.lease;
-    let lease =
+    let mut lease =
         super::lease::Lease::acquire(client.clone(), namespace, name, &super::lease::identity())
             .await?;
     tokio::select! {
@@ -200,7 +200,10 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
     let nodes_cache = Cache::start(&client, nodes(), "nodes", changed.clone());
     // The node-disruption policies are optional: without their CRD there are none.
     let configurations_api: Api<DynamicObject> = Api::all_with(client.clone(), &configurations());
-    let confs = match configurations_api.list(&Default::default()).await {
+    let confs = match configurations_api
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+    {
         Ok(_) => Some(Cache::start(
             &client,
             configurations(),
@@ -213,7 +216,10 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
         }
     };
     let mcn_api: Api<DynamicObject> = Api::all_with(client.clone(), &machine_config_nodes());
-    let mcns = match mcn_api.list(&Default::default()).await {
+    let mcns = match mcn_api
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+    {
         Ok(_) => Some(Cache::start(
             &client,
             machine_config_nodes(),
@@ -230,9 +236,15 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
         .chain(confs.as_ref())
         .chain(mcns.as_ref())
     {
-        c.store
-            .wait_until_ready()
+        tokio::time::timeout(CALL_TIMEOUT * 4, c.store.wait_until_ready())
             .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "the {} could not be listed within {:?} (see the warnings above)",
+                    c.what,
+                    CALL_TIMEOUT * 4
+                )
+            })?
             .with_context(|| format!("the {} cache never filled", c.what))?;
     }
     let writer = Writer::new(client.clone());
@@ -291,7 +303,14 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             }
             wait_for_own_writes(&writes, &mcs, &nodes_cache).await;
         }
-        recorder.record(&events).await;
+        // Every call below is bounded: a hung API server cannot stall the loop (the Lease's
+        // renewal would go on while nothing is decided).
+        if tokio::time::timeout(CALL_TIMEOUT, recorder.record(&events))
+            .await
+            .is_err()
+        {
+            tracing::warn!("posting the events took longer than {CALL_TIMEOUT:?}; going on");
+        }
         let set = drain_run::drain_nodes(
             &drainer,
             &recorder,
@@ -301,7 +320,15 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             now,
         )
         .await;
-        drain_run::end_drains(&drainer, &recorder, &observed.nodes, &todo).await;
+        if tokio::time::timeout(
+            CALL_TIMEOUT,
+            drain_run::end_drains(&drainer, &recorder, &observed.nodes, &todo),
+        )
+        .await
+        .is_err()
+        {
+            tracing::warn!("ending drains took longer than {CALL_TIMEOUT:?}; trying again");
+        }
         if !set.is_empty() {
             let drained = Writes {
                 node_desired: set,
@@ -336,17 +363,19 @@ async fn wait_for_own_writes(w: &Writes, mcs: &Cache, nodes: &Cache) {
             .filter_map(|v| v["metadata"]["name"].as_str())
             .all(|n| names.contains(n))
             && w.delete.iter().all(|n| !names.contains(n));
-        let desired = w.node_desired.iter().all(|(node, d)| {
-            nodes.store.state().iter().any(|o| {
-                o.metadata.name.as_deref() == Some(node.as_str())
-                    && o.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(DESIRED_CONFIG))
-                        == Some(d)
+        let state = nodes.store.state();
+        let desired: HashMap<&str, &str> = state
+            .iter()
+            .filter_map(|o| {
+                let d = o.metadata.annotations.as_ref()?.get(DESIRED_CONFIG)?;
+                Some((o.metadata.name.as_deref()?, d.as_str()))
             })
-        });
-        if renders && desired {
+            .collect();
+        let handed = w
+            .node_desired
+            .iter()
+            .all(|(node, d)| desired.get(node.as_str()) == Some(&d.as_str()));
+        if renders && handed {
             return;
         }
         if started.elapsed() > OWN_WRITES {

@@ -88,6 +88,9 @@ fn apply(o: &mut Observed, w: &Writes) {
                 .find(|x| x["metadata"]["name"] == *n)
                 .unwrap();
             obj["spec"] = patch["spec"].clone();
+            if !patch["metadata"].is_null() {
+                obj["metadata"]["ownerReferences"] = patch["metadata"]["ownerReferences"].clone();
+            }
         }
     }
     for (n, d) in &w.node_desired {
@@ -432,10 +435,138 @@ fn a_cached_read_reads_again_what_the_api_server_changed() {
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
     assert_eq!(path(&observe::read_cached(&o, 2, &mut cache)), "/etc/b");
+    // Unchanged (the same resourceVersion): what was read is kept, not read again (the API
+    // server never changes an object without a new version; this shows the cache is used).
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/not-read");
+    o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
+    assert_eq!(path(&observe::read_cached(&o, 3, &mut cache)), "/etc/b");
     // Deleted, then created again under the old version number: read anew.
     o.machine_configs.clear();
     assert!(observe::read_cached(&o, 3, &mut cache).fleet.mcs.is_empty());
     o.machine_configs.push(mc("50-a", "worker", "/etc/c"));
     o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
     assert_eq!(path(&observe::read_cached(&o, 4, &mut cache)), "/etc/c");
+}
+
+#[test]
+fn a_machine_config_node_made_without_its_owner_gets_the_node_as_owner() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: Some(vec![]),
+    };
+    o.nodes[0]["metadata"]["uid"] = json!("node-uid");
+    let w = step(&o);
+    apply(&mut o, &w);
+    let desired = desired_of(&o, "w0").unwrap();
+    // An agent made it first, without an owner.
+    o.machine_config_nodes = Some(vec![json!({
+        "metadata": {"name": "w0"},
+        "spec": {"node": {"name": "w0"}, "pool": {"name": "worker"}, "configVersion": {"desired": desired}},
+    })]);
+    let w = step(&o);
+    assert_eq!(w.mcn_spec.len(), 1, "{w:#?}");
+    assert_eq!(
+        w.mcn_spec[0].1["metadata"]["ownerReferences"][0]["uid"],
+        "node-uid"
+    );
+    apply(&mut o, &w);
+    assert!(step(&o).mcn_spec.is_empty());
+}
+
+#[test]
+fn a_node_whose_drain_failed_is_held_until_an_admin_clears_it() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    o.nodes[0]["metadata"]["annotations"]["hearth.io/drain-failed"] = json!("pod a/b: refused");
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    // Degraded by its failed drain, and neither handed the change nor drained again.
+    let r = read(&o, 1_000);
+    assert_eq!(
+        r.fleet.nodes["w0"].value.state(),
+        Some(crate::api::NodeState::Degraded)
+    );
+    let mut after = r.fleet.clone();
+    let mut events = reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
+    hold_refused(&r.fleet, &mut after, &r.held, &mut events);
+    let mut w = writes(&o, &r.fleet, &after, 1_000);
+    let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
+    assert!(todo.is_empty(), "{todo:#?}");
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    // Cleared by an admin: the drain starts again (the update needs a reboot).
+    o.nodes[0]["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hearth.io/drain-failed");
+    let r = read(&o, 1_001);
+    let mut after = r.fleet.clone();
+    reconcile(&mut after, Scope::Full, 1_001, &Settings::default());
+    let mut w = writes(&o, &r.fleet, &after, 1_001);
+    let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
+    assert_eq!(todo.len(), 1, "{w:#?}");
+}
+
+#[test]
+fn a_node_being_drained_counts_under_max_unavailable_and_its_drain_goes_on() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    report(&mut o, "w1", &first, "Done");
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    let split_step = |o: &Observed| {
+        let r = read(o, 1_000);
+        let mut after = r.fleet.clone();
+        reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
+        let mut w = writes(o, &r.fleet, &after, 1_000);
+        let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
+        (w, todo)
+    };
+    // The change needs a reboot (a file the default policy reboots for): w0 is to be drained.
+    let (w, todo) = split_step(&o);
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    assert_eq!(todo.len(), 1);
+    assert_eq!(todo[0].node, "w0");
+    let second = todo[0].config.clone();
+    apply(&mut o, &w);
+    // The drain started (as drain_run marks it); meanwhile w1 goes Working for some reason
+    // (an unavailable node is handed the change at once by the rollout's rules, and is
+    // drained for it too).
+    o.nodes[0]["metadata"]["annotations"]["hearth.io/drain-for"] = json!(second);
+    o.nodes[0]["metadata"]["annotations"]["hearth.io/drain-started"] =
+        json!("2026-11-24T10:00:00Z");
+    report(&mut o, "w1", &first, "Working");
+    let (w, todo) = split_step(&o);
+    // w0's drain goes on where it was (not abandoned, not started again).
+    let w0 = todo
+        .iter()
+        .find(|t| t.node == "w0")
+        .expect("w0's drain goes on");
+    assert_eq!(w0.config, second);
+    assert!(w0.started.is_some());
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    assert!(super::drain::finished(&o.nodes, &todo).is_empty());
+    // Both Done in their old config again (w1 recovered): still only w0, under maxUnavailable 1.
+    report(&mut o, "w1", &first, "Done");
+    let (_, todo) = split_step(&o);
+    assert_eq!(todo.len(), 1, "{todo:#?}");
+    assert_eq!(todo[0].node, "w0");
 }

@@ -31,6 +31,7 @@
 //!   saying why. Tests never skip.
 
 mod build;
+pub mod fixtures;
 mod host;
 mod pki;
 mod procs;
@@ -314,20 +315,24 @@ impl KubeCluster {
     /// object itself is not created. Can be called any time, also more than once.
     pub fn node_kubeconfig(&self, name: &str) -> Result<PathBuf> {
         check_node_name(name)?;
-        let user = format!("system:node:{name}");
-        let (crt, key) = self
-            .pki
-            .client_cert(&format!("node-{name}"), &user, &[NODES_GROUP])?;
-        let path = self.dir.path().join(format!("node-{name}.kubeconfig"));
-        pki::write(
-            &path,
-            &pki::kubeconfig(
-                &self.server(),
-                &self.pki.ca_cert(),
-                Credential::Cert(&crt, &key),
-            ),
-        )?;
-        Ok(path)
+        self.user_kubeconfig(
+            &format!("node-{name}"),
+            &format!("system:node:{name}"),
+            &[NODES_GROUP],
+        )
+    }
+
+    /// The controller's kubeconfig: a client certificate for the service account
+    /// `hearth-system/hearth-controller` that `config/kubernetes/rbac/` binds.
+    pub fn controller_kubeconfig(&self) -> Result<PathBuf> {
+        self.user_kubeconfig(
+            "hearth-controller",
+            "system:serviceaccount:hearth-system:hearth-controller",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:hearth-system",
+            ],
+        )
     }
 
     /// A kubeconfig for any identity: a client certificate for `user` in `groups` (e.g. a

@@ -570,3 +570,71 @@ fn a_node_being_drained_counts_under_max_unavailable_and_its_drain_goes_on() {
     assert_eq!(todo.len(), 1, "{todo:#?}");
     assert_eq!(todo[0].node, "w0");
 }
+
+#[test]
+fn a_paused_pool_renders_but_hands_out_nothing_until_resumed() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    o.pools[0]["spec"]["paused"] = json!(true);
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    let w = step(&o);
+    // The new render and the pool's target, but no node handed it.
+    assert_eq!(w.create.len(), 1, "{w:#?}");
+    assert_eq!(w.pool_specs.len(), 1);
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    apply(&mut o, &w);
+    let updating = o.pools[0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Updating")
+        .unwrap()
+        .clone();
+    assert_eq!(updating["reason"], "Paused", "{updating:#}");
+    o.pools[0]["spec"]["paused"] = json!(false);
+    assert_eq!(step(&o).node_desired.len(), 1);
+}
+
+#[test]
+fn outside_its_maintenance_window_a_pool_holds_updates_that_reboot() {
+    let mut o = Observed {
+        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
+        pools: vec![pool("worker", 1)],
+        nodes: vec![node("w0", json!({}))],
+        configurations: vec![],
+        machine_config_nodes: None,
+    };
+    let w = step(&o);
+    apply(&mut o, &w);
+    let first = desired_of(&o, "w0").unwrap();
+    report(&mut o, "w0", &first, "Done");
+    o.pools[0]["metadata"]["annotations"] =
+        json!({"hearth.io/maintenance-windows": "Sat 02:00-06:00 UTC"});
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    // Wednesday 2026-11-18 12:00 UTC: closed. The change (a file: a reboot by default) waits.
+    let wednesday = 1_795_003_200;
+    let settings = Settings::default();
+    settings.window_clock.set_now(wednesday);
+    let decide = |o: &Observed, settings: &Settings| {
+        let r = read(o, wednesday);
+        let mut after = r.fleet.clone();
+        reconcile(&mut after, Scope::Full, wednesday, settings);
+        writes(o, &r.fleet, &after, wednesday)
+    };
+    let w = decide(&o, &settings);
+    assert!(w.node_desired.is_empty(), "{w:#?}");
+    // Saturday 03:00 UTC: open.
+    let saturday = wednesday + 3 * 86_400 - 9 * 3_600;
+    let open = Settings::default();
+    open.window_clock.set_now(saturday);
+    assert_eq!(decide(&o, &open).node_desired.len(), 1);
+}

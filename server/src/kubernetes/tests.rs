@@ -124,15 +124,40 @@ fn desired_of(o: &Observed, node: &str) -> Option<String> {
         })
 }
 
-#[test]
-fn a_pool_renders_into_an_owned_rendered_config_and_new_nodes_get_it() {
-    let mut o = Observed {
+/// A worker pool (`maxUnavailable: 1`) with one MachineConfig writing `/etc/a`, and `nodes`.
+fn worker_fleet(nodes: &[&str]) -> Observed {
+    Observed {
         machine_configs: vec![mc("50-a", "worker", "/etc/a")],
         pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
+        nodes: nodes.iter().map(|n| node(n, json!({}))).collect(),
         configurations: vec![],
         machine_config_nodes: None,
-    };
+    }
+}
+
+/// The first render handed out and every node `Done` in it; its name.
+fn rolled_out(o: &mut Observed) -> String {
+    let w = step(o);
+    apply(o, &w);
+    let first = desired_of(o, name_of_first(o)).unwrap();
+    let names: Vec<String> = o
+        .nodes
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for n in names {
+        report(o, &n, &first, "Done");
+    }
+    first
+}
+
+fn name_of_first(o: &Observed) -> &str {
+    o.nodes[0]["metadata"]["name"].as_str().unwrap()
+}
+
+#[test]
+fn a_pool_renders_into_an_owned_rendered_config_and_new_nodes_get_it() {
+    let mut o = worker_fleet(&["w0", "w1"]);
     let w = step(&o);
     assert_eq!(w.create.len(), 1, "{w:#?}");
     let r = &w.create[0];
@@ -174,18 +199,8 @@ fn a_pool_renders_into_an_owned_rendered_config_and_new_nodes_get_it() {
 
 #[test]
 fn a_change_rolls_out_one_node_at_a_time_under_max_unavailable() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
-    report(&mut o, "w1", &first, "Done");
+    let mut o = worker_fleet(&["w0", "w1"]);
+    let first = rolled_out(&mut o);
     let w = step(&o);
     apply(&mut o, &w);
     // All updated: the pool's configuration is the render.
@@ -230,18 +245,8 @@ fn a_change_rolls_out_one_node_at_a_time_under_max_unavailable() {
 
 #[test]
 fn a_degraded_node_halts_the_rollout_and_shows_in_the_pool() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
-    report(&mut o, "w1", &first, "Done");
+    let mut o = worker_fleet(&["w0", "w1"]);
+    let first = rolled_out(&mut o);
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     let w = step(&o);
     apply(&mut o, &w);
@@ -294,17 +299,8 @@ fn an_invalid_machine_config_is_left_out_and_named() {
 
 #[test]
 fn a_pool_that_selects_a_refused_machine_config_keeps_its_last_render() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
+    let mut o = worker_fleet(&["w0"]);
+    rolled_out(&mut o);
     let w = step(&o);
     apply(&mut o, &w);
     // A change of 50-a and a new config the reader refuses: nothing is rendered or handed
@@ -418,13 +414,7 @@ fn hearths_run_once_actions_survive_the_trip_through_the_api_server() {
 #[test]
 fn a_cached_read_reads_again_what_the_api_server_changed() {
     let mut cache = observe::ReadCache::default();
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
+    let mut o = worker_fleet(&[]);
     let path = |r: &Read| {
         r.fleet.mcs["50-a"].value.spec.config.storage.files[0]
             .path
@@ -478,17 +468,8 @@ fn a_machine_config_node_made_without_its_owner_gets_the_node_as_owner() {
 
 #[test]
 fn a_node_whose_drain_failed_is_held_until_an_admin_clears_it() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
+    let mut o = worker_fleet(&["w0"]);
+    rolled_out(&mut o);
     o.nodes[0]["metadata"]["annotations"]["hearth.io/drain-failed"] = json!("pod a/b: refused");
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     // Degraded by its failed drain, and neither handed the change nor drained again.
@@ -519,18 +500,8 @@ fn a_node_whose_drain_failed_is_held_until_an_admin_clears_it() {
 
 #[test]
 fn a_node_being_drained_counts_under_max_unavailable_and_its_drain_goes_on() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({})), node("w1", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
-    report(&mut o, "w1", &first, "Done");
+    let mut o = worker_fleet(&["w0", "w1"]);
+    let first = rolled_out(&mut o);
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     let split_step = |o: &Observed| {
         let r = read(o, 1_000);
@@ -573,17 +544,8 @@ fn a_node_being_drained_counts_under_max_unavailable_and_its_drain_goes_on() {
 
 #[test]
 fn a_paused_pool_renders_but_hands_out_nothing_until_resumed() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
+    let mut o = worker_fleet(&["w0"]);
+    rolled_out(&mut o);
     o.pools[0]["spec"]["paused"] = json!(true);
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     let w = step(&o);
@@ -606,17 +568,8 @@ fn a_paused_pool_renders_but_hands_out_nothing_until_resumed() {
 
 #[test]
 fn outside_its_maintenance_window_a_pool_holds_updates_that_reboot() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: None,
-    };
-    let w = step(&o);
-    apply(&mut o, &w);
-    let first = desired_of(&o, "w0").unwrap();
-    report(&mut o, "w0", &first, "Done");
+    let mut o = worker_fleet(&["w0"]);
+    rolled_out(&mut o);
     o.pools[0]["metadata"]["annotations"] =
         json!({"hearth.io/maintenance-windows": "Sat 02:00-06:00 UTC"});
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");

@@ -32,35 +32,13 @@ impl Drop for Controller {
 
 /// The admin's MachineConfig: a file under /etc/demo, and a oneshot unit running `exec`.
 fn machine_config(file: &str, exec: &str) -> String {
-    format!(
-        r#"apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: 50-demo
-  labels:
-    machineconfiguration.openshift.io/role: worker
-spec:
-  config:
-    ignition:
-      version: 3.2.0
-    storage:
-      files:
-      - path: /etc/demo/hello
-        mode: 420
-        contents:
-          source: data:,{file}
-    systemd:
-      units:
-      - name: hearth-demo.service
-        enabled: true
-        contents: |
-          [Service]
-          Type=oneshot
-          RemainAfterExit=yes
-          ExecStart={exec}
-          [Install]
-          WantedBy=multi-user.target
-"#
+    fixtures::demo_machine_config(
+        "50-demo",
+        Some("worker"),
+        file,
+        "hearth-demo.service",
+        exec,
+        "",
     )
 }
 

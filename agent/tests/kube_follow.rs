@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use hearth_vm_tests::kube::{relay_into, KubeCluster};
+use hearth_vm_tests::kube::{fixtures, relay_into, KubeCluster};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,34 +34,7 @@ fn node(name: &str) -> String {
 
 /// A rendered MachineConfig with one file under /etc/demo, one oneshot unit, and `more` files.
 fn machine_config(name: &str, file: &str, unit: &str, exec: &str, more: &str) -> String {
-    format!(
-        r#"apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfig
-metadata:
-  name: {name}
-spec:
-  config:
-    ignition:
-      version: 3.2.0
-    storage:
-      files:
-      - path: /etc/demo/hello
-        mode: 420
-        contents:
-          source: data:,{file}
-{more}    systemd:
-      units:
-      - name: {unit}
-        enabled: true
-        contents: |
-          [Service]
-          Type=oneshot
-          RemainAfterExit=yes
-          ExecStart={exec}
-          [Install]
-          WantedBy=multi-user.target
-"#
-    )
+    fixtures::demo_machine_config(name, None, file, unit, exec, more)
 }
 
 /// The cluster's node-disruption policy: files under /etc/demo need nothing; the units are

@@ -26,3 +26,48 @@ pub fn node(name: &str, role: &str) -> String {
     })
     .to_string()
 }
+
+/// A MachineConfig `name` (with the role label `role`, for a pool to select it; none: a
+/// config named by hand, e.g. as a node's `desiredConfig`) writing `/etc/demo/hello` with
+/// `file` (a `data:` URL's text), `more` raw YAML items of `storage.files` after it, and a
+/// oneshot unit `unit` running `exec`, enabled.
+pub fn demo_machine_config(
+    name: &str,
+    role: Option<&str>,
+    file: &str,
+    unit: &str,
+    exec: &str,
+    more: &str,
+) -> String {
+    let labels = role
+        .map(|r| format!("  labels:\n    machineconfiguration.openshift.io/role: {r}\n"))
+        .unwrap_or_default();
+    format!(
+        r#"apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: {name}
+{labels}spec:
+  config:
+    ignition:
+      version: 3.2.0
+    storage:
+      files:
+      - path: /etc/demo/hello
+        mode: 420
+        contents:
+          source: data:,{file}
+{more}    systemd:
+      units:
+      - name: {unit}
+        enabled: true
+        contents: |
+          [Service]
+          Type=oneshot
+          RemainAfterExit=yes
+          ExecStart={exec}
+          [Install]
+          WantedBy=multi-user.target
+"#
+    )
+}

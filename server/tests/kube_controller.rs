@@ -753,3 +753,166 @@ fn the_mco_corpus_renders_to_the_same_configs_as_on_hearth_server() {
         });
     }
 }
+
+#[test]
+fn a_drain_past_its_timeout_is_skipped_or_fails_as_the_pool_says() {
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    cluster.apply(&pool(1)).unwrap();
+    cluster
+        .kubectl(&[
+            "annotate",
+            "mcp",
+            "worker",
+            "hearth.io/drain-timeout=2s",
+            "hearth.io/on-drain-timeout=skip",
+        ])
+        .unwrap();
+    cluster.apply(&machine_config("one")).unwrap();
+    cluster.apply(&node("w0")).unwrap();
+    let (mut controller, log) = start_controller(&cluster, "c1");
+    until(&mut cluster, &mut controller, &log, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-")
+    });
+    let first = desired(&cluster, "w0");
+    report(&cluster, "w0", &first, "Done", "");
+    // A pod its budget will not let go.
+    let _ = cluster.kubectl(&["create", "serviceaccount", "default", "-n", "default"]);
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"}},
+                "spec": {"nodeName": "w0", "automountServiceAccountToken": false,
+                         "containers": [{"name": "db", "image": "registry.invalid/db:1"}]}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    running(&cluster, "default", "db-0");
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "db", "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    cluster
+        .kubectl_until(
+            &[
+                "get",
+                "pdb",
+                "db",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
+            ],
+            WAIT,
+            |o| o == "1/0",
+        )
+        .unwrap();
+
+    // `skip`: past its 2 s the drain gives up and the node gets the change anyway.
+    cluster.apply(&machine_config("two")).unwrap();
+    until(&mut cluster, &mut controller, &log, "skipped", |c| {
+        desired(c, "w0") != first
+    });
+    let second = desired(&cluster, "w0");
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "a DrainSkipped event",
+        |c| {
+            c.kubectl(&[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                "involvedObject.name=w0,reason=DrainSkipped",
+                "-o",
+                "name",
+            ])
+            .is_ok_and(|o| !o.is_empty())
+        },
+    );
+    report(&cluster, "w0", &second, "Done", "");
+    until(&mut cluster, &mut controller, &log, "uncordoned", |c| {
+        node_field(c, "w0", "{.spec.unschedulable}").is_empty()
+    });
+
+    // `fail`: past its timeout the node is marked, counts as Degraded, keeps its config and
+    // stays cordoned; nothing retries until an admin clears the mark.
+    cluster
+        .kubectl(&[
+            "annotate",
+            "--overwrite",
+            "mcp",
+            "worker",
+            "hearth.io/on-drain-timeout=fail",
+        ])
+        .unwrap();
+    cluster.apply(&machine_config("three")).unwrap();
+    until(&mut cluster, &mut controller, &log, "drain failed", |c| {
+        annotation(c, "w0", "hearth.io/drain-failed").contains("PodDisruptionBudget default/db")
+    });
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "the pool is degraded",
+        |c| condition(c, "NodeDegraded") == "True",
+    );
+    assert_eq!(desired(&cluster, "w0"), second);
+    assert_eq!(node_field(&cluster, "w0", "{.spec.unschedulable}"), "true");
+    let sampled = Instant::now();
+    while sampled.elapsed() < Duration::from_secs(7) {
+        assert_eq!(
+            annotation(&cluster, "w0", "hearth.io/drain-for"),
+            "",
+            "a failed drain started again"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Cleared (the budget lifted first): drained again, the pod evicted, the change handed.
+    cluster
+        .kubectl(&["delete", "pdb", "db", "-n", "default"])
+        .unwrap();
+    cluster
+        .kubectl(&["annotate", "node", "w0", "hearth.io/drain-failed-"])
+        .unwrap();
+    until(&mut cluster, &mut controller, &log, "pod evicted", |c| {
+        c.kubectl(&[
+            "get",
+            "pod",
+            "db-0",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .map(|t| !t.is_empty())
+        .unwrap_or(true)
+    });
+    let _ = cluster.kubectl(&[
+        "delete",
+        "pod",
+        "db-0",
+        "-n",
+        "default",
+        "--grace-period=0",
+        "--force",
+    ]);
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "the third handed",
+        |c| desired(c, "w0") != second,
+    );
+}

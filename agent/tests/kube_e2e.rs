@@ -198,9 +198,8 @@ fn the_controller_and_two_real_agents_roll_a_pool_out_and_halt_on_a_failing_unit
         pool_condition(&cluster, "Updated", "status") == "True"
     });
     let table = cluster.kubectl(&["get", "mcp", "worker"]).unwrap();
-    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
-    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    let row = fixtures::first_row(&table);
+    let col = |name: &str| row.get(name).map(String::as_str).unwrap_or_default();
     assert_eq!(col("CONFIG"), first, "{table}");
     assert_eq!(col("MACHINECOUNT"), "2", "{table}");
     assert_eq!(col("UPDATEDMACHINECOUNT"), "2", "{table}");

@@ -243,9 +243,8 @@ fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_
     assert_eq!(pool_field(&cluster, "{.status.machineCount}"), "2");
     assert_eq!(pool_field(&cluster, "{.status.updatedMachineCount}"), "2");
     let table = cluster.kubectl(&["get", "mcp", "worker"]).unwrap();
-    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
-    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    let row = fixtures::first_row(&table);
+    let col = |name: &str| row.get(name).map(String::as_str).unwrap_or_default();
     assert_eq!(col("CONFIG"), first, "{table}");
     assert_eq!(col("UPDATED"), "True", "{table}");
     assert_eq!(col("UPDATING"), "False", "{table}");
@@ -518,49 +517,8 @@ fn a_disruption_budget_blocks_the_drain_naming_pod_and_budget_and_lifting_it_com
     for n in ["w0", "w1"] {
         report(&cluster, n, &first, "Done", "");
     }
-    // A workload on w0 whose budget allows no disruption (no kubelet here: the pod is bound
-    // to the node and never runs, so it is not healthy either; minAvailable: 1 holds it).
-    let _ = cluster.kubectl(&["create", "serviceaccount", "default", "-n", "default"]);
-    cluster
-        .apply(
-            &serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web"}},
-                "spec": {"nodeName": "w0", "automountServiceAccountToken": false,
-                         "containers": [{"name": "web", "image": "registry.invalid/web:1"}]}
-            })
-            .to_string(),
-        )
-        .unwrap();
-    // The kubelet's part (none runs here): the pod is running and ready, so the budget
-    // counts it (a pending pod's eviction ignores budgets).
-    running(&cluster, "default", "web-0");
-    cluster
-        .apply(
-            &serde_json::json!({
-                "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
-                "metadata": {"name": "web", "namespace": "default"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
-            })
-            .to_string(),
-        )
-        .unwrap();
-    // The disruption controller has computed the budget: one healthy pod, none may go.
-    cluster
-        .kubectl_until(
-            &[
-                "get",
-                "pdb",
-                "web",
-                "-n",
-                "default",
-                "-o",
-                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
-            ],
-            WAIT,
-            |o| o == "1/0",
-        )
-        .unwrap();
+    // A workload on w0 whose budget allows no disruption.
+    guarded_pod(&mut cluster, "web", "w0");
 
     // A change that needs a reboot (a file outside the MCO's no-reboot list): w0 is cordoned
     // and its pod's eviction is refused; the node and the pool say which pod and budget.
@@ -608,28 +566,7 @@ fn a_disruption_budget_blocks_the_drain_naming_pod_and_budget_and_lifting_it_com
     cluster
         .kubectl(&["delete", "pdb", "web", "-n", "default"])
         .unwrap();
-    until(&mut cluster, &mut controller, &log, "pod evicted", |c| {
-        c.kubectl(&[
-            "get",
-            "pod",
-            "web-0",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .map(|t| !t.is_empty())
-        .unwrap_or(true)
-    });
-    let _ = cluster.kubectl(&[
-        "delete",
-        "pod",
-        "web-0",
-        "-n",
-        "default",
-        "--grace-period=0",
-        "--force",
-    ]);
+    kubelet_removes_evicted(&mut cluster, &mut controller, &log, "web-0");
     until(
         &mut cluster,
         &mut controller,
@@ -777,44 +714,7 @@ fn a_drain_past_its_timeout_is_skipped_or_fails_as_the_pool_says() {
     let first = desired(&cluster, "w0");
     report(&cluster, "w0", &first, "Done", "");
     // A pod its budget will not let go.
-    let _ = cluster.kubectl(&["create", "serviceaccount", "default", "-n", "default"]);
-    cluster
-        .apply(
-            &serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"}},
-                "spec": {"nodeName": "w0", "automountServiceAccountToken": false,
-                         "containers": [{"name": "db", "image": "registry.invalid/db:1"}]}
-            })
-            .to_string(),
-        )
-        .unwrap();
-    running(&cluster, "default", "db-0");
-    cluster
-        .apply(
-            &serde_json::json!({
-                "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
-                "metadata": {"name": "db", "namespace": "default"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
-            })
-            .to_string(),
-        )
-        .unwrap();
-    cluster
-        .kubectl_until(
-            &[
-                "get",
-                "pdb",
-                "db",
-                "-n",
-                "default",
-                "-o",
-                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
-            ],
-            WAIT,
-            |o| o == "1/0",
-        )
-        .unwrap();
+    guarded_pod(&mut cluster, "db", "w0");
 
     // `skip`: past its 2 s the drain gives up and the node gets the change anyway.
     cluster.apply(&machine_config("two")).unwrap();
@@ -886,11 +786,75 @@ fn a_drain_past_its_timeout_is_skipped_or_fails_as_the_pool_says() {
     cluster
         .kubectl(&["annotate", "node", "w0", "hearth.io/drain-failed-"])
         .unwrap();
-    until(&mut cluster, &mut controller, &log, "pod evicted", |c| {
+    kubelet_removes_evicted(&mut cluster, &mut controller, &log, "db-0");
+    until(
+        &mut cluster,
+        &mut controller,
+        &log,
+        "the third handed",
+        |c| desired(c, "w0") != second,
+    );
+}
+
+/// A pod `<app>-0` bound to `node` with a PodDisruptionBudget `<app>` of `minAvailable: 1`
+/// that lets none of it go: the test plays the kubelet's part (none runs here) and marks the
+/// pod running and ready, so the budget counts it (a pending pod's eviction ignores budgets);
+/// returns once the disruption controller has computed the budget (1 healthy, 0 allowed).
+fn guarded_pod(cluster: &mut KubeCluster, app: &str, node: &str) {
+    let _ = cluster.kubectl(&["create", "serviceaccount", "default", "-n", "default"]);
+    let pod = format!("{app}-0");
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod, "namespace": "default", "labels": {"app": app}},
+                "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                         "containers": [{"name": app, "image": format!("registry.invalid/{app}:1")}]}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    running(cluster, "default", &pod);
+    cluster
+        .apply(
+            &serde_json::json!({
+                "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": app, "namespace": "default"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}}
+            })
+            .to_string(),
+        )
+        .unwrap();
+    cluster
+        .kubectl_until(
+            &[
+                "get",
+                "pdb",
+                app,
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}",
+            ],
+            WAIT,
+            |o| o == "1/0",
+        )
+        .unwrap();
+}
+
+/// Waits until the controller has evicted `pod` (it is terminating), then removes it as the
+/// kubelet would once its containers stopped (none run here).
+fn kubelet_removes_evicted(
+    cluster: &mut KubeCluster,
+    controller: &mut Controller,
+    log: &Path,
+    pod: &str,
+) {
+    until(cluster, controller, log, "pod evicted", |c| {
         c.kubectl(&[
             "get",
             "pod",
-            "db-0",
+            pod,
             "-n",
             "default",
             "-o",
@@ -902,17 +866,10 @@ fn a_drain_past_its_timeout_is_skipped_or_fails_as_the_pool_says() {
     let _ = cluster.kubectl(&[
         "delete",
         "pod",
-        "db-0",
+        pod,
         "-n",
         "default",
         "--grace-period=0",
         "--force",
     ]);
-    until(
-        &mut cluster,
-        &mut controller,
-        &log,
-        "the third handed",
-        |c| desired(c, "w0") != second,
-    );
 }

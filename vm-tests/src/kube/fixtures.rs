@@ -71,3 +71,15 @@ metadata:
 "#
     )
 }
+
+/// The first row of a `kubectl get` table as column name → cell (cells without spaces, as
+/// `kubectl get mcp` prints them); a column the table lacks is `""`.
+pub fn first_row(table: &str) -> std::collections::BTreeMap<String, String> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default().split_whitespace();
+    let row = lines.next().unwrap_or_default().split_whitespace();
+    header
+        .map(str::to_string)
+        .zip(row.map(str::to_string))
+        .collect()
+}

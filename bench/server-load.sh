@@ -18,7 +18,10 @@
 # connect from (default: one per 20,000 agents from 127.0.0.2, e.g. 127.0.0.2-127.0.0.6 for
 # 100,000: one source address has some 28,000 ports towards the server), SKIP_THROUGHPUT=1,
 # PER_CONN=K to let K agents share one HTTP/2 connection (a fleet larger than the open-files
-# limit allows connections; not how real agents connect).
+# limit allows connections; not how real agents connect), STEADY=SECONDS to go on that long
+# after the apply with every agent reporting each turn (with a short WAIT, e.g. 20: the reports
+# of a fleet between changes), MAX_UNAVAILABLE (the worker pool's, default 100%: the apply
+# reaches every agent at once).
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -80,6 +83,7 @@ echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
     --bootstrap-token "@$STATE/tokens/worker.token" -n "$AGENTS" --wait "$WAIT" \
     --server-pid "$SPID" --apply "$BIN/hearth apply -f $WORK/change.yaml" \
     ${SOURCES:+--source-addresses "$SOURCES"} ${PER_CONN:+--agents-per-connection "$PER_CONN"} \
+    ${STEADY:+--steady "$STEADY"} \
     --json >"$OUT/agents.json"
 python3 - "$OUT/agents.json" <<'EOF'
 import json, sys
@@ -103,21 +107,31 @@ python3 - "$OUT/metrics.txt" <<'EOF'
 import re, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r'hearth_server_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)', line)
+    m = re.match(r'(hearth_server_(?:http_request_duration_seconds|commit_duration_seconds|group_commit_changes))_bucket\{([^}]*)\} (\d+)', line)
     if m:
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        le = labels["le"]
-        rows.setdefault((labels["method"], labels["route"]), []).append((float("inf") if le == "+Inf" else float(le), int(m.group(2))))
-for (method, route), b in sorted(rows.items()):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        le = labels.pop("le")
+        rows.setdefault((m.group(1), tuple(sorted(labels.items()))), []).append((float("inf") if le == "+Inf" else float(le), int(m.group(3))))
+for (name, labels), b in sorted(rows.items()):
     b.sort()
     total = b[-1][1]
     if not total:
         continue
+    seconds = name.endswith("_seconds")
     def q(p):
         for le, n in b:
             if n >= p * total:
-                return "<= %g ms" % (le * 1000) if le != float("inf") else "> 30 s"
-    print(f"  server-side {method} {route:<24} n={total:<7} p50 {q(0.5)}, p99 {q(0.99)}")
+                if le == float("inf"):
+                    return "above the last bucket"
+                return "<= %g ms" % (le * 1000) if seconds else "<= %g" % le
+    l = dict(labels)
+    if name == "hearth_server_http_request_duration_seconds":
+        what = f"server-side {l['method']} {l['route']:<24}"
+    elif name == "hearth_server_commit_duration_seconds":
+        what = f"commit stage {l['stage']:<30}"
+    else:
+        what = f"changes per group commit {'':<18}"
+    print(f"  {what} n={total:<7} p50 {q(0.5)}, p99 {q(0.99)}")
 EOF
 echo "== machine: load average $(cut -d' ' -f1-3 /proc/loadavg) after the agents run"
 if [ -n "${SKIP_THROUGHPUT:-}" ]; then

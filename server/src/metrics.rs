@@ -38,6 +38,21 @@ const DURATION_BUCKETS: [f64; 14] = [
 pub const WAITING_ROUTES: [&str; 2] = [crate::http::DESIRED_ROUTE, "/api/v1/watch"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: String,
+}
+
+/// The upper bounds of the commit-duration buckets, in seconds: 0.1 ms to 5 s.
+const COMMIT_BUCKETS: [f64; 14] = [
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0,
+];
+
+/// The upper bounds of the group-size buckets (changes committed together).
+const GROUP_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     pool: String,
     state: String,
@@ -54,6 +69,8 @@ pub struct Metrics {
     desired_served: Counter,
     applies: Counter,
     commits: Counter,
+    commit_stages: Family<StageLabels, Histogram, fn() -> Histogram>,
+    group_sizes: Histogram,
     conflicts: Counter,
     plans_under_lock: Counter,
 }
@@ -72,6 +89,10 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
+fn commit_histogram() -> Histogram {
+    Histogram::new(COMMIT_BUCKETS)
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
@@ -82,6 +103,8 @@ impl Default for Metrics {
             desired_served: Counter::default(),
             applies: Counter::default(),
             commits: Counter::default(),
+            commit_stages: Family::new_with_constructor(commit_histogram),
+            group_sizes: Histogram::new(GROUP_BUCKETS),
             conflicts: Counter::default(),
             plans_under_lock: Counter::default(),
         }
@@ -126,9 +149,22 @@ impl Metrics {
         self.applies.inc();
     }
 
-    /// A store commit.
-    pub fn commit(&self) {
+    /// A store commit: how long deciding it took (the change, the reconcile and the diff,
+    /// under the writer lock) and how long the store took to make it durable.
+    pub fn commit(&self, decide: std::time::Duration, store: std::time::Duration) {
         self.commits.inc();
+        for (stage, took) in [("decide", decide), ("store", store)] {
+            self.commit_stages
+                .get_or_create(&StageLabels {
+                    stage: stage.to_string(),
+                })
+                .observe(took.as_secs_f64());
+        }
+    }
+
+    /// A group commit of `changes` changes (status reports, enrollments) was made.
+    pub fn group(&self, changes: usize) {
+        self.group_sizes.observe(changes as f64);
     }
 
     /// Reboot plans (maintenance windows) that had to be made under the writer lock.
@@ -178,6 +214,16 @@ impl Metrics {
             "hearth_server_store_commits",
             "Store commits",
             self.commits.clone(),
+        );
+        r.register(
+            "hearth_server_commit_duration_seconds",
+            "Time per store commit by stage: decide (the change, the reconcile and the difference to write, under the writer lock) and store (until the store has it durably)",
+            self.commit_stages.clone(),
+        );
+        r.register(
+            "hearth_server_group_commit_changes",
+            "Changes (status reports, enrollments) committed together in one group commit",
+            self.group_sizes.clone(),
         );
         r.register(
             "hearth_server_store_conflicts",

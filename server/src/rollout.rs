@@ -133,42 +133,73 @@ pub struct Assignment {
     pub why: Why,
 }
 
+/// What the rollout needs to know about a pool's nodes as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Nodes taking part (not excluded).
+    pub size: usize,
+    /// Of them, unavailable ([`NodeView::is_unavailable`]).
+    pub unavailable: usize,
+    /// A node halts the rollout ([`halted_by`]).
+    pub halted: bool,
+}
+
+impl PoolCounts {
+    /// The counts of `nodes`.
+    pub fn of(pool: &PoolView, nodes: &[NodeView<'_>]) -> PoolCounts {
+        PoolCounts {
+            size: nodes.len(),
+            unavailable: nodes.iter().filter(|n| n.is_unavailable()).count(),
+            halted: halted_by(pool, nodes).is_some(),
+        }
+    }
+}
+
 /// The assignments to make now in a pool whose nodes are `nodes` (any order; ties are broken by
 /// name).
 pub fn next_desired(pool: &PoolView, nodes: &[NodeView<'_>]) -> Vec<Assignment> {
-    let halted = halted_by(pool, nodes).is_some();
-    let mut nodes: Vec<&NodeView<'_>> = nodes.iter().collect();
-    nodes.sort_by(|a, b| a.name.cmp(b.name));
+    let counts = PoolCounts::of(pool, nodes);
+    let mut candidates: Vec<NodeView<'_>> =
+        nodes.iter().filter(|n| n.needs_update()).copied().collect();
+    candidates.sort_by(|a, b| a.name.cmp(b.name));
+    next_desired_of(pool, counts, &candidates)
+}
+
+/// [`next_desired`] from the pool's counts and its nodes that need an update (`candidates`,
+/// sorted by name): only those are ever handed a config, so a caller that keeps the counts
+/// need not look at the other nodes.
+pub fn next_desired_of(
+    pool: &PoolView,
+    counts: PoolCounts,
+    candidates: &[NodeView<'_>],
+) -> Vec<Assignment> {
     let assign = |n: &NodeView<'_>, why: Why| Assignment {
         node: n.name.to_string(),
         config: n.target.unwrap_or_default().to_string(),
         why,
     };
+    let candidates = candidates.iter().filter(|n| n.needs_update());
     let mut out = Vec::new();
-    let unavailable = nodes.iter().filter(|n| n.is_unavailable()).count();
-    for n in nodes
-        .iter()
-        .filter(|n| n.state.is_none() && n.needs_update())
-    {
+    for n in candidates.clone().filter(|n| n.state.is_none()) {
         out.push(assign(n, Why::NewNode));
     }
     if pool.paused {
         return out;
     }
-    for n in nodes
-        .iter()
-        .filter(|n| n.state.is_some() && n.needs_update() && n.is_unavailable())
+    for n in candidates
+        .clone()
+        .filter(|n| n.state.is_some() && n.is_unavailable())
     {
         out.push(assign(n, Why::AlreadyUnavailable));
     }
-    if halted {
+    if counts.halted {
         return out;
     }
-    let max = pool.max_unavailable.resolve(nodes.len());
-    let mut capacity = max.saturating_sub(unavailable);
-    for n in nodes.iter().filter(|n| {
-        n.state.is_some() && n.needs_update() && !n.is_unavailable() && !n.held_by_window(pool)
-    }) {
+    let max = pool.max_unavailable.resolve(counts.size);
+    let mut capacity = max.saturating_sub(counts.unavailable);
+    for n in
+        candidates.filter(|n| n.state.is_some() && !n.is_unavailable() && !n.held_by_window(pool))
+    {
         if capacity == 0 {
             break;
         }

@@ -107,11 +107,34 @@ pub(crate) async fn enroll_one(
     Ok((conn, answer.credential))
 }
 
+/// Which phase a report belongs to, for its own latency line next to the overall one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Taking the first config, while the fleet enrolls.
+    First,
+    /// Taking the applied config: every agent of the pool at once (`maxUnavailable: 100%`).
+    Apply,
+    /// A turn without a change (the long-poll's wait ran out): hearth-agent reports every
+    /// turn, so this is a fleet's steady load.
+    Turn,
+}
+
+impl Phase {
+    fn label(self) -> &'static str {
+        match self {
+            Phase::First => "status report, first config",
+            Phase::Apply => "status report, apply burst",
+            Phase::Turn => "status report, every turn",
+        }
+    }
+}
+
 pub(crate) async fn report(
     conn: &mut Conn,
     shared: &Shared,
     cred: &str,
     doc: Vec<u8>,
+    phase: Phase,
 ) -> Result<(), Fail> {
     let t = Instant::now();
     let a = conn
@@ -127,6 +150,7 @@ pub(crate) async fn report(
         return Err(Fail::Status(a.status.as_u16()));
     }
     shared.stats.record("status report", t.elapsed());
+    shared.stats.record(phase.label(), t.elapsed());
     Ok(())
 }
 
@@ -197,6 +221,14 @@ pub(crate) async fn agent(
         match a.status {
             StatusCode::NOT_MODIFIED => {
                 shared.stats.count("long-polls answered 304 after wait");
+                // hearth-agent reports at every turn, a change or not.
+                if let Some(c) = &current {
+                    let doc = status_doc(NodeState::Done, Some(c), c);
+                    if let Err(f) = report(&mut conn, &shared, &cred, doc, Phase::Turn).await {
+                        shared.stats.error("status report", &f);
+                        broken = true;
+                    }
+                }
                 continue;
             }
             StatusCode::OK => {}
@@ -237,12 +269,14 @@ pub(crate) async fn agent(
             shared.seen_count.fetch_add(1, Ordering::Relaxed);
         }
         // Apply: Working, then Done in the new config.
+        let phase = if first { Phase::First } else { Phase::Apply };
         let r = async {
             report(
                 &mut conn,
                 &shared,
                 &cred,
                 status_doc(NodeState::Working, current.as_deref(), &name),
+                phase,
             )
             .await?;
             report(
@@ -250,6 +284,7 @@ pub(crate) async fn agent(
                 &shared,
                 &cred,
                 status_doc(NodeState::Done, Some(&name), &name),
+                phase,
             )
             .await
         }
@@ -415,6 +450,14 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
             apply = measure_apply(&shared, n, timeout, None).await?;
         }
     }
+    if a.steady > 0 {
+        // The fleet as it runs between changes: every agent long-polls and reports each turn.
+        eprintln!(
+            "  steady: {} s of long-polls ({} s wait) and a report every turn",
+            a.steady, a.wait
+        );
+        tokio::time::sleep(Duration::from_secs(a.steady)).await;
+    }
     let mem_end = mem_sum_json(&a.server_pid);
     shared.stop.store(true, Ordering::Relaxed);
     tasks.abort_all();
@@ -425,6 +468,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         "agents": n,
         "enrollConcurrency": a.enroll_concurrency,
         "waitSeconds": a.wait,
+        "steadySeconds": a.steady,
         "agentsPerConnection": a.agents_per_connection,
         "sourceAddresses": a.source_addresses.as_ref().map(|s| s.0.iter().map(|ip| ip.to_string()).collect::<Vec<_>>()),
         "enrollSeconds": secs(enroll_time),

@@ -61,6 +61,11 @@ pub(crate) struct AgentsArgs {
     /// connections (the server's per-node work is the same; its per-connection memory is not).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=128))]
     pub(crate) agents_per_connection: u16,
+    /// After the apply (or once all run their first config), go on this many seconds with
+    /// every agent long-polling and reporting each turn, as hearth-agent does: the reports of
+    /// a fleet between changes (`status report, every turn`; use a short --wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub(crate) steady: u64,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,

@@ -310,14 +310,24 @@ fn record_report(
     status: &AgentStatus,
     t: u64,
 ) -> Result<(), ApiError> {
-    let Some(n) = fleet.nodes.get(node).map(|n| n.value.clone()) else {
+    // What the report is compared with, read without copying the node (reports are the
+    // hottest path: the record is copied once, by the update below).
+    let Some((changed, release)) = fleet.nodes.get(node).map(|n| {
+        let n = &n.value;
+        let changed = n.state() != Some(status.state)
+            || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref();
+        // A Done report in the desired config gives back the agent's part of the slot only: a
+        // FleetLock client's holds until its steady-state.
+        let release = status.state == NodeState::Done
+            && status.current.is_some()
+            && status.current == n.desired
+            && n.reboot_slot.is_some();
+        (changed, release)
+    }) else {
         return Err(unknown_node(node));
     };
-    let before = n.state();
     let mut events = Vec::new();
-    if before != Some(status.state)
-        || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref()
-    {
+    if changed {
         let object = meta_object("Node", node);
         let reason = status.reason.clone().unwrap_or_default();
         let desired = status.desired.clone().unwrap_or_else(|| "-".into());
@@ -340,12 +350,6 @@ fn record_report(
             ),
         });
     }
-    // A Done report in the desired config gives back the agent's part of the slot only: a
-    // FleetLock client's holds until its steady-state.
-    let release = status.state == NodeState::Done
-        && status.current.is_some()
-        && status.current == n.desired
-        && n.reboot_slot.is_some();
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
         n.report = Some(status.clone());

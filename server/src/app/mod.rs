@@ -9,7 +9,7 @@
 //! requests to a node), `liveness` (last seen, stale
 //! nodes, the tick), `manifests` (reading an apply).
 
-use crate::controller::{Scope, Settings};
+use crate::controller::{PoolIndex, Scope, Settings};
 use crate::error::ApiError;
 use crate::fleet::{put, Fleet};
 use crate::metrics::Metrics;
@@ -165,6 +165,9 @@ pub struct App<S: Store> {
     credentials: RwLock<HashMap<String, String>>,
     /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
     reboot_plans: Mutex<RebootPlans>,
+    /// What each pool has left to do, followed commit by commit ([`PoolIndex`]): a status
+    /// report's reconcile does not walk a pool with nothing to hand out.
+    pool_index: Mutex<PoolIndex>,
     /// The nodes found silent at a time (Unix seconds), reused for `liveness::SILENT_REUSE` s:
     /// finding them walks the fleet, which every commit would otherwise do.
     silent_cache: Mutex<Option<(u64, Arc<std::collections::HashSet<String>>)>>,
@@ -214,6 +217,7 @@ impl<S: Store> App<S> {
             group_flush: tokio::sync::Mutex::new(()),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
+            pool_index: Mutex::new(PoolIndex::default()),
             token_hashes,
             silent_cache: Mutex::new(None),
             applied,

@@ -28,6 +28,7 @@ use crate::window::{self, WindowClock};
 use std::collections::HashSet;
 
 mod gc;
+mod index;
 mod render;
 mod roll;
 #[cfg(test)]
@@ -35,6 +36,7 @@ mod tests;
 
 use gc::collect_garbage;
 pub use gc::referenced;
+pub use index::PoolIndex;
 use render::render_all;
 pub use roll::{halted_by, pool_view};
 use roll::{needs_reboot, roll_out, update_configurations};
@@ -92,12 +94,27 @@ pub fn reconcile_with(
         now,
         settings,
         silent,
-        &mut RenderMemo::computing(),
-        &mut RebootPlans::default(),
+        Kept {
+            memo: &mut RenderMemo::computing(),
+            plans: &mut RebootPlans::default(),
+            index: &mut PoolIndex::default(),
+        },
     )
 }
 
-/// [`reconcile_with`], rendering through `memo`. With a lookup-only memo that misses
+/// What reconciles keep from one to the next so as to do less: renders, reboot plans, the
+/// pools' counts. Fresh ones give the same results, more slowly.
+#[derive(Debug)]
+pub struct Kept<'a> {
+    /// Renders ([`RenderMemo`]).
+    pub memo: &'a mut RenderMemo,
+    /// Which updates need a reboot ([`RebootPlans`]).
+    pub plans: &'a mut RebootPlans,
+    /// What each pool has left to do ([`PoolIndex`]).
+    pub index: &'a mut PoolIndex,
+}
+
+/// [`reconcile_with`], rendering through `kept.memo`. With a lookup-only memo that misses
 /// ([`RenderMemo::missed`]) the result is incomplete and must be thrown away.
 pub fn reconcile_memo(
     fleet: &mut Fleet,
@@ -105,9 +122,9 @@ pub fn reconcile_memo(
     now: u64,
     settings: &Settings,
     silent: &HashSet<String>,
-    memo: &mut RenderMemo,
-    plans: &mut RebootPlans,
+    kept: Kept<'_>,
 ) -> Vec<EventRecord> {
+    let Kept { memo, plans, index } = kept;
     let mut events = Vec::new();
     if scope == Scope::Full {
         render_all(fleet, now, &mut events, memo);
@@ -115,8 +132,8 @@ pub fn reconcile_memo(
             return events;
         }
     }
-    roll_out(fleet, now, settings, silent, &mut events, plans);
-    update_configurations(fleet);
+    roll_out(fleet, now, settings, silent, &mut events, plans, index);
+    update_configurations(fleet, index);
     // Collection only ever removes what nothing refers to, so it can wait for the next full
     // reconcile; status reports (the hot path) skip it.
     if scope == Scope::Full {

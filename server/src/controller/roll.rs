@@ -2,7 +2,7 @@
 //! `maxUnavailable`, pause, maintenance windows and reboot plans), why the others wait, and a pool's
 //! configuration once all its nodes run its target.
 
-use super::Settings;
+use super::{PoolIndex, Settings};
 use crate::fleet::{update, Fleet};
 use crate::records::{EventRecord, NodeRecord};
 use crate::render_memo::RebootPlans;
@@ -17,66 +17,91 @@ pub(super) fn roll_out(
     silent: &HashSet<String>,
     events: &mut Vec<EventRecord>,
     plans: &mut RebootPlans,
+    index: &mut PoolIndex,
 ) {
     // Decide on borrowed views (no node is copied), then write the assignments.
-    let mut assignments: Vec<(rollout::Assignment, Option<String>)> = Vec::new();
     // Per pool: why its reboots wait (none: they do not), and the nodes that wait.
     let mut waits: BTreeMap<String, (Option<WindowWait>, HashSet<String>)> = BTreeMap::new();
     let window_now = settings.window_clock.now();
     let policies = fleet.policies();
     plans.for_policies(&policies);
-    {
-        let mut by_pool: BTreeMap<&str, Vec<&NodeRecord>> = BTreeMap::new();
+    // Only a pool whose maintenance window is closed is walked node by node (who waits for
+    // the window, which updates need a reboot). Elsewhere only the nodes waiting for their
+    // target can be handed one, and the index names them and counts the rest: a status
+    // report's commit does not walk thousands of nodes, nor does an enrollment's.
+    index.follow(&fleet.nodes);
+    let mut walked: BTreeMap<&str, Vec<&NodeRecord>> = fleet
+        .pools
+        .iter()
+        .filter(|(_, p)| window::gate(&p.value, window_now).is_some())
+        .map(|(name, _)| (name.as_str(), Vec::new()))
+        .collect();
+    if !walked.is_empty() {
         // A node an admin excluded takes no part: no new desired config, no capacity, no halt.
         for n in fleet.nodes.values().filter(|n| n.value.excluded.is_none()) {
-            if let Some(p) = &n.value.pool {
-                by_pool.entry(p.as_str()).or_default().push(&n.value);
-            }
-        }
-        for (pool, nodes) in by_pool {
-            let Some(p) = fleet.pools.get(pool) else {
-                continue;
-            };
-            let mut view = pool_view(&p.value);
-            let wait = window::gate(&p.value, window_now);
-            view.window_closed = wait.is_some();
-            let views: Vec<NodeView<'_>> = nodes
-                .iter()
-                .map(|n| {
-                    node_view(
-                        n,
-                        silent.contains(&n.name),
-                        view.window_closed && needs_reboot(fleet, n, &policies, plans),
-                    )
-                })
-                .collect();
-            if let Some(w) = &wait {
-                let mut waiting: HashSet<String> = rollout::waiting_for_window(&view, &views)
-                    .into_iter()
-                    .map(str::to_string)
-                    .collect();
-                // And the nodes whose reboot waits for a slot the window does not grant.
-                waiting.extend(
-                    nodes
-                        .iter()
-                        .filter(|n| {
-                            n.state() == Some(crate::api::NodeState::Rebooting)
-                                && n.reboot_slot.is_none()
-                        })
-                        .map(|n| n.name.clone()),
-                );
-                waits.insert(pool.to_string(), (Some(w.clone()), waiting));
-            }
-            for a in rollout::next_desired(&view, &views) {
-                // A lookup, not a scan of the pool: an apply assigns every node of a pool.
-                let previous = fleet
-                    .nodes
-                    .get(a.node.as_str())
-                    .and_then(|n| n.value.desired.clone());
-                assignments.push((a, previous));
+            if let Some(nodes) = n.value.pool.as_deref().and_then(|p| walked.get_mut(p)) {
+                nodes.push(&n.value);
             }
         }
     }
+    let mut decided: Vec<rollout::Assignment> = Vec::new();
+    for (pool, p) in fleet.pools.iter() {
+        let pool = pool.as_str();
+        let mut view = pool_view(&p.value);
+        let Some(nodes) = walked.remove(pool) else {
+            if index.counts(Some(pool)).pending > 0 {
+                let out = from_index(fleet, pool, &view, silent, index);
+                debug_assert_eq!(
+                    out,
+                    walk_open_pool(fleet, pool, &view, silent),
+                    "the pool index and a walk of pool {pool} decide alike"
+                );
+                decided.extend(out);
+            }
+            continue;
+        };
+        let wait = window::gate(&p.value, window_now);
+        view.window_closed = wait.is_some();
+        let views: Vec<NodeView<'_>> = nodes
+            .iter()
+            .map(|n| {
+                node_view(
+                    n,
+                    silent.contains(&n.name),
+                    view.window_closed && needs_reboot(fleet, n, &policies, plans),
+                )
+            })
+            .collect();
+        if let Some(w) = &wait {
+            let mut waiting: HashSet<String> = rollout::waiting_for_window(&view, &views)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            // And the nodes whose reboot waits for a slot the window does not grant.
+            waiting.extend(
+                nodes
+                    .iter()
+                    .filter(|n| {
+                        n.state() == Some(crate::api::NodeState::Rebooting)
+                            && n.reboot_slot.is_none()
+                    })
+                    .map(|n| n.name.clone()),
+            );
+            waits.insert(pool.to_string(), (Some(w.clone()), waiting));
+        }
+        decided.extend(rollout::next_desired(&view, &views));
+    }
+    let assignments: Vec<(rollout::Assignment, Option<String>)> = decided
+        .into_iter()
+        .map(|a| {
+            // A lookup, not a scan of the pool: an apply assigns every node of a pool.
+            let previous = fleet
+                .nodes
+                .get(a.node.as_str())
+                .and_then(|n| n.value.desired.clone());
+            (a, previous)
+        })
+        .collect();
     for (a, previous) in assignments {
         let why = match a.why {
             Why::NewNode => "new node",
@@ -98,7 +123,66 @@ pub(super) fn roll_out(
             n.desired_at = Some(now);
         });
     }
-    record_waits(fleet, now, &waits, events);
+    // Who waits is written into nodes only where a window is closed (`waits`) or somebody is
+    // recorded as waiting; otherwise no node's record changes and none is looked at.
+    if !waits.is_empty() || index.any_waiting() {
+        record_waits(fleet, now, &waits, events);
+    } else {
+        record_pool_waits(fleet, &waits);
+    }
+}
+
+/// The assignments in `pool`, whose maintenance window is open, from the index: its pending
+/// nodes and its counts, the silent nodes added (the index counts nodes unavailable without
+/// them). Decides as [`walk_open_pool`] does, without looking at the pool's other nodes.
+fn from_index(
+    fleet: &Fleet,
+    pool: &str,
+    view: &PoolView,
+    silent: &HashSet<String>,
+    index: &PoolIndex,
+) -> Vec<rollout::Assignment> {
+    let c = index.counts(Some(pool));
+    let silent_too = silent
+        .iter()
+        .filter_map(|name| fleet.nodes.get(name.as_str()))
+        .map(|n| &n.value)
+        .filter(|n| {
+            n.pool.as_deref() == Some(pool)
+                && n.excluded.is_none()
+                && n.report.is_some()
+                && !n.is_unavailable()
+        })
+        .count();
+    let counts = rollout::PoolCounts {
+        size: c.size,
+        unavailable: c.unavailable + silent_too,
+        halted: view.halt_on_degraded && c.degraded > 0,
+    };
+    let candidates: Vec<NodeView<'_>> = index
+        .pending(pool)
+        .filter_map(|name| fleet.nodes.get(name))
+        .map(|n| node_view(&n.value, silent.contains(&n.value.name), false))
+        .collect();
+    rollout::next_desired_of(view, counts, &candidates)
+}
+
+/// The assignments in `pool`, whose maintenance window is open, from a walk of its nodes: what
+/// [`from_index`] must decide (checked in debug builds, the tests').
+fn walk_open_pool(
+    fleet: &Fleet,
+    pool: &str,
+    view: &PoolView,
+    silent: &HashSet<String>,
+) -> Vec<rollout::Assignment> {
+    let views: Vec<NodeView<'_>> = fleet
+        .nodes
+        .values()
+        .map(|n| &n.value)
+        .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
+        .map(|n| node_view(n, silent.contains(&n.name), false))
+        .collect();
+    rollout::next_desired(view, &views)
 }
 
 /// Whether `n`'s update from its desired config to its target needs a reboot (the agent's own
@@ -168,6 +252,14 @@ pub(super) fn record_waits(
         }
         update(&mut fleet.nodes, &name, |n| n.waiting = want);
     }
+    record_pool_waits(fleet, waits);
+}
+
+/// The pools' part of [`record_waits`]: each pool says why its updates wait, if they do.
+fn record_pool_waits(
+    fleet: &mut Fleet,
+    waits: &BTreeMap<String, (Option<WindowWait>, HashSet<String>)>,
+) {
     let pool_updates: Vec<(String, Option<WindowWait>)> = fleet
         .pools
         .values()
@@ -185,7 +277,10 @@ pub(super) fn record_waits(
     }
 }
 
-pub(super) fn update_configurations(fleet: &mut Fleet) {
+/// A pool whose nodes all run their target (desired, current, `Done`) takes its target as its
+/// configuration (counted by `index`, not by walking the pool's nodes).
+pub(super) fn update_configurations(fleet: &mut Fleet, index: &mut PoolIndex) {
+    index.follow(&fleet.nodes);
     let pool_names: Vec<String> = fleet.pools.keys().cloned().collect();
     for name in pool_names {
         let status = &fleet.pools[&name].value.status;
@@ -195,12 +290,7 @@ pub(super) fn update_configurations(fleet: &mut Fleet) {
         if status.configuration.as_deref() == Some(target.as_str()) {
             continue;
         }
-        let all_updated = fleet
-            .nodes
-            .values()
-            .filter(|n| n.value.pool.as_deref() == Some(name.as_str()))
-            .all(|n| n.value.is_updated_to(n.value.target.as_deref()));
-        if all_updated {
+        if index.counts(Some(&name)).behind == 0 {
             update(&mut fleet.pools, &name, |p| {
                 p.status.configuration = Some(target)
             });
@@ -245,5 +335,131 @@ fn node_view(n: &NodeRecord, silent: bool, needs_reboot: bool) -> NodeView<'_> {
         state: n.state(),
         silent,
         needs_reboot,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{AgentStatus, NodeState};
+    use crate::fleet::{put, update, Map};
+    use crate::records::{Hold, PoolRecord};
+    use hearth_config::model::MaxUnavailable;
+
+    /// A small deterministic generator (the test needs variety, not randomness).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn pick<'a, T>(&mut self, of: &'a [T]) -> &'a T {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            &of[((self.0 >> 33) as usize) % of.len()]
+        }
+    }
+
+    fn status(state: NodeState, current: Option<&str>) -> AgentStatus {
+        AgentStatus {
+            api_version: None,
+            kind: None,
+            state,
+            reason: None,
+            last_transition: None,
+            current: current.map(str::to_string),
+            desired: None,
+            pending_reboot: false,
+            progress: None,
+            drift: vec![],
+            history: vec![],
+            requests_done: 0,
+            request_results: vec![],
+            actions: vec![],
+        }
+    }
+
+    /// Through hundreds of fleets changed a few nodes at a time (targets, desired and reported
+    /// configs, states, exclusions, pools, silent nodes, maxUnavailable, pause, halting), the
+    /// rollout decided from the followed index is the rollout decided by walking each pool.
+    #[test]
+    fn the_index_decides_as_a_walk_of_the_pool() {
+        let configs = [None, Some("r1"), Some("r2")];
+        let states = [
+            None,
+            Some(NodeState::Done),
+            Some(NodeState::Working),
+            Some(NodeState::Rebooting),
+            Some(NodeState::Degraded),
+            Some(NodeState::Unreconcilable),
+        ];
+        let pools = [
+            Some("worker"),
+            Some("worker"),
+            Some("worker"),
+            Some("master"),
+            None,
+        ];
+        let limits = [
+            MaxUnavailable::Count(1),
+            MaxUnavailable::Count(3),
+            MaxUnavailable::Percent(10),
+            MaxUnavailable::Percent(100),
+        ];
+        let mut rng = Lcg(42);
+        let mut fleet = Fleet::default();
+        for role in ["master", "worker"] {
+            put(&mut fleet.pools, role, PoolRecord::builtin(role, 0));
+        }
+        let names: Vec<String> = (0..80).map(|i| format!("n{i:02}")).collect();
+        let mut index = PoolIndex::default();
+        let mut decided = 0;
+        for round in 0..400 {
+            // A few nodes change each round (a first round sets them all).
+            let changed = if round == 0 { names.len() } else { 3 };
+            for _ in 0..changed {
+                let name = rng.pick(&names).clone();
+                let n = NodeRecord {
+                    name: name.clone(),
+                    pool: rng.pick(&pools).map(str::to_string),
+                    target: rng.pick(&configs).map(str::to_string),
+                    desired: rng.pick(&configs).map(str::to_string),
+                    report: rng.pick(&states).map(|s| status(s, *rng.pick(&configs))),
+                    excluded: (*rng.pick(&[false, false, false, true])).then(|| Hold {
+                        by: "test".into(),
+                        at: 0,
+                    }),
+                    ..Default::default()
+                };
+                put(&mut fleet.nodes, &name, n);
+            }
+            let limit = *rng.pick(&limits);
+            let paused = *rng.pick(&[false, false, false, true]);
+            let halt = *rng.pick(&["continue", "halt"]);
+            update(&mut fleet.pools, "worker", |p| {
+                p.spec.max_unavailable = limit;
+                p.spec.paused = paused;
+                p.metadata
+                    .annotations
+                    .insert(rollout::ON_DEGRADED_ANNOTATION.into(), halt.into());
+            });
+            let silent: HashSet<String> = names
+                .iter()
+                .filter(|_| *rng.pick(&[false, false, false, false, true]))
+                .cloned()
+                .collect();
+            index.follow(&fleet.nodes);
+            for pool in ["worker", "master"] {
+                let view = pool_view(&fleet.pools[pool].value);
+                let from = from_index(&fleet, pool, &view, &silent, &index);
+                assert_eq!(
+                    from,
+                    walk_open_pool(&fleet, pool, &view, &silent),
+                    "round {round}, pool {pool}"
+                );
+                decided += from.len();
+            }
+        }
+        assert!(decided > 100, "the rounds handed out configs: {decided}");
+        let _: Map<NodeRecord> = fleet.nodes;
     }
 }

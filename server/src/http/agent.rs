@@ -96,7 +96,7 @@ pub(super) async fn desired<S: Store>(
         )));
     }
     app.seen(&me);
-    let wait = Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait);
+    let wait = spread(Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait));
     let deadline = tokio::time::Instant::now() + wait;
     // Subscribed before looking, so that a change between the look and the wait is not missed;
     // a request that will not wait needs no channel.
@@ -148,6 +148,24 @@ pub(super) async fn desired<S: Store>(
     }
 }
 
+/// A long-poll's wait less up to a tenth of it, at random. Agents that took a change together
+/// (an apply to a whole pool) start their next long-poll together; answered "no change" at the
+/// same instant turn after turn, they would report together, thousands in the same second,
+/// forever. Spread, their turns drift apart within a few turns.
+fn spread(wait: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // `RandomState` is seeded at random (and differs from one instance to the next): enough
+    // for a jitter, without a random-number crate.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let fraction = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    wait.saturating_sub((wait / 10).mul_f64(fraction))
+}
+
 pub(super) async fn report<S: Store>(
     State(app): AppState<S>,
     Auth(c): Auth,
@@ -176,4 +194,19 @@ pub(super) async fn reboot_slot<S: Store>(
         .reboot_slot(&me, req.action, crate::records::SlotHolder::Agent)
         .await?;
     Ok(Json(serde_json::to_value(answer).unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wait is cut by at most a tenth, and not by the same amount every time.
+    #[test]
+    fn long_poll_waits_are_spread_within_a_tenth() {
+        let wait = Duration::from_secs(300);
+        let waits: std::collections::BTreeSet<Duration> = (0..100).map(|_| spread(wait)).collect();
+        assert!(waits.iter().all(|w| *w <= wait && *w >= wait - wait / 10));
+        assert!(waits.len() > 50, "spread: {waits:?}");
+        assert_eq!(spread(Duration::ZERO), Duration::ZERO);
+    }
 }

@@ -121,9 +121,11 @@ pub(super) async fn desired<S: Store>(
         if let Some(((name, body), requests)) = app.desired_body(&me, q.done)? {
             if requests || q.known.as_deref() != Some(name.as_str()) {
                 app.metrics.desired_served();
+                // The encoded answer is shared, not copied: after an apply, thousands of
+                // long-polls answer with the same bytes at once.
                 let mut resp = (
                     [(header::CONTENT_TYPE, "application/json")],
-                    body.as_ref().clone(),
+                    Bytes::from_owner(SharedBody(body)),
                 )
                     .into_response();
                 if let Ok(v) = HeaderValue::from_str(&name) {
@@ -145,6 +147,15 @@ pub(super) async fn desired<S: Store>(
             r = rx.changed() => if r.is_err() { return Ok(not_modified(q.known.as_deref())) },
             _ = tokio::time::sleep_until(deadline) => return Ok(not_modified(q.known.as_deref())),
         }
+    }
+}
+
+/// An encoded desired config shared by the answers that send it.
+struct SharedBody(std::sync::Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 

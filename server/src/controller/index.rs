@@ -211,22 +211,7 @@ mod tests {
     }
 
     fn done_in(config: Option<String>) -> AgentStatus {
-        AgentStatus {
-            api_version: None,
-            kind: None,
-            state: NodeState::Done,
-            reason: None,
-            last_transition: None,
-            current: config.clone(),
-            desired: config,
-            pending_reboot: false,
-            progress: None,
-            drift: vec![],
-            history: vec![],
-            requests_done: 0,
-            request_results: vec![],
-            actions: vec![],
-        }
+        crate::controller::tests::status(NodeState::Done, config.clone(), config)
     }
 
     /// One change of the test's node map.

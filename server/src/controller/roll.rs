@@ -341,7 +341,8 @@ fn node_view(n: &NodeRecord, silent: bool, needs_reboot: bool) -> NodeView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{AgentStatus, NodeState};
+    use crate::api::NodeState;
+    use crate::controller::tests::status;
     use crate::fleet::{put, update, Map};
     use crate::records::{Hold, PoolRecord};
     use hearth_config::model::MaxUnavailable;
@@ -356,25 +357,6 @@ mod tests {
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             &of[((self.0 >> 33) as usize) % of.len()]
-        }
-    }
-
-    fn status(state: NodeState, current: Option<&str>) -> AgentStatus {
-        AgentStatus {
-            api_version: None,
-            kind: None,
-            state,
-            reason: None,
-            last_transition: None,
-            current: current.map(str::to_string),
-            desired: None,
-            pending_reboot: false,
-            progress: None,
-            drift: vec![],
-            history: vec![],
-            requests_done: 0,
-            request_results: vec![],
-            actions: vec![],
         }
     }
 
@@ -423,7 +405,9 @@ mod tests {
                     pool: rng.pick(&pools).map(str::to_string),
                     target: rng.pick(&configs).map(str::to_string),
                     desired: rng.pick(&configs).map(str::to_string),
-                    report: rng.pick(&states).map(|s| status(s, *rng.pick(&configs))),
+                    report: rng
+                        .pick(&states)
+                        .map(|s| status(s, rng.pick(&configs).map(str::to_string), None)),
                     excluded: (*rng.pick(&[false, false, false, true])).then(|| Hold {
                         by: "test".into(),
                         at: 0,

@@ -58,25 +58,34 @@ fn commit(f: &mut Fleet, old: &Fleet) {
     f.stamp(&ops, rev);
 }
 
+/// A report of `state` in `current`, on the way to `desired` (the controller's tests').
+pub(super) fn status(
+    state: NodeState,
+    current: Option<String>,
+    desired: Option<String>,
+) -> AgentStatus {
+    AgentStatus {
+        api_version: None,
+        kind: None,
+        state,
+        reason: None,
+        last_transition: None,
+        current,
+        desired,
+        pending_reboot: false,
+        progress: None,
+        drift: vec![],
+        history: vec![],
+        requests_done: 0,
+        request_results: vec![],
+        actions: vec![],
+    }
+}
+
 fn report(f: &mut Fleet, node: &str, state: NodeState) {
     let desired = f.nodes[node].value.desired.clone();
     update(&mut f.nodes, node, |n| {
-        n.report = Some(AgentStatus {
-            api_version: None,
-            kind: None,
-            state,
-            reason: None,
-            last_transition: None,
-            current: desired.clone(),
-            desired,
-            pending_reboot: false,
-            progress: None,
-            drift: vec![],
-            history: vec![],
-            requests_done: 0,
-            request_results: vec![],
-            actions: vec![],
-        })
+        n.report = Some(status(state, desired.clone(), desired))
     });
 }
 

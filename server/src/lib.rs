@@ -31,6 +31,7 @@ pub mod http;
 pub mod kubernetes;
 pub mod limits;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;

@@ -97,10 +97,20 @@ impl NodeView<'_> {
 /// The available nodes whose update waits for the pool's maintenance window (none while the
 /// pool is paused or halted: they wait for that first).
 pub fn waiting_for_window<'a>(pool: &PoolView, nodes: &[NodeView<'a>]) -> Vec<&'a str> {
-    if !pool.window_closed || pool.paused || halted_by(pool, nodes).is_some() {
+    waiting_for_window_of(pool, halted_by(pool, nodes).is_some(), nodes)
+}
+
+/// [`waiting_for_window`] of a pool `halted` or not, among `candidates` (any of its nodes that
+/// include those needing an update: only those can wait).
+pub fn waiting_for_window_of<'a>(
+    pool: &PoolView,
+    halted: bool,
+    candidates: &[NodeView<'a>],
+) -> Vec<&'a str> {
+    if !pool.window_closed || pool.paused || halted {
         return Vec::new();
     }
-    let mut out: Vec<&str> = nodes
+    let mut out: Vec<&str> = candidates
         .iter()
         .filter(|n| {
             n.state.is_some() && n.needs_update() && !n.is_unavailable() && n.held_by_window(pool)

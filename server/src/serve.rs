@@ -216,6 +216,8 @@ pub async fn start(config: Config) -> Result<Running> {
                 tokio::select! {
                     _ = stop.changed() => return,
                     _ = tokio::time::sleep(every) => {
+                        let took = crate::memory::trim_heap();
+                        tracing::debug!(took_ms = took.as_millis() as u64, "heap trimmed");
                         // On etcd, the periodic work is the controller replica's alone.
                         if !app.is_controller() {
                             crate::logging::watchdog();

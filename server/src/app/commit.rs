@@ -264,7 +264,7 @@ impl<S: Store> App<S> {
                         .pool_index
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .set_aside();
+                        .set_aside(&new.nodes);
                     new.stamp(&ops, revision);
                     if let Some(counted) = counted {
                         self.pool_index

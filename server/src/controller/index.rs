@@ -36,6 +36,9 @@ pub struct Counts {
     /// were handed a config they have not reached or are not `Done` in (a silent node is
     /// unavailable too; the silent set is the caller's).
     pub unavailable: usize,
+    /// Nodes taking part that report `Rebooting` without holding a reboot slot (while the
+    /// window is closed they wait for it; [`PoolIndex::slotless`] names them).
+    pub slotless: usize,
 }
 
 impl Counts {
@@ -48,6 +51,7 @@ impl Counts {
             size: usize::from(part),
             degraded: usize::from(part && n.state().is_some_and(NodeState::is_degraded)),
             unavailable: usize::from(part && n.is_unavailable()),
+            slotless: usize::from(part && is_slotless(n)),
         }
     }
 
@@ -58,6 +62,7 @@ impl Counts {
         self.size += o.size;
         self.degraded += o.degraded;
         self.unavailable += o.unavailable;
+        self.slotless += o.slotless;
     }
 
     fn sub(&mut self, o: Counts) {
@@ -68,6 +73,7 @@ impl Counts {
         self.size = self.size.saturating_sub(o.size);
         self.degraded = self.degraded.saturating_sub(o.degraded);
         self.unavailable = self.unavailable.saturating_sub(o.unavailable);
+        self.slotless = self.slotless.saturating_sub(o.slotless);
     }
 
     fn is_zero(&self) -> bool {
@@ -80,6 +86,11 @@ fn is_pending(n: &NodeRecord) -> bool {
     n.target.is_some() && n.desired != n.target
 }
 
+/// A node rebooting without a slot.
+fn is_slotless(n: &NodeRecord) -> bool {
+    n.state() == Some(NodeState::Rebooting) && n.reboot_slot.is_none()
+}
+
 /// Per pool counts of a node map, followed from one map to the next.
 #[derive(Debug, Default)]
 pub struct PoolIndex {
@@ -90,7 +101,27 @@ pub struct PoolIndex {
     counts: BTreeMap<Option<String>, Counts>,
     /// By pool name: the pending nodes (taking part, desired config not their target), in name
     /// order. Empty sets are left out.
-    pending: BTreeMap<String, BTreeSet<String>>,
+    pending: Names,
+    /// By pool name: the nodes taking part that reboot without a slot. Empty sets left out.
+    slotless: Names,
+}
+
+/// Node names by pool.
+type Names = BTreeMap<String, BTreeSet<String>>;
+
+/// Adds or removes `node` in `pool`'s set of `names`.
+fn track(names: &mut Names, pool: &str, node: &str, add: bool) {
+    if add {
+        names
+            .entry(pool.to_string())
+            .or_default()
+            .insert(node.to_string());
+    } else if let Some(set) = names.get_mut(pool) {
+        set.remove(node);
+        if set.is_empty() {
+            names.remove(pool);
+        }
+    }
 }
 
 impl PoolIndex {
@@ -117,6 +148,7 @@ impl PoolIndex {
             None => {
                 self.counts.clear();
                 self.pending.clear();
+                self.slotless.clear();
                 for n in nodes.values() {
                     self.count(&n.value, true);
                 }
@@ -130,17 +162,12 @@ impl PoolIndex {
         if c.is_zero() {
             return;
         }
-        if let (1, Some(pool)) = (c.pending, &n.pool) {
-            if add {
-                self.pending
-                    .entry(pool.clone())
-                    .or_default()
-                    .insert(n.name.clone());
-            } else if let Some(names) = self.pending.get_mut(pool) {
-                names.remove(&n.name);
-                if names.is_empty() {
-                    self.pending.remove(pool);
-                }
+        if let Some(pool) = &n.pool {
+            if c.pending == 1 {
+                track(&mut self.pending, pool, &n.name, add);
+            }
+            if c.slotless == 1 {
+                track(&mut self.slotless, pool, &n.name, add);
             }
         }
         let entry = self.counts.entry(n.pool.clone()).or_default();
@@ -170,20 +197,36 @@ impl PoolIndex {
             .flat_map(|names| names.iter().map(String::as_str))
     }
 
+    /// The nodes of `pool` rebooting without a slot (see [`Counts::slotless`]).
+    pub fn slotless(&self, pool: &str) -> impl Iterator<Item = &str> {
+        self.slotless
+            .get(pool)
+            .into_iter()
+            .flat_map(|names| names.iter().map(String::as_str))
+    }
+
     /// Whether any node, in any pool or none, is recorded as waiting for a window.
     pub fn any_waiting(&self) -> bool {
         self.counts.values().any(|c| c.waiting > 0)
     }
 
-    /// Lets go of the map before the caller changes only the revisions of its records (a
-    /// commit's stamp), which changes no count: keeping the map would make each of those
-    /// records a copy. [`PoolIndex::restamped`] takes the stamped map back.
-    pub fn set_aside(&mut self) -> Option<Counted> {
-        self.nodes.take().map(|_| Counted(()))
+    /// Lets go of `nodes` before the caller changes only the revisions of its records (a
+    /// commit's stamp), which changes no count: keeping the map would make each of those records
+    /// a copy. Only when the counts are of `nodes` (the same map, not an equal one): otherwise
+    /// the index keeps the map it counted, and the stamp copies. [`PoolIndex::restamped`] takes
+    /// the stamped map back.
+    pub fn set_aside(&mut self, nodes: &Map<NodeRecord>) -> Option<Counted> {
+        match &self.nodes {
+            Some(known) if known.ptr_eq(nodes) => {
+                self.nodes = None;
+                Some(Counted(()))
+            }
+            _ => None,
+        }
     }
 
-    /// After [`PoolIndex::set_aside`]: the counts are of `nodes`, which differs from the map
-    /// set aside only in its records' revisions.
+    /// After [`PoolIndex::set_aside`]: the counts are of `nodes`, the map set aside with only
+    /// its records' revisions changed since.
     pub fn restamped(&mut self, _counted: Counted, nodes: &Map<NodeRecord>) {
         self.nodes = Some(nodes.clone());
     }
@@ -224,7 +267,7 @@ mod tests {
     }
 
     fn same(a: &PoolIndex, b: &PoolIndex) -> bool {
-        a.counts == b.counts && a.pending == b.pending
+        a.counts == b.counts && a.pending == b.pending && a.slotless == b.slotless
     }
 
     /// The counts followed change by change are the counts of a fresh walk, through nodes
@@ -330,7 +373,13 @@ mod tests {
         let mut nodes: Map<NodeRecord> = Map::new();
         put(&mut nodes, "a", node("a", Some("worker"), Some("r1")));
         let mut index = fresh(&nodes);
-        let counted = index.set_aside().expect("counted");
+        assert!(
+            index
+                .set_aside(&nodes.clone().update("b".into(), nodes["a"].clone()))
+                .is_none(),
+            "another map is not the one counted"
+        );
+        let counted = index.set_aside(&nodes).expect("counted");
         let before = std::sync::Arc::as_ptr(&nodes["a"]);
         std::sync::Arc::make_mut(nodes.get_mut("a").unwrap()).mod_revision = 7;
         assert_eq!(

@@ -8,7 +8,7 @@ use crate::records::{EventRecord, NodeRecord};
 use crate::render_memo::RebootPlans;
 use crate::rollout::{self, NodeView, PoolView, Why};
 use crate::window::{self, WindowWait};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub(super) fn roll_out(
     fleet: &mut Fleet,
@@ -20,76 +20,56 @@ pub(super) fn roll_out(
     index: &mut PoolIndex,
 ) {
     // Decide on borrowed views (no node is copied), then write the assignments.
-    // Per pool: why its reboots wait (none: they do not), and the nodes that wait.
-    let mut waits: BTreeMap<String, (Option<WindowWait>, HashSet<String>)> = BTreeMap::new();
+    // Per pool: why its reboots wait, and the nodes that wait (only pools where some do).
+    let mut waits: BTreeMap<String, (Option<WindowWait>, BTreeSet<String>)> = BTreeMap::new();
     let window_now = settings.window_clock.now();
     let policies = fleet.policies();
     plans.for_policies(&policies);
-    // Only a pool whose maintenance window is closed is walked node by node (who waits for
-    // the window, which updates need a reboot). Elsewhere only the nodes waiting for their
-    // target can be handed one, and the index names them and counts the rest: a status
-    // report's commit does not walk thousands of nodes, nor does an enrollment's.
+    // Every pool is decided from the index: the nodes waiting for their target (only those are
+    // ever handed one, or wait for a window) by name, the rest by their counts. A status
+    // report's commit does not walk thousands of nodes, nor does an enrollment's, nor one in a
+    // pool whose maintenance window is closed.
     index.follow(&fleet.nodes);
-    let mut walked: BTreeMap<&str, Vec<&NodeRecord>> = fleet
-        .pools
-        .iter()
-        .filter(|(_, p)| window::gate(&p.value, window_now).is_some())
-        .map(|(name, _)| (name.as_str(), Vec::new()))
-        .collect();
-    if !walked.is_empty() {
-        // A node an admin excluded takes no part: no new desired config, no capacity, no halt.
-        for n in fleet.nodes.values().filter(|n| n.value.excluded.is_none()) {
-            if let Some(nodes) = n.value.pool.as_deref().and_then(|p| walked.get_mut(p)) {
-                nodes.push(&n.value);
-            }
-        }
-    }
+    let mut silent_by_pool: Option<HashMap<&str, usize>> = None;
     let mut decided: Vec<rollout::Assignment> = Vec::new();
     for (pool, p) in fleet.pools.iter() {
         let pool = pool.as_str();
         let mut view = pool_view(&p.value);
-        let Some(nodes) = walked.remove(pool) else {
-            if index.counts(Some(pool)).pending > 0 {
-                let out = from_index(fleet, pool, &view, silent, index);
-                debug_assert_eq!(
-                    out,
-                    walk_open_pool(fleet, pool, &view, silent),
-                    "the pool index and a walk of pool {pool} decide alike"
-                );
-                decided.extend(out);
-            }
-            continue;
-        };
         let wait = window::gate(&p.value, window_now);
         view.window_closed = wait.is_some();
-        let views: Vec<NodeView<'_>> = nodes
-            .iter()
-            .map(|n| {
-                node_view(
-                    n,
-                    silent.contains(&n.name),
-                    view.window_closed && needs_reboot(fleet, n, &policies, plans),
-                )
-            })
-            .collect();
-        if let Some(w) = &wait {
-            let mut waiting: HashSet<String> = rollout::waiting_for_window(&view, &views)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            // And the nodes whose reboot waits for a slot the window does not grant.
-            waiting.extend(
-                nodes
-                    .iter()
-                    .filter(|n| {
-                        n.state() == Some(crate::api::NodeState::Rebooting)
-                            && n.reboot_slot.is_none()
-                    })
-                    .map(|n| n.name.clone()),
+        let c = index.counts(Some(pool));
+        let d = if c.pending == 0 && (wait.is_none() || c.slotless == 0) {
+            Decision::default()
+        } else {
+            let silent_counts =
+                silent_by_pool.get_or_insert_with(|| silent_in_pools(fleet, silent));
+            let ctx = Ctx {
+                fleet,
+                view: &view,
+                silent,
+                policies: &policies,
+            };
+            from_index(&ctx, pool, silent_counts, index, plans)
+        };
+        // Debug builds (the tests') decide every pool by walking it too.
+        #[cfg(debug_assertions)]
+        {
+            let ctx = Ctx {
+                fleet,
+                view: &view,
+                silent,
+                policies: &policies,
+            };
+            assert_eq!(
+                d,
+                walk_pool(&ctx, pool, plans),
+                "the pool index and a walk of pool {pool} decide alike"
             );
-            waits.insert(pool.to_string(), (Some(w.clone()), waiting));
         }
-        decided.extend(rollout::next_desired(&view, &views));
+        if let Some(w) = wait.filter(|_| !d.waiting.is_empty()) {
+            waits.insert(pool.to_string(), (Some(w), d.waiting));
+        }
+        decided.extend(d.assign);
     }
     let assignments: Vec<(rollout::Assignment, Option<String>)> = decided
         .into_iter()
@@ -132,57 +112,119 @@ pub(super) fn roll_out(
     }
 }
 
-/// The assignments in `pool`, whose maintenance window is open, from the index: its pending
-/// nodes and its counts, the silent nodes added (the index counts nodes unavailable without
-/// them). Decides as [`walk_open_pool`] does, without looking at the pool's other nodes.
-fn from_index(
-    fleet: &Fleet,
-    pool: &str,
-    view: &PoolView,
-    silent: &HashSet<String>,
-    index: &PoolIndex,
-) -> Vec<rollout::Assignment> {
-    let c = index.counts(Some(pool));
-    let silent_too = silent
+/// What the rollout decides for one pool: the configs to hand out now, and who waits for the
+/// maintenance window (while it is closed).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Decision {
+    assign: Vec<rollout::Assignment>,
+    waiting: BTreeSet<String>,
+}
+
+/// What deciding a pool reads.
+struct Ctx<'a> {
+    fleet: &'a Fleet,
+    view: &'a PoolView,
+    silent: &'a HashSet<String>,
+    policies: &'a hearth_config::model::DisruptionPolicies,
+}
+
+/// Per pool, the silent nodes the index does not count as unavailable already (taking part,
+/// reported, otherwise available): silent, they are unavailable too.
+fn silent_in_pools<'a>(fleet: &'a Fleet, silent: &HashSet<String>) -> HashMap<&'a str, usize> {
+    let mut out: HashMap<&str, usize> = HashMap::new();
+    for n in silent
         .iter()
         .filter_map(|name| fleet.nodes.get(name.as_str()))
-        .map(|n| &n.value)
-        .filter(|n| {
-            n.pool.as_deref() == Some(pool)
-                && n.excluded.is_none()
-                && n.report.is_some()
-                && !n.is_unavailable()
-        })
-        .count();
+    {
+        let n = &n.value;
+        if let Some(pool) = n.pool.as_deref() {
+            if n.excluded.is_none() && n.report.is_some() && !n.is_unavailable() {
+                *out.entry(pool).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A pool decided from the index: its pending nodes and its counts (with the silent ones of
+/// `silent_counts`), and, while its window is closed, the nodes rebooting without a slot. The
+/// same decision as [`walk_pool`]'s, without looking at the pool's other nodes.
+fn from_index(
+    ctx: &Ctx<'_>,
+    pool: &str,
+    silent_counts: &HashMap<&str, usize>,
+    index: &PoolIndex,
+    plans: &mut RebootPlans,
+) -> Decision {
+    let c = index.counts(Some(pool));
     let counts = rollout::PoolCounts {
         size: c.size,
-        unavailable: c.unavailable + silent_too,
-        halted: view.halt_on_degraded && c.degraded > 0,
+        unavailable: c.unavailable + silent_counts.get(pool).copied().unwrap_or(0),
+        halted: ctx.view.halt_on_degraded && c.degraded > 0,
     };
     let candidates: Vec<NodeView<'_>> = index
         .pending(pool)
-        .filter_map(|name| fleet.nodes.get(name))
-        .map(|n| node_view(&n.value, silent.contains(&n.value.name), false))
+        .filter_map(|name| ctx.fleet.nodes.get(name))
+        .map(|n| view_of(ctx, &n.value, plans))
         .collect();
-    rollout::next_desired_of(view, counts, &candidates)
+    let mut waiting = BTreeSet::new();
+    if ctx.view.window_closed {
+        waiting.extend(
+            rollout::waiting_for_window_of(ctx.view, counts.halted, &candidates)
+                .into_iter()
+                .map(str::to_string),
+        );
+        // And the nodes whose reboot waits for a slot the window does not grant.
+        waiting.extend(index.slotless(pool).map(str::to_string));
+    }
+    Decision {
+        assign: rollout::next_desired_of(ctx.view, counts, &candidates),
+        waiting,
+    }
 }
 
-/// The assignments in `pool`, whose maintenance window is open, from a walk of its nodes: what
-/// [`from_index`] must decide (checked in debug builds, the tests').
-fn walk_open_pool(
-    fleet: &Fleet,
-    pool: &str,
-    view: &PoolView,
-    silent: &HashSet<String>,
-) -> Vec<rollout::Assignment> {
-    let views: Vec<NodeView<'_>> = fleet
+/// A pool decided by walking every node of it (taking part): what [`from_index`] must decide
+/// (compared in debug builds, the tests').
+#[cfg(any(debug_assertions, test))]
+fn walk_pool(ctx: &Ctx<'_>, pool: &str, plans: &mut RebootPlans) -> Decision {
+    let nodes: Vec<&NodeRecord> = ctx
+        .fleet
         .nodes
         .values()
         .map(|n| &n.value)
         .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
-        .map(|n| node_view(n, silent.contains(&n.name), false))
         .collect();
-    rollout::next_desired(view, &views)
+    let views: Vec<NodeView<'_>> = nodes.iter().map(|n| view_of(ctx, n, plans)).collect();
+    let mut waiting = BTreeSet::new();
+    if ctx.view.window_closed {
+        waiting.extend(
+            rollout::waiting_for_window(ctx.view, &views)
+                .into_iter()
+                .map(str::to_string),
+        );
+        waiting.extend(
+            nodes
+                .iter()
+                .filter(|n| {
+                    n.state() == Some(crate::api::NodeState::Rebooting) && n.reboot_slot.is_none()
+                })
+                .map(|n| n.name.clone()),
+        );
+    }
+    Decision {
+        assign: rollout::next_desired(ctx.view, &views),
+        waiting,
+    }
+}
+
+/// The rollout's view of `n` in the pool of `ctx` (whether its update needs a reboot is asked
+/// only while the window is closed, and only of a node that needs an update).
+fn view_of<'a>(ctx: &Ctx<'_>, n: &'a NodeRecord, plans: &mut RebootPlans) -> NodeView<'a> {
+    let reboot = ctx.view.window_closed
+        && n.target.is_some()
+        && n.desired != n.target
+        && needs_reboot(ctx.fleet, n, ctx.policies, plans);
+    node_view(n, ctx.silent.contains(&n.name), reboot)
 }
 
 /// Whether `n`'s update from its desired config to its target needs a reboot (the agent's own
@@ -217,10 +259,10 @@ pub(super) fn needs_reboot(
 pub(super) fn record_waits(
     fleet: &mut Fleet,
     now: u64,
-    waits: &BTreeMap<String, (Option<WindowWait>, HashSet<String>)>,
+    waits: &BTreeMap<String, (Option<WindowWait>, BTreeSet<String>)>,
     events: &mut Vec<EventRecord>,
 ) {
-    let none = (None, HashSet::new());
+    let none = (None, BTreeSet::new());
     let node_updates: Vec<(String, Option<WindowWait>)> = fleet
         .nodes
         .values()
@@ -258,7 +300,7 @@ pub(super) fn record_waits(
 /// The pools' part of [`record_waits`]: each pool says why its updates wait, if they do.
 fn record_pool_waits(
     fleet: &mut Fleet,
-    waits: &BTreeMap<String, (Option<WindowWait>, HashSet<String>)>,
+    waits: &BTreeMap<String, (Option<WindowWait>, BTreeSet<String>)>,
 ) {
     let pool_updates: Vec<(String, Option<WindowWait>)> = fleet
         .pools
@@ -343,7 +385,7 @@ mod tests {
     use super::*;
     use crate::api::NodeState;
     use crate::controller::tests::status;
-    use crate::fleet::{put, update, Map};
+    use crate::fleet::{put, update};
     use crate::records::{Hold, PoolRecord};
     use hearth_config::model::MaxUnavailable;
 
@@ -361,8 +403,9 @@ mod tests {
     }
 
     /// Through hundreds of fleets changed a few nodes at a time (targets, desired and reported
-    /// configs, states, exclusions, pools, silent nodes, maxUnavailable, pause, halting), the
-    /// rollout decided from the followed index is the rollout decided by walking each pool.
+    /// configs, states, reboot slots, exclusions, pools, silent nodes, maxUnavailable, pause,
+    /// halting, the window open or closed), the rollout decided from the followed index is the
+    /// rollout decided by walking each pool: the configs handed out and who waits.
     #[test]
     fn the_index_decides_as_a_walk_of_the_pool() {
         let configs = [None, Some("r1"), Some("r2")];
@@ -394,7 +437,8 @@ mod tests {
         }
         let names: Vec<String> = (0..80).map(|i| format!("n{i:02}")).collect();
         let mut index = PoolIndex::default();
-        let mut decided = 0;
+        let mut plans = RebootPlans::default();
+        let (mut decided, mut waiting) = (0, 0);
         for round in 0..400 {
             // A few nodes change each round (a first round sets them all).
             let changed = if round == 0 { names.len() } else { 3 };
@@ -412,6 +456,7 @@ mod tests {
                         by: "test".into(),
                         at: 0,
                     }),
+                    reboot_slot: (*rng.pick(&[false, true])).then(Default::default),
                     ..Default::default()
                 };
                 put(&mut fleet.nodes, &name, n);
@@ -432,18 +477,28 @@ mod tests {
                 .cloned()
                 .collect();
             index.follow(&fleet.nodes);
+            let policies = fleet.policies();
+            let silent_counts = silent_in_pools(&fleet, &silent);
             for pool in ["worker", "master"] {
-                let view = pool_view(&fleet.pools[pool].value);
-                let from = from_index(&fleet, pool, &view, &silent, &index);
+                let mut view = pool_view(&fleet.pools[pool].value);
+                view.window_closed = *rng.pick(&[false, false, true]);
+                let ctx = Ctx {
+                    fleet: &fleet,
+                    view: &view,
+                    silent: &silent,
+                    policies: &policies,
+                };
+                let from = from_index(&ctx, pool, &silent_counts, &index, &mut plans);
                 assert_eq!(
                     from,
-                    walk_open_pool(&fleet, pool, &view, &silent),
+                    walk_pool(&ctx, pool, &mut plans),
                     "round {round}, pool {pool}"
                 );
-                decided += from.len();
+                decided += from.assign.len();
+                waiting += from.waiting.len();
             }
         }
         assert!(decided > 100, "the rounds handed out configs: {decided}");
-        let _: Map<NodeRecord> = fleet.nodes;
+        assert!(waiting > 20, "nodes waited for a window: {waiting}");
     }
 }

@@ -241,3 +241,135 @@ fn garbage_collection_keeps_what_is_referenced() {
     );
     assert!(f.rendered.len() < 5);
 }
+
+/// The reconcile with the pool index kept from commit to commit (as hearth-server keeps it,
+/// set aside around each commit's stamp) gives the fleet and the events a fresh index gives,
+/// through renders, enrollments, reports, reboots without a slot, exclusions, silent nodes and
+/// a maintenance window that closes and opens; debug builds also compare every pool's decision
+/// with a walk of the pool inside the reconcile.
+#[test]
+fn a_kept_pool_index_reconciles_as_a_fresh_one() {
+    let s = Settings::default();
+    // Tuesday 2026-11-24 12:00 UTC: the window below is closed.
+    s.window_clock.set_now(1_795_521_600);
+    let mut f = fleet();
+    let mut index = PoolIndex::default();
+    let mut plans = RebootPlans::default();
+    let states = [
+        NodeState::Done,
+        NodeState::Working,
+        NodeState::Rebooting,
+        NodeState::Degraded,
+    ];
+    let (mut waited, mut handed) = (0, 0);
+    let mut seed = 7u64;
+    let mut pick = |n: usize| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((seed >> 33) as usize) % n
+    };
+    for round in 1..=60u64 {
+        // Changes an admin or the agents make.
+        match pick(6) {
+            0 => put(
+                &mut f.mcs,
+                "10-w",
+                mc("10-w", "worker", &format!("v{round}")),
+            ),
+            1 => {
+                let name = format!("w{}", 3 + pick(20));
+                put(&mut f.nodes, &name, worker(&name));
+            }
+            2 => {
+                update(&mut f.pools, "worker", |p| {
+                    let closed = p
+                        .metadata
+                        .annotations
+                        .remove(hearth_config::window::ANNOTATION);
+                    if closed.is_none() {
+                        p.metadata.annotations.insert(
+                            hearth_config::window::ANNOTATION.into(),
+                            "Mon 00:00-00:01 UTC".into(),
+                        );
+                    }
+                    p.spec.max_unavailable = hearth_config::model::MaxUnavailable::Count(2);
+                });
+            }
+            _ => {}
+        }
+        let names: Vec<String> = f.nodes.keys().cloned().collect();
+        for _ in 0..4 {
+            let name = names[pick(names.len())].clone();
+            let state = states[pick(states.len())];
+            let desired = f.nodes[&name].value.desired.clone();
+            let current = if pick(2) == 0 { desired.clone() } else { None };
+            let excluded = pick(8) == 0;
+            update(&mut f.nodes, &name, |n| {
+                n.report = Some(status(state, current, desired));
+                n.reboot_slot = (pick(3) == 0).then_some(round);
+                n.excluded = excluded.then(|| crate::records::Hold {
+                    by: "test".into(),
+                    at: round,
+                });
+            });
+        }
+        let silent: HashSet<String> = names.iter().filter(|_| pick(6) == 0).cloned().collect();
+        let scope = if pick(3) == 0 {
+            Scope::Full
+        } else {
+            Scope::Rollout
+        };
+        let old = f.clone();
+        let mut fresh = f.clone();
+        let fresh_events = reconcile_with(&mut fresh, scope, round, &s, &silent);
+        let events = reconcile_memo(
+            &mut f,
+            scope,
+            round,
+            &s,
+            &silent,
+            Kept {
+                memo: &mut RenderMemo::computing(),
+                plans: &mut plans,
+                index: &mut index,
+            },
+        );
+        let describe = |f: &Fleet| -> Vec<String> {
+            f.nodes
+                .values()
+                .map(|n| format!("{:?}", (&n.value.desired, &n.value.waiting)))
+                .chain(f.pools.values().map(|p| format!("{:?}", p.value.status)))
+                .collect()
+        };
+        assert_eq!(describe(&f), describe(&fresh), "round {round}");
+        let reasons = |e: &[EventRecord]| -> Vec<String> {
+            e.iter()
+                .map(|e| format!("{} {}", e.object, e.message))
+                .collect()
+        };
+        assert_eq!(reasons(&events), reasons(&fresh_events), "round {round}");
+        waited += f
+            .nodes
+            .values()
+            .filter(|n| n.value.waiting.is_some())
+            .count();
+        handed += events
+            .iter()
+            .filter(|e| e.reason == "DesiredChanged")
+            .count();
+        // The commit, as hearth-server makes it: the index set aside while the stamp changes
+        // revisions.
+        let ops = f.diff(&old).unwrap();
+        let counted = index.set_aside(&f.nodes);
+        let rev = f.revision + 1;
+        f.stamp(&ops, rev);
+        if let Some(counted) = counted {
+            index.restamped(counted, &f.nodes);
+        }
+    }
+    assert!(
+        waited > 0 && handed > 20,
+        "waited {waited}, handed out {handed}"
+    );
+}

@@ -112,10 +112,15 @@ type Names = BTreeMap<String, BTreeSet<String>>;
 /// Adds or removes `node` in `pool`'s set of `names`.
 fn track(names: &mut Names, pool: &str, node: &str, add: bool) {
     if add {
-        names
-            .entry(pool.to_string())
-            .or_default()
-            .insert(node.to_string());
+        // The pool's name is copied only for its first node (an apply adds every node).
+        match names.get_mut(pool) {
+            Some(set) => {
+                set.insert(node.to_string());
+            }
+            None => {
+                names.insert(pool.to_string(), BTreeSet::from([node.to_string()]));
+            }
+        }
     } else if let Some(set) = names.get_mut(pool) {
         set.remove(node);
         if set.is_empty() {

@@ -187,13 +187,7 @@ fn from_index(
 /// (compared in debug builds, the tests').
 #[cfg(any(debug_assertions, test))]
 fn walk_pool(ctx: &Ctx<'_>, pool: &str, plans: &mut RebootPlans) -> Decision {
-    let nodes: Vec<&NodeRecord> = ctx
-        .fleet
-        .nodes
-        .values()
-        .map(|n| &n.value)
-        .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
-        .collect();
+    let nodes = members(ctx.fleet, pool);
     let views: Vec<NodeView<'_>> = nodes.iter().map(|n| view_of(ctx, n, plans)).collect();
     let mut waiting = BTreeSet::new();
     if ctx.view.window_closed {
@@ -357,14 +351,20 @@ pub fn pool_view(p: &crate::records::PoolRecord) -> PoolView {
 /// The degraded node that halts a pool's rollout, if any.
 pub fn halted_by(fleet: &Fleet, pool: &str) -> Option<String> {
     let p = fleet.pools.get(pool)?;
-    let nodes: Vec<&NodeRecord> = fleet
+    let nodes = members(fleet, pool);
+    let views: Vec<NodeView<'_>> = nodes.iter().map(|n| node_view(n, false, false)).collect();
+    rollout::halted_by(&pool_view(&p.value), &views).map(str::to_string)
+}
+
+/// The nodes of `pool` that take part in its rollouts (not excluded by an admin): a walk of
+/// the fleet.
+fn members<'a>(fleet: &'a Fleet, pool: &str) -> Vec<&'a NodeRecord> {
+    fleet
         .nodes
         .values()
         .map(|n| &n.value)
         .filter(|n| n.pool.as_deref() == Some(pool) && n.excluded.is_none())
-        .collect();
-    let views: Vec<NodeView<'_>> = nodes.iter().map(|n| node_view(n, false, false)).collect();
-    rollout::halted_by(&pool_view(&p.value), &views).map(str::to_string)
+        .collect()
 }
 
 /// The rollout's view of a node.

@@ -27,8 +27,8 @@ pub(super) fn roll_out(
     plans.for_policies(&policies);
     // Every pool is decided from the index: the nodes waiting for their target (only those are
     // ever handed one, or wait for a window) by name, the rest by their counts. A status
-    // report's commit does not walk thousands of nodes, nor does an enrollment's, nor one in a
-    // pool whose maintenance window is closed.
+    // report's commit does not walk thousands of nodes, nor does an enrollment's. (Writing who
+    // waits for a closed window, below, still looks at every node while somebody waits.)
     index.follow(&fleet.nodes);
     let mut silent_by_pool: Option<HashMap<&str, usize>> = None;
     let mut decided: Vec<rollout::Assignment> = Vec::new();

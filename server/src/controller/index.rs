@@ -104,6 +104,8 @@ pub struct PoolIndex {
     pending: Names,
     /// By pool name: the nodes taking part that reboot without a slot. Empty sets left out.
     slotless: Names,
+    /// The nodes recorded as waiting for a maintenance window, in any pool or none.
+    waiting: BTreeSet<String>,
 }
 
 /// Node names by pool.
@@ -154,6 +156,7 @@ impl PoolIndex {
                 self.counts.clear();
                 self.pending.clear();
                 self.slotless.clear();
+                self.waiting.clear();
                 for n in nodes.values() {
                     self.count(&n.value, true);
                 }
@@ -166,6 +169,13 @@ impl PoolIndex {
         let c = Counts::of(n);
         if c.is_zero() {
             return;
+        }
+        if c.waiting == 1 {
+            if add {
+                self.waiting.insert(n.name.clone());
+            } else {
+                self.waiting.remove(&n.name);
+            }
         }
         if let Some(pool) = &n.pool {
             if c.pending == 1 {
@@ -210,9 +220,9 @@ impl PoolIndex {
             .flat_map(|names| names.iter().map(String::as_str))
     }
 
-    /// Whether any node, in any pool or none, is recorded as waiting for a window.
-    pub fn any_waiting(&self) -> bool {
-        self.counts.values().any(|c| c.waiting > 0)
+    /// The nodes recorded as waiting for a window, in any pool or none, in name order.
+    pub fn waiting(&self) -> impl Iterator<Item = &str> {
+        self.waiting.iter().map(String::as_str)
     }
 
     /// Lets go of `nodes` before the caller changes only the revisions of its records (a
@@ -272,7 +282,10 @@ mod tests {
     }
 
     fn same(a: &PoolIndex, b: &PoolIndex) -> bool {
-        a.counts == b.counts && a.pending == b.pending && a.slotless == b.slotless
+        a.counts == b.counts
+            && a.pending == b.pending
+            && a.slotless == b.slotless
+            && a.waiting == b.waiting
     }
 
     /// The counts followed change by change are the counts of a fresh walk, through nodes
@@ -361,7 +374,7 @@ mod tests {
                 fresh(&nodes).counts
             );
         }
-        assert!(index.any_waiting());
+        assert_eq!(index.waiting().collect::<Vec<_>>(), ["n007"]);
         assert_eq!(index.counts(Some("infra")).pending, 1);
         assert_eq!(index.pending("infra").collect::<Vec<_>>(), ["n001"]);
         assert_eq!(index.counts(Some("worker")).unavailable, 2, "n004 and n008");

@@ -27,8 +27,8 @@ pub(super) fn roll_out(
     plans.for_policies(&policies);
     // Every pool is decided from the index: the nodes waiting for their target (only those are
     // ever handed one, or wait for a window) by name, the rest by their counts. A status
-    // report's commit does not walk thousands of nodes, nor does an enrollment's. (Writing who
-    // waits for a closed window, below, still looks at every node while somebody waits.)
+    // report's commit does not walk thousands of nodes, nor does an enrollment's, nor one in a
+    // pool whose maintenance window is closed.
     index.follow(&fleet.nodes);
     let mut silent_by_pool: Option<HashMap<&str, usize>> = None;
     let mut decided: Vec<rollout::Assignment> = Vec::new();
@@ -103,13 +103,7 @@ pub(super) fn roll_out(
             n.desired_at = Some(now);
         });
     }
-    // Who waits is written into nodes only where a window is closed (`waits`) or somebody is
-    // recorded as waiting; otherwise no node's record changes and none is looked at.
-    if !waits.is_empty() || index.any_waiting() {
-        record_waits(fleet, now, &waits, events);
-    } else {
-        record_pool_waits(fleet, &waits);
-    }
+    record_waits(fleet, now, &waits, index, events);
 }
 
 /// What the rollout decides for one pool: the configs to hand out now, and who waits for the
@@ -250,16 +244,25 @@ pub(super) fn needs_reboot(
 
 /// Writes who waits for a maintenance window into the nodes and pools (only what changed), with
 /// an event when a node starts waiting.
+///
+/// Only the nodes that wait now (`waits`) or are recorded as waiting (`index`) can change: the
+/// others are not looked at.
 pub(super) fn record_waits(
     fleet: &mut Fleet,
     now: u64,
     waits: &BTreeMap<String, (Option<WindowWait>, BTreeSet<String>)>,
+    index: &PoolIndex,
     events: &mut Vec<EventRecord>,
 ) {
     let none = (None, BTreeSet::new());
-    let node_updates: Vec<(String, Option<WindowWait>)> = fleet
-        .nodes
+    let concerned: BTreeSet<&str> = waits
         .values()
+        .flat_map(|(_, names)| names.iter().map(String::as_str))
+        .chain(index.waiting())
+        .collect();
+    let node_updates: Vec<(String, Option<WindowWait>)> = concerned
+        .into_iter()
+        .filter_map(|name| fleet.nodes.get(name))
         .filter_map(|n| {
             let n = &n.value;
             let (wait, waiting) = n.pool.as_ref().and_then(|p| waits.get(p)).unwrap_or(&none);

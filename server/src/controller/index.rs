@@ -1,10 +1,13 @@
-//! What the rollout needs to know to leave a pool alone, kept from one reconcile to the next.
+//! What the rollout needs to know of each pool, kept from one reconcile to the next, so that it
+//! decides a pool without walking its nodes.
 //!
-//! Per pool: how many nodes wait for their target (`pending`: the only nodes a rollout can hand
-//! anything), wait for a maintenance window (`waiting`), or are not in their target yet
-//! (`behind`: a pool takes its target as its configuration when none is). A status report
-//! changes a few nodes of a pool of thousands; walking the pool to find that there is nothing
-//! to hand out was most of each group commit at 10,000 nodes (docs/performance.md).
+//! Per pool, by name: the nodes waiting for their target (`pending`: the only nodes a rollout
+//! can hand anything, or that can wait for a window) and the nodes rebooting without a slot;
+//! fleet-wide, the nodes recorded as waiting for a window; and per pool the counts of the rest
+//! (taking part, unavailable, degraded, not in their target: a pool takes its target as its
+//! configuration when none is). A status report changes a few nodes of a pool of thousands;
+//! walking the pool at each commit was most of a group commit's work at 10,000 nodes
+//! (docs/performance.md).
 //!
 //! The counts are followed, not trusted: the index keeps the node map they were counted on
 //! (a persistent map, so keeping it costs only what later commits change) and, when asked

@@ -127,6 +127,20 @@ fn condition(cluster: &KubeCluster, kind: &str) -> String {
     )
 }
 
+/// MachineConfig `one` and node `w0` under a controller started now: the first render handed
+/// to `w0` and reported `Done` in. The controller, its log and the render's name.
+fn one_node_done(cluster: &mut KubeCluster) -> (Controller, std::path::PathBuf, String) {
+    cluster.apply(&machine_config("one")).unwrap();
+    cluster.apply(&node("w0")).unwrap();
+    let (mut controller, log) = start_controller(cluster, "c1");
+    until(cluster, &mut controller, &log, "first render", |c| {
+        desired(c, "w0").starts_with("rendered-worker-")
+    });
+    let first = desired(cluster, "w0");
+    report(cluster, "w0", &first, "Done", "");
+    (controller, log, first)
+}
+
 /// Waits until `f` holds, checking the cluster and the controller are still up.
 fn until(
     cluster: &mut KubeCluster,
@@ -359,14 +373,7 @@ fn a_machine_config_the_controller_refuses_holds_its_pool_with_the_reason() {
     let mut cluster = KubeCluster::start().expect("the test cluster starts");
     install(&cluster);
     cluster.apply(&pool(1)).unwrap();
-    cluster.apply(&machine_config("one")).unwrap();
-    cluster.apply(&node("w0")).unwrap();
-    let (mut controller, log) = start_controller(&cluster, "c1");
-    until(&mut cluster, &mut controller, &log, "first render", |c| {
-        desired(c, "w0").starts_with("rendered-worker-")
-    });
-    let first = desired(&cluster, "w0");
-    report(&cluster, "w0", &first, "Done", "");
+    let (mut controller, log, first) = one_node_done(&mut cluster);
     // A file at a relative path: the API server's schema lets it through, hearth's reader
     // does not.
     cluster
@@ -705,14 +712,7 @@ fn a_drain_past_its_timeout_is_skipped_or_fails_as_the_pool_says() {
             "hearth.io/on-drain-timeout=skip",
         ])
         .unwrap();
-    cluster.apply(&machine_config("one")).unwrap();
-    cluster.apply(&node("w0")).unwrap();
-    let (mut controller, log) = start_controller(&cluster, "c1");
-    until(&mut cluster, &mut controller, &log, "first render", |c| {
-        desired(c, "w0").starts_with("rendered-worker-")
-    });
-    let first = desired(&cluster, "w0");
-    report(&cluster, "w0", &first, "Done", "");
+    let (mut controller, log, first) = one_node_done(&mut cluster);
     // A pod its budget will not let go.
     guarded_pod(&mut cluster, "db", "w0");
 

@@ -135,6 +135,14 @@ fn worker_fleet(nodes: &[&str]) -> Observed {
     }
 }
 
+/// `o` on a cluster that has MachineConfigNodes (none yet), its first node with a uid (the
+/// owner a MachineConfigNode names).
+fn watching_machine_config_nodes(mut o: Observed) -> Observed {
+    o.machine_config_nodes = Some(vec![]);
+    o.nodes[0]["metadata"]["uid"] = json!("node-uid");
+    o
+}
+
 /// The first render handed out and every node `Done` in it; its name.
 fn rolled_out(o: &mut Observed) -> String {
     let w = step(o);
@@ -356,14 +364,7 @@ fn renders_of_another_controller_are_neither_kept_nor_collected() {
 
 #[test]
 fn every_node_of_a_pool_gets_a_machine_config_node_that_follows_its_desired_config() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: Some(vec![]),
-    };
-    o.nodes[0]["metadata"]["uid"] = json!("node-uid");
+    let mut o = watching_machine_config_nodes(worker_fleet(&["w0"]));
     let w = step(&o);
     apply(&mut o, &w);
     let w = step(&o);
@@ -440,14 +441,7 @@ fn a_cached_read_reads_again_what_the_api_server_changed() {
 
 #[test]
 fn a_machine_config_node_made_without_its_owner_gets_the_node_as_owner() {
-    let mut o = Observed {
-        machine_configs: vec![mc("50-a", "worker", "/etc/a")],
-        pools: vec![pool("worker", 1)],
-        nodes: vec![node("w0", json!({}))],
-        configurations: vec![],
-        machine_config_nodes: Some(vec![]),
-    };
-    o.nodes[0]["metadata"]["uid"] = json!("node-uid");
+    let mut o = watching_machine_config_nodes(worker_fleet(&["w0"]));
     let w = step(&o);
     apply(&mut o, &w);
     let desired = desired_of(&o, "w0").unwrap();

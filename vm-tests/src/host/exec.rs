@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use nix::unistd::Pid;
 use tracing::debug;
 
 use super::SystemdHost;
@@ -50,6 +51,30 @@ impl SystemdHost {
                     .or(self.last_exit)
             ),
         };
+        // A binary copied into the host just before may still be open for writing in a child
+        // another test thread forked meanwhile (a forked child holds the parent's descriptors
+        // until it execs), and exec refuses it ("Text file busy", exit 126): nothing ran, so
+        // the command is tried again, a few times, a moment apart.
+        let mut tries = 0;
+        loop {
+            let out = self.exec_once(argv, leader, timeout)?;
+            tries += 1;
+            if tries < 5 && out.status.code() == Some(126) && out.stderr.contains("Text file busy")
+            {
+                debug!(host = %self.name, "exec {}: text file busy, again", describe(argv));
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            return Ok(out);
+        }
+    }
+
+    fn exec_once<S: AsRef<OsStr>>(
+        &self,
+        argv: &[S],
+        leader: Pid,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
         let mut cmd = Command::new(&self.tools.nsenter);
         cmd.arg("--target")
             .arg(leader.as_raw().to_string())

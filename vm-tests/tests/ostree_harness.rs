@@ -96,6 +96,13 @@ fn a_staged_deployment_is_finalized_at_shutdown_and_booted() {
         .unwrap();
     eprintln!("{out}");
     assert!(host.live_path("/run/ostree/staged-deployment").exists());
+    // The unit that finalizes at shutdown must be running before the reboot is asked for.
+    // Debian 12's libostree (2022.7) leaves starting it to ostree-finalize-staged.path, whose
+    // start job a reboot asked for right away can cancel (the host then boots the old
+    // deployment: this test failed so in CI once). Start it as newer libostree and
+    // hearth-agent do.
+    host.exec_ok(&["systemctl", "start", "ostree-finalize-staged.service"])
+        .unwrap();
     // Not finalized yet: the boot entries are unchanged.
     assert_eq!(host.sysroot().entries().unwrap().len(), 1);
 

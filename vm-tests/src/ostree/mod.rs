@@ -10,6 +10,8 @@
 //! assert_eq!(host.booted_entry().checksum, host.images().commit(refs::V1)?);
 //! host.exec_ok(&["ostree", "admin", "status"])?;    // libostree sees it booted
 //! host.exec_ok(&["ostree", "admin", "deploy", "--stage", "--karg-append=hugepages=32", refs::V1])?;
+//! // Started before the reboot (its path unit may come too late: see images/README.md).
+//! host.exec_ok(&["systemctl", "start", "ostree-finalize-staged.service"])?;
 //! host.reboot(Duration::from_secs(60))?;           // finalized at shutdown, booted again
 //! assert!(host.kernel_args().contains(&"hugepages=32".to_string()));
 //! # Ok(()) }

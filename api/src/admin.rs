@@ -242,6 +242,12 @@ pub struct RollbackAnswer {
     pub from: String,
 }
 
+/// The `reason` of a 503 from a replica that did not act on the request at all (cut off from
+/// etcd, or its view of the fleet behind etcd's): nothing was written, so any request, a change
+/// too, may be sent to another replica. A 503 with another reason (`ServiceUnavailable`: the
+/// store failed, perhaps during a write) gives no such promise.
+pub const REPLICA_UNAVAILABLE: &str = "ReplicaUnavailable";
+
 /// Every error answer: an HTTP status, a reason word and a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Status {

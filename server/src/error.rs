@@ -68,6 +68,16 @@ impl ApiError {
     pub fn unavailable(m: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", m)
     }
+    /// 503 `ReplicaUnavailable`: this replica did not act on the request (nothing was written),
+    /// so the client may send it, a change too, to another replica
+    /// ([`hearth_api::admin::REPLICA_UNAVAILABLE`]).
+    pub fn replica_unavailable(m: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            hearth_api::admin::REPLICA_UNAVAILABLE,
+            m,
+        )
+    }
 }
 
 impl std::fmt::Display for ApiError {

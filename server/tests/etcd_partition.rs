@@ -2,7 +2,8 @@
 //! replica A runs in a namespace of its own, linked to this machine by a veth pair; replica B and
 //! a three-member etcd run here. A blackhole route in A's namespace cuts A from etcd while its
 //! clients still reach it. A stops serving what needs the store and says why (503 naming the
-//! cut, on `/healthz`, a change and a long-poll, also one that was already waiting); B serves
+//! cut, on `/healthz`, a change and a long-poll, also one that was already waiting; a change's
+//! refusal says `ReplicaUnavailable`, so the CLI given both sends it on to B); B serves
 //! and holds the controller role; once the route is gone, A serves again, with what was
 //! committed through B meanwhile. Needs root (`ip netns`), as the container tests do.
 
@@ -24,7 +25,8 @@ use test_cluster::Cluster;
 
 /// A network namespace linked to this machine: `host` here, `inner` there, and `client`, a
 /// second address here that the test's requests come from (so that cutting `host` in the
-/// namespace leaves them alone). Removed when dropped.
+/// namespace leaves them alone): the test's own clients bind it, and a route makes it the source
+/// of any other connection from here to `inner` (the CLI's). Removed when dropped.
 struct Netns {
     name: String,
     prefix: String,
@@ -49,6 +51,15 @@ impl Netns {
         ip(&["addr", "add", &format!("{}/24", ns.host()), "dev", &outer]);
         ip(&["addr", "add", &format!("{}/24", ns.client()), "dev", &outer]);
         ip(&["link", "set", &outer, "up"]);
+        ip(&[
+            "route",
+            "add",
+            &format!("{}/32", ns.inner()),
+            "dev",
+            &outer,
+            "src",
+            &ns.client(),
+        ]);
         ns.exec(&[
             "ip",
             "addr",
@@ -94,6 +105,35 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .output();
+    }
+}
+
+/// `hearth` with `--server` listing `servers` in order, the replicas' CA and `token`, a login
+/// file of its own.
+fn cli_with(
+    servers: &[&str],
+    state: &Path,
+    token: &str,
+) -> impl Fn(&[&str]) -> std::process::Output {
+    let hearth = common::hosts::binary("hearth-cli", "hearth");
+    let (servers, ca, token) = (
+        servers.join(","),
+        state.join("pki/ca.crt"),
+        token.to_string(),
+    );
+    let config = state.join("cli-login.json");
+    move |args: &[&str]| {
+        Command::new(&hearth)
+            .args(args)
+            .arg("--server")
+            .arg(&servers)
+            .arg("--ca")
+            .arg(&ca)
+            .args(["--token", &token])
+            .env("HEARTH_CONFIG", &config)
+            .env_remove("HEARTH_SERVER")
+            .output()
+            .unwrap()
     }
 }
 
@@ -215,6 +255,24 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
         refused.text
     );
     assert!(refused.text.contains("etcd"), "{}", refused.text);
+    let status: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
+    assert_eq!(status["reason"], "ReplicaUnavailable", "{}", refused.text);
+
+    // The CLI given both replicas, A first: A answers that it did not act, so the change goes
+    // to B (before, a change answered 503 was not sent elsewhere).
+    let cli = cli_with(&[&api_a.base, &api_b.base], &state_b, &api_b.token);
+    let file = dir.path().join("moved.yaml");
+    std::fs::write(&file, worker_mc("99-moved", "moved")).unwrap();
+    let out = cli(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("99-moved"), "{said}");
+    let r = api_b.get("/api/v1/machineconfigs/99-moved").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
 
     // B serves meanwhile and takes the controller role once A's lease is gone.
     let r = api_b

@@ -3,14 +3,16 @@
 //! one
 //!
 //! - for any request, when nothing was sent: the connection or the TLS handshake failed;
+//! - for any request, also when the answer is a 503 `ReplicaUnavailable`: the replica did not
+//!   act on it (cut off from etcd, or its view behind etcd's), so nothing was written;
 //! - for a read (`GET`, which `get -w` polls are too), also when the answer did not come in time
-//!   or broke off, or was a 5xx (a replica cut off from its store answers 503).
+//!   or broke off, or was any other 5xx.
 //!
 //! A change (apply, delete, label, ...) whose request went out and whose answer was lost is not
 //! sent again elsewhere: it may or may not have been applied, and the error says so, naming the
-//! server, and says to check with `hearth get`. A change answered 5xx is not sent elsewhere
-//! either (the answer stands). A 4xx is the fleet's answer, the same on every replica: never
-//! retried. Errors name every server tried.
+//! server, and says to check with `hearth get`. A change answered any other 5xx is not sent
+//! elsewhere either (the store may have failed during the write: the answer stands). A 4xx is
+//! the fleet's answer, the same on every replica: never retried. Errors name every server tried.
 
 use super::conn::{error_chain, Client, ServerError};
 use anyhow::anyhow;
@@ -161,9 +163,53 @@ impl Client {
             return Ok(body);
         }
         let answer = ServerError { status, body, text };
-        if read && status >= 500 && !last {
+        if moves_on(read, &answer) && !last {
             return Err(Failed::Next(answer.to_string()));
         }
         Err(Failed::Stop(answer.into()))
+    }
+}
+
+/// Whether an error answer sends the request to the next server (see the module).
+fn moves_on(read: bool, answer: &ServerError) -> bool {
+    let untouched = answer.status == 503
+        && answer.body.get("reason").and_then(Value::as_str)
+            == Some(hearth_api::admin::REPLICA_UNAVAILABLE);
+    untouched || (read && answer.status >= 500)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(status: u16, reason: &str) -> ServerError {
+        let body = json!({"kind": "Status", "code": status, "reason": reason, "message": "m"});
+        ServerError {
+            status,
+            text: body.to_string(),
+            body,
+        }
+    }
+
+    #[test]
+    fn a_change_moves_on_only_when_the_replica_did_not_act() {
+        // A replica cut off from etcd wrote nothing: a change may go elsewhere.
+        assert!(moves_on(false, &answer(503, "ReplicaUnavailable")));
+        // The store failed, perhaps mid-write: the answer stands for a change.
+        assert!(!moves_on(false, &answer(503, "ServiceUnavailable")));
+        assert!(!moves_on(false, &answer(500, "InternalError")));
+        // The fleet's answer, the same everywhere.
+        assert!(!moves_on(false, &answer(409, "Conflict")));
+        assert!(!moves_on(true, &answer(404, "NotFound")));
+        // The reason counts only on a 503.
+        assert!(!moves_on(false, &answer(409, "ReplicaUnavailable")));
+    }
+
+    #[test]
+    fn a_read_moves_on_after_any_5xx() {
+        assert!(moves_on(true, &answer(503, "ServiceUnavailable")));
+        assert!(moves_on(true, &answer(500, "InternalError")));
+        assert!(moves_on(true, &answer(503, "ReplicaUnavailable")));
     }
 }

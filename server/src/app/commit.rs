@@ -238,7 +238,7 @@ impl<S: Store> App<S> {
                         };
                         tracing::debug!(newer, "another replica committed first; deciding again");
                         if !self.wait_applied(newer).await {
-                            return Err(ApiError::unavailable(format!(
+                            return Err(ApiError::replica_unavailable(format!(
                                 "this replica's view of the fleet lags behind etcd (revision {newer} not reached within {} s); try again or use another replica",
                                 super::follow::APPLY_WAIT.as_secs()
                             )));

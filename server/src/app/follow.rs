@@ -277,7 +277,7 @@ impl<S: Store> App<S> {
     /// [`App::cut_off`] as an error answer (503).
     pub fn check_linked(&self) -> Result<(), ApiError> {
         match self.cut_off() {
-            Some(why) => Err(ApiError::unavailable(why)),
+            Some(why) => Err(ApiError::replica_unavailable(why)),
             None => Ok(()),
         }
     }

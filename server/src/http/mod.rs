@@ -162,7 +162,7 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
     // A replica cut off from etcd serves nothing from its view, which may be old: the client
     // (agent, CLI, load balancer) asks another replica.
     let resp = match app.cut_off().filter(|_| needs_the_store(&route)) {
-        Some(why) => ApiError::unavailable(why).into_response(),
+        Some(why) => ApiError::replica_unavailable(why).into_response(),
         None => next.run(req).await,
     };
     let status = resp.status().as_u16();

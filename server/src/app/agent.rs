@@ -25,7 +25,7 @@ impl<S: Store> App<S> {
     /// `agent.env`) cannot take over another node's name; an admin revokes a lost credential
     /// with [`App::reset_credential`].
     pub async fn enroll(
-        &self,
+        self: &Arc<Self>,
         token_pool: &str,
         req: &EnrollRequest,
         old_credential: Option<&str>,
@@ -169,7 +169,7 @@ impl<S: Store> App<S> {
     /// Records a status report. Reports arriving together are committed together
     /// ([`App::group_commit`]); the answer comes after the commit, so an acknowledged report is
     /// stored.
-    pub async fn report(&self, node: &str, status: AgentStatus) -> Result<(), ApiError> {
+    pub async fn report(self: &Arc<Self>, node: &str, status: AgentStatus) -> Result<(), ApiError> {
         self.seen(node);
         if !self.snapshot().nodes.contains_key(node) {
             return Err(unknown_node(node));

@@ -51,7 +51,12 @@ impl<S: Store> App<S> {
     /// caller's answer only after that commit. Under load, status reports and enrollments
     /// thus cost one commit per group instead of one each; alone, a change is committed at
     /// once. Only for changes that need no render (`Scope::Rollout`).
-    pub(super) async fn group_commit(&self, op: GroupOp) -> Result<(), ApiError> {
+    ///
+    /// The caller that finds no group under way commits the next one in a task of its own:
+    /// the group's commit, and the answers of its other members, do not depend on that
+    /// caller's connection (a client that hangs up must not fail its neighbours' reports, nor
+    /// leave a transaction stored but not published). Its own change is committed even then.
+    pub(super) async fn group_commit(self: &Arc<Self>, op: GroupOp) -> Result<(), ApiError> {
         let (done, mut rx) = oneshot::channel();
         self.group
             .lock()
@@ -67,7 +72,7 @@ impl<S: Store> App<S> {
             r = &mut rx => {
                 return r.unwrap_or_else(|_| Err(ApiError::internal("a group commit was abandoned")))
             }
-            guard = self.group_flush.lock() => guard,
+            guard = self.group_flush.clone().lock_owned() => guard,
         };
         match rx.try_recv() {
             // A previous group took this change.
@@ -77,8 +82,18 @@ impl<S: Store> App<S> {
             }
             Err(oneshot::error::TryRecvError::Empty) => {}
         }
-        let mut pending =
-            std::mem::take(&mut *self.group.lock().unwrap_or_else(|e| e.into_inner()));
+        let pending = std::mem::take(&mut *self.group.lock().unwrap_or_else(|e| e.into_inner()));
+        let app = Arc::clone(self);
+        tokio::spawn(async move {
+            app.commit_group(pending).await;
+            drop(guard);
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(ApiError::internal("a group commit was abandoned")))
+    }
+
+    /// Commits the changes of one group together and sends each its outcome.
+    async fn commit_group(&self, mut pending: Vec<Pending>) {
         self.metrics.group(pending.len());
         let mut results: Vec<Result<(), ApiError>> = Vec::with_capacity(pending.len());
         let outcome = self
@@ -100,9 +115,6 @@ impl<S: Store> App<S> {
             };
             let _ = p.done.send(r);
         }
-        drop(guard);
-        rx.await
-            .unwrap_or_else(|_| Err(ApiError::internal("a group commit was abandoned")))
     }
 
     /// Changes the fleet: `f` edits a copy, the controller reconciles it (`scope`), the
@@ -303,5 +315,84 @@ impl<S: Store> App<S> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::Options;
+    use crate::records::NodeRecord;
+    use crate::store::RedbStore;
+
+    /// A change that adds node `name`.
+    fn add_node(name: &'static str) -> GroupOp {
+        Box::new(move |fleet, t| {
+            crate::fleet::put(
+                &mut fleet.nodes,
+                name,
+                NodeRecord {
+                    name: name.into(),
+                    created_at: t,
+                    ..Default::default()
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// Lets the other tasks run until `done` holds.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if done() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("never: {what}");
+    }
+
+    #[tokio::test]
+    async fn a_group_is_committed_and_answered_when_the_caller_committing_it_hangs_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(&dir.path().join("fleet.redb")).unwrap();
+        let app = Arc::new(
+            App::new(store, Options::default(), String::new())
+                .await
+                .unwrap(),
+        );
+        let queued = |n: usize| {
+            let app = app.clone();
+            move || app.group.lock().unwrap().len() == n
+        };
+        // A group under way (the test holds its lock): `a`, then `b`, wait for the next one.
+        let flush = app.group_flush.clone().lock_owned().await;
+        let a = tokio::spawn({
+            let app = app.clone();
+            async move { app.group_commit(add_node("a")).await }
+        });
+        until("a waits", queued(1)).await;
+        let b = tokio::spawn({
+            let app = app.clone();
+            async move { app.group_commit(add_node("b")).await }
+        });
+        until("b waits", queued(2)).await;
+        // The group ends; `a`, first in line, commits the next one (both changes), which waits
+        // for the writer lock the test holds. Then `a`'s client hangs up.
+        let write = app.write.lock().await;
+        drop(flush);
+        until("a takes both changes", queued(0)).await;
+        a.abort();
+        assert!(a.await.unwrap_err().is_cancelled());
+        drop(write);
+
+        b.await
+            .unwrap()
+            .expect("b's change is committed, though a's request is gone");
+        let fleet = app.snapshot();
+        assert!(fleet.nodes.contains_key("a") && fleet.nodes.contains_key("b"));
+        let stored = Fleet::load(&app.store).await.unwrap();
+        assert!(stored.nodes.contains_key("a") && stored.nodes.contains_key("b"));
+        assert_eq!(stored.revision, fleet.revision);
     }
 }

@@ -157,8 +157,8 @@ pub struct App<S: Store> {
     node_watch: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Changes waiting for the next group commit.
     group: Mutex<Vec<Pending>>,
-    /// Held by whoever is committing a group.
-    group_flush: tokio::sync::Mutex<()>,
+    /// Held by the task committing a group.
+    group_flush: Arc<tokio::sync::Mutex<()>>,
     /// Node credential hash → node name, kept up to date change by change after each commit
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
@@ -214,7 +214,7 @@ impl<S: Store> App<S> {
             body_cache: Mutex::new((0, HashMap::new())),
             node_watch: Mutex::new(HashMap::new()),
             group: Mutex::new(Vec::new()),
-            group_flush: tokio::sync::Mutex::new(()),
+            group_flush: Arc::new(tokio::sync::Mutex::new(())),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             pool_index: Mutex::new(PoolIndex::default()),

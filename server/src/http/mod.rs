@@ -7,6 +7,7 @@
 //! - `firstboot`: `/config/{pool}`, the Ignition config for first-booting nodes.
 //! - `fleetlock`: the FleetLock protocol (`/v1/pre-reboot`, `/v1/steady-state`).
 //! - `ostree`: the files of the served ostree repository.
+//! - `detach`: changes run in tasks of their own, to their end when the client hangs up.
 //!
 //! Plus `/healthz` and `/metrics`, here.
 
@@ -14,6 +15,7 @@ mod admin;
 mod agent;
 mod auth;
 mod dashboard;
+mod detach;
 mod firstboot;
 mod fleetlock;
 mod ostree;
@@ -134,6 +136,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         )
         .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
         .route("/healthz", get(healthz::<S>))
+        .route_layer(middleware::from_fn(detach::changes))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
         .fallback(not_found)
         // Outermost last: every error a Status document; headers bounded; bodies read in full

@@ -4,7 +4,8 @@
 //! One test binary, one module per concern: `render_lock` (rendering off the writer lock),
 //! `credentials` (bootstrap tokens, enrolled names, the metrics token), `refusals` (Status
 //! documents over HTTP/1.1 and HTTP/2, slow clients), `slots` (FleetLock slot holders),
-//! `private_state` (file modes), `node_identity` (a node acts only as itself).
+//! `private_state` (file modes), `node_identity` (a node acts only as itself), `hang_up` (a
+//! change whose client hangs up is carried through).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod credentials;
+mod hang_up;
 mod node_identity;
 mod private_state;
 mod refusals;

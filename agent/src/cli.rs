@@ -214,7 +214,7 @@ where
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    crate::memory::tune_allocator();
+    hearth_daemon::memory::tune_allocator();
     crate::logging::init();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -123,7 +123,7 @@ impl Daemon<'_> {
         let summary = Summary::load(self.agent.root())?;
         self.metrics.set_state(summary.state);
         notify.status(&summary.status_line());
-        crate::memory::trim_heap();
+        hearth_daemon::memory::trim_heap();
         let mut last_seen: Option<(PathBuf, std::time::SystemTime)> = None;
         loop {
             crate::watchdog::beat();
@@ -147,7 +147,7 @@ impl Daemon<'_> {
                             Ok(desired) => {
                                 self.apply_paused(&drift, desired, self.policies.clone())
                                     .await?;
-                                crate::memory::trim_heap();
+                                hearth_daemon::memory::trim_heap();
                             }
                             Err(e) => tracing::error!("{e:#}"),
                         }

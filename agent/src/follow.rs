@@ -395,7 +395,7 @@ impl Daemon<'_> {
                     }
                 }
             }
-            crate::memory::trim_heap();
+            hearth_daemon::memory::trim_heap();
         }
     }
 

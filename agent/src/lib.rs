@@ -29,7 +29,6 @@ pub mod journal;
 pub mod kube;
 pub mod limits;
 pub mod logging;
-pub mod memory;
 pub mod metrics;
 pub mod recheck;
 pub mod remote;

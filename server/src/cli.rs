@@ -343,20 +343,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
     println!("{}", running.instructions(&url));
     tracing::info!(MESSAGE_ID = crate::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
-    let _ = libsystemd::daemon::notify(
-        false,
-        &[
-            libsystemd::daemon::NotifyState::Ready,
-            libsystemd::daemon::NotifyState::Status(format!("serving on {}", running.addr)),
-        ],
-    );
+    let notifier = hearth_daemon::Notifier::new();
+    notifier.ready(&format!("serving on {}", running.addr));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
     tracing::info!("stopping");
-    let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Stopping]);
+    notifier.stopping();
     running.shutdown().await;
     Ok(())
 }

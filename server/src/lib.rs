@@ -31,7 +31,6 @@ pub mod http;
 pub mod kubernetes;
 pub mod limits;
 pub mod logging;
-pub mod memory;
 pub mod metrics;
 pub mod ostree_repo;
 pub mod pki;

@@ -1,16 +1,14 @@
-//! Logging and service notification of the server, as the agent does it: under systemd (and
+//! Logging of the server, set up as the agent's (`hearth_daemon::logging`): under systemd (and
 //! when the journal socket exists) logs go to the journal through `tracing-journald` with
 //! structured fields, otherwise to stderr (coloured only on a terminal). Every event the server
 //! commits (`hearth get events`) is also logged with a `MESSAGE_ID`, its reason and object, so
 //! `journalctl MESSAGE_ID=…` finds a fleet's warnings without the API. The periodic tick feeds
-//! systemd's watchdog (`WatchdogSec=` in `units/hearth-server.service`): a server whose
-//! runtime or reconcile loop hangs is restarted.
+//! systemd's watchdog (`hearth_daemon::Notifier`, `WatchdogSec=` in
+//! `units/hearth-server.service`): a server whose runtime or reconcile loop hangs is restarted.
 
 use crate::records::EventRecord;
 use crate::store::{Kind, Op};
 use hearth_api::text::escape;
-use tracing_subscriber::prelude::*;
-use tracing_subscriber::EnvFilter;
 
 /// `MESSAGE_ID` of a committed `Normal` event.
 pub const MSG_EVENT: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b0";
@@ -20,26 +18,7 @@ pub const MSG_EVENT_WARNING: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b1";
 /// `MESSAGE_ID` of "the server is serving".
 pub const MSG_STARTED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b2";
 
-/// Sets up logging once: journald under systemd, stderr otherwise. `RUST_LOG` filters.
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let under_systemd =
-        std::env::var_os("INVOCATION_ID").is_some() || std::env::var_os("JOURNAL_STREAM").is_some();
-    if under_systemd {
-        if let Ok(layer) = tracing_journald::layer() {
-            let _ = tracing_subscriber::registry()
-                .with(filter)
-                .with(layer.with_field_prefix(None))
-                .try_init();
-            return;
-        }
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
+pub use hearth_daemon::logging::init;
 
 /// Logs the events a successful commit wrote (the `Event` puts among its ops).
 pub fn committed_events(ops: &[Op]) {
@@ -72,12 +51,5 @@ pub fn committed_events(ops: &[Op]) {
                 "{object}: {message}"
             );
         }
-    }
-}
-
-/// Tells systemd's watchdog the server is alive (nothing when it runs without one).
-pub fn watchdog() {
-    if std::env::var_os("WATCHDOG_USEC").is_some() {
-        let _ = libsystemd::daemon::notify(false, &[libsystemd::daemon::NotifyState::Watchdog]);
     }
 }

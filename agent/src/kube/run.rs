@@ -64,7 +64,7 @@ impl Daemon<'_> {
             };
             self.metrics.set_state(summary.state);
             notify.status(&summary.status_line());
-            crate::memory::trim_heap();
+            hearth_daemon::memory::trim_heap();
             let next = match next {
                 Ok(Next::Watch(version)) => {
                     backoff = Duration::from_secs(1);

@@ -1,0 +1,54 @@
+//! `sd_notify`, for a `Type=notify` service with `WatchdogSec=`.
+
+use libsystemd::daemon::{self, NotifyState};
+
+/// Tells systemd how the service is doing; does nothing when the process is not a
+/// `Type=notify` service (no `NOTIFY_SOCKET`, or not booted with systemd).
+#[derive(Debug)]
+pub struct Notifier {
+    enabled: bool,
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Notifier {
+    /// A notifier for this process.
+    pub fn new() -> Notifier {
+        Notifier {
+            enabled: daemon::booted() && std::env::var_os("NOTIFY_SOCKET").is_some(),
+        }
+    }
+
+    fn send(&self, states: &[NotifyState]) {
+        if self.enabled {
+            if let Err(e) = daemon::notify(false, states) {
+                tracing::debug!(error = %e, "sd_notify failed");
+            }
+        }
+    }
+
+    /// `READY=1` with a status line.
+    pub fn ready(&self, status: &str) {
+        self.send(&[NotifyState::Ready, NotifyState::Status(status.to_string())]);
+    }
+
+    /// `STATUS=...`.
+    pub fn status(&self, status: &str) {
+        self.send(&[NotifyState::Status(status.to_string())]);
+    }
+
+    /// `STOPPING=1`.
+    pub fn stopping(&self) {
+        self.send(&[NotifyState::Stopping]);
+    }
+
+    /// `WATCHDOG=1`: the service is alive (systemd restarts it when this stops coming for
+    /// `WatchdogSec=`).
+    pub fn watchdog(&self) {
+        self.send(&[NotifyState::Watchdog]);
+    }
+}

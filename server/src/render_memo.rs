@@ -15,12 +15,16 @@
 //! A memo entry is keyed by the sha256 of exactly what the render reads: every MachineConfig's
 //! metadata, spec and source version, and the pool's (or for a node with overlays, every
 //! pool's and the node's name and labels) metadata and spec; never times or status.
+//!
+//! A memo may also be kept from one reconcile to the next (Kubernetes mode, which reconciles
+//! after every object's change): only what changed is rendered again, and
+//! [`RenderMemo::forget_unused`] drops the renders the last reconcile did not ask for.
 
 use crate::fleet::Fleet;
 use hearth_config::model::{MachineConfig, MachineConfigPool, NodeInfo};
 use hearth_config::render::{self, RenderError};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 type Key = [u8; 32];
@@ -29,6 +33,10 @@ type Key = [u8; 32];
 #[derive(Debug, Default)]
 pub struct RenderMemo {
     results: HashMap<Key, Result<MachineConfig, RenderError>>,
+    /// The keys asked for since the last [`RenderMemo::forget_unused`].
+    used: HashSet<Key>,
+    /// Renders made (not answered from the memo).
+    renders: u64,
     compute: bool,
     missed: bool,
     gate: Option<PathBuf>,
@@ -139,12 +147,25 @@ impl RenderMemo {
         })
     }
 
+    /// How many renders were made (not answered from the memo) so far.
+    pub fn renders(&self) -> u64 {
+        self.renders
+    }
+
+    /// Drops every render not asked for since the last call: a memo kept across reconciles
+    /// holds what the fleet uses now, not every render it ever made.
+    pub fn forget_unused(&mut self) {
+        let used = std::mem::take(&mut self.used);
+        self.results.retain(|k, _| used.contains(k));
+    }
+
     fn get_or(
         &mut self,
         key: Key,
         render: impl FnOnce() -> Result<MachineConfig, RenderError>,
     ) -> Option<Result<MachineConfig, RenderError>> {
         if let Some(r) = self.results.get(&key) {
+            self.used.insert(key);
             return Some(r.clone());
         }
         if !self.compute {
@@ -153,6 +174,8 @@ impl RenderMemo {
         }
         self.wait_at_gate();
         let r = render();
+        self.renders += 1;
+        self.used.insert(key);
         self.results.insert(key, r.clone());
         Some(r)
     }

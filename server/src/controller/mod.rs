@@ -114,6 +114,41 @@ pub struct Kept<'a> {
     pub index: &'a mut PoolIndex,
 }
 
+/// What a controller that reconciles again and again keeps between reconciles, owned
+/// ([`Kept`] borrows it): Kubernetes mode's controller, which reconciles after every change of
+/// any object, renders again only what changed.
+#[derive(Debug)]
+pub struct Memory {
+    /// Renders, computed when missing; keep only those in use with
+    /// [`RenderMemo::forget_unused`] after each reconcile.
+    pub memo: RenderMemo,
+    /// Which updates need a reboot.
+    pub plans: RebootPlans,
+    /// What each pool has left to do.
+    pub index: PoolIndex,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            memo: RenderMemo::computing(),
+            plans: RebootPlans::default(),
+            index: PoolIndex::default(),
+        }
+    }
+}
+
+impl Memory {
+    /// Borrowed for one reconcile.
+    pub fn kept(&mut self) -> Kept<'_> {
+        Kept {
+            memo: &mut self.memo,
+            plans: &mut self.plans,
+            index: &mut self.index,
+        }
+    }
+}
+
 /// [`reconcile_with`], rendering through `kept.memo`. With a lookup-only memo that misses
 /// ([`RenderMemo::missed`]) the result is incomplete and must be thrown away.
 pub fn reconcile_memo(

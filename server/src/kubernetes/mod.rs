@@ -11,9 +11,11 @@
 //! them), each pool's target (`spec.configuration`) and status (the MCO's counts and
 //! conditions), and each node's `desiredConfig` annotation.
 //!
-//! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `run.rs` (the client, the
+//! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `decide.rs` (pure: one
+//! decision, keeping renders and counts from one to the next), `run.rs` (the client, the
 //! watches and the loop).
 
+mod decide;
 mod drain;
 mod drain_run;
 mod events;
@@ -21,6 +23,7 @@ mod lease;
 mod observe;
 mod run;
 
+pub use decide::{Decider, Decision};
 pub use lease::{check_name, LEASE_DURATION};
 pub use observe::{
     hold_refused, is_rendered, read, writes, Observed, Read, Writes, CURRENT_CONFIG,

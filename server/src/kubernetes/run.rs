@@ -3,10 +3,11 @@
 //! (and every [`TICK`], for maintenance windows), on the caches; the writes that follow; and a
 //! wait until the caches show those writes before the next decision.
 
+use super::decide::{Decider, Decision};
 use super::drain;
 use super::drain_run;
-use super::observe::{self, Observed, Writes, DESIRED_CONFIG};
-use crate::controller::{self, Scope, Settings};
+use super::observe::{Observed, Writes, DESIRED_CONFIG};
+use crate::controller::Settings;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use kube::api::{
@@ -252,7 +253,7 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
     let recorder = super::events::Recorder::new(client);
     let mut last_drain: HashMap<String, Instant> = HashMap::new();
     let mut reported: HashSet<String> = HashSet::new();
-    let mut read_cache = observe::ReadCache::default();
+    let mut decider = Decider::new();
     loop {
         let observed = Observed {
             machine_configs: mcs.values(),
@@ -262,7 +263,12 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             machine_config_nodes: mcns.as_ref().map(Cache::values),
         };
         let now = crate::time::now();
-        let read = observe::read_cached(&observed, now, &mut read_cache);
+        let Decision {
+            read,
+            after,
+            mut events,
+            mut writes,
+        } = decider.decide(&observed, now, &opts.settings);
         // Each refused object once, until it changes.
         let mut now_reported = HashSet::new();
         for d in read.diagnostics.iter().filter(|d| d.is_error()) {
@@ -273,10 +279,6 @@ async fn control(client: Client, opts: &KubeOptions) -> Result<()> {
             now_reported.insert(line);
         }
         reported = now_reported;
-        let mut after = read.fleet.clone();
-        let mut events = controller::reconcile(&mut after, Scope::Full, now, &opts.settings);
-        observe::hold_refused(&read.fleet, &mut after, &read.held, &mut events);
-        let mut writes = observe::writes(&observed, &read.fleet, &after, now);
         let todo = drain::split(
             &observed.nodes,
             &read.fleet,

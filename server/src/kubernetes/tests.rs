@@ -2,7 +2,7 @@
 //! writes fed back as the API server would hold them.
 
 use super::*;
-use crate::controller::{reconcile, Scope, Settings};
+use crate::controller::Settings;
 use serde_json::{json, Value};
 
 fn mc(name: &str, role: &str, path: &str) -> Value {
@@ -47,12 +47,9 @@ fn node(name: &str, annotations: Value) -> Value {
     })
 }
 
+/// One decision of a fresh controller at time 1,000.
 fn step(o: &Observed) -> Writes {
-    let read = read(o, 1_000);
-    let mut after = read.fleet.clone();
-    let mut events = reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
-    hold_refused(&read.fleet, &mut after, &read.held, &mut events);
-    writes(o, &read.fleet, &after, 1_000)
+    Decider::new().decide(o, 1_000, &Settings::default()).writes
 }
 
 /// The writes applied to the observed objects, as the API server would hold them after.
@@ -472,10 +469,12 @@ fn a_node_whose_drain_failed_is_held_until_an_admin_clears_it() {
         r.fleet.nodes["w0"].value.state(),
         Some(crate::api::NodeState::Degraded)
     );
-    let mut after = r.fleet.clone();
-    let mut events = reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
-    hold_refused(&r.fleet, &mut after, &r.held, &mut events);
-    let mut w = writes(&o, &r.fleet, &after, 1_000);
+    let Decision {
+        read: r,
+        after,
+        writes: mut w,
+        ..
+    } = Decider::new().decide(&o, 1_000, &Settings::default());
     let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
     assert!(todo.is_empty(), "{todo:#?}");
     assert!(w.node_desired.is_empty(), "{w:#?}");
@@ -484,10 +483,12 @@ fn a_node_whose_drain_failed_is_held_until_an_admin_clears_it() {
         .as_object_mut()
         .unwrap()
         .remove("hearth.io/drain-failed");
-    let r = read(&o, 1_001);
-    let mut after = r.fleet.clone();
-    reconcile(&mut after, Scope::Full, 1_001, &Settings::default());
-    let mut w = writes(&o, &r.fleet, &after, 1_001);
+    let Decision {
+        read: r,
+        after,
+        writes: mut w,
+        ..
+    } = Decider::new().decide(&o, 1_001, &Settings::default());
     let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
     assert_eq!(todo.len(), 1, "{w:#?}");
 }
@@ -498,10 +499,12 @@ fn a_node_being_drained_counts_under_max_unavailable_and_its_drain_goes_on() {
     let first = rolled_out(&mut o);
     o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
     let split_step = |o: &Observed| {
-        let r = read(o, 1_000);
-        let mut after = r.fleet.clone();
-        reconcile(&mut after, Scope::Full, 1_000, &Settings::default());
-        let mut w = writes(o, &r.fleet, &after, 1_000);
+        let Decision {
+            read: r,
+            after,
+            writes: mut w,
+            ..
+        } = Decider::new().decide(o, 1_000, &Settings::default());
         let todo = super::drain::split(&o.nodes, &r.fleet, &after, &mut w.node_desired);
         (w, todo)
     };
@@ -571,12 +574,8 @@ fn outside_its_maintenance_window_a_pool_holds_updates_that_reboot() {
     let wednesday = 1_795_003_200;
     let settings = Settings::default();
     settings.window_clock.set_now(wednesday);
-    let decide = |o: &Observed, settings: &Settings| {
-        let r = read(o, wednesday);
-        let mut after = r.fleet.clone();
-        reconcile(&mut after, Scope::Full, wednesday, settings);
-        writes(o, &r.fleet, &after, wednesday)
-    };
+    let decide =
+        |o: &Observed, settings: &Settings| Decider::new().decide(o, wednesday, settings).writes;
     let w = decide(&o, &settings);
     assert!(w.node_desired.is_empty(), "{w:#?}");
     // Saturday 03:00 UTC: open.
@@ -584,4 +583,44 @@ fn outside_its_maintenance_window_a_pool_holds_updates_that_reboot() {
     let open = Settings::default();
     open.window_clock.set_now(saturday);
     assert_eq!(decide(&o, &open).node_desired.len(), 1);
+}
+
+#[test]
+fn a_kept_decider_decides_as_fresh_ones_and_renders_again_only_what_changed() {
+    let mut o = worker_fleet(&["w0", "w1", "w2"]);
+    let settings = Settings::default();
+    let mut kept = Decider::new();
+    // Each decision made by the kept decider and by a fresh one: the same writes, applied.
+    let decide = |o: &mut Observed, kept: &mut Decider| {
+        let fresh = Decider::new().decide(o, 1_000, &settings).writes;
+        let w = kept.decide(o, 1_000, &settings).writes;
+        assert_eq!(w, fresh);
+        apply(o, &w);
+    };
+    decide(&mut o, &mut kept);
+    let first = desired_of(&o, "w0").expect("the first render handed out");
+    let renders = kept.renders();
+    assert!(renders >= 1);
+    // Nodes report, one after another (only Node objects change): nothing is rendered again.
+    for n in ["w0", "w1", "w2"] {
+        report(&mut o, n, &first, "Done");
+        decide(&mut o, &mut kept);
+    }
+    assert_eq!(kept.renders(), renders);
+
+    // A MachineConfig changes (the API server gives it a new resourceVersion): its pool is
+    // rendered again, once, and rolled out one node at a time as a fresh decider would.
+    o.machine_configs[0] = mc("50-a", "worker", "/etc/b");
+    o.machine_configs[0]["metadata"]["resourceVersion"] = json!("13");
+    decide(&mut o, &mut kept);
+    assert_eq!(kept.renders(), renders + 1);
+    let second = desired_of(&o, "w0").expect("the new render handed to w0");
+    assert_ne!(second, first);
+    for n in ["w0", "w1", "w2"] {
+        let desired = desired_of(&o, n).expect("handed the new render in turn");
+        assert_eq!(desired, second);
+        report(&mut o, n, &second, "Done");
+        decide(&mut o, &mut kept);
+    }
+    assert_eq!(kept.renders(), renders + 1);
 }

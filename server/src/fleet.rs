@@ -223,7 +223,7 @@ fn diff_kind<T: Record>(
         ops.push(Op::Put {
             kind,
             name: name.clone(),
-            value,
+            value: value.into(),
             expect,
         });
         Ok::<(), StoreError>(())

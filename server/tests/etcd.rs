@@ -23,7 +23,7 @@ fn put(name: &str, value: String, expect: Expect) -> Op {
     Op::Put {
         kind: Kind::Node,
         name: name.into(),
-        value: value.into_bytes(),
+        value: value.into_bytes().into(),
         expect,
     }
 }

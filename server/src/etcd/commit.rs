@@ -159,7 +159,7 @@ impl Marker {
                             value.len()
                         )));
                     }
-                    then.push(TxnOp::put(key(*kind, name), value.clone(), None));
+                    then.push(TxnOp::put(key(*kind, name), value.to_vec(), None));
                     (*kind, name, *expect)
                 }
                 Op::Delete { kind, name, expect } => {
@@ -316,7 +316,7 @@ mod tests {
         Op::Put {
             kind: Kind::Node,
             name: name.into(),
-            value: b"v".to_vec(),
+            value: bytes::Bytes::from_static(b"v"),
             expect,
         }
     }

@@ -6,7 +6,7 @@
 //! seen nothing either way), or between the store's commit and the publication of the new
 //! snapshot (the change is stored but not served until a later commit notices). A change is
 //! therefore run in a task of its own, which the request only waits for: once the server has
-//! read a change in full (`limits::read_body`, outside this layer), it carries it through.
+//! read a change in full (`limits::front`, before routing), it carries it through.
 //!
 //! Bounded: at most [`MAX_DETACHED`] changes run so at once; past that a change runs in its
 //! request as before, so hanging up cannot pile up work beyond that bound.
@@ -25,7 +25,8 @@ pub const MAX_DETACHED: usize = 4096;
 
 static DETACHED: Semaphore = Semaphore::const_new(MAX_DETACHED);
 
-/// The layer: a request with a method other than `GET` and `HEAD` runs in a task of its own.
+/// Runs `req` through `next`: in a task of its own unless its method is `GET` or `HEAD`
+/// (`observe` calls it for every routed request; it also works as a `from_fn` layer).
 pub async fn changes(req: Request, next: Next) -> Response {
     if req.method() == Method::GET || req.method() == Method::HEAD {
         return next.run(req).await;

@@ -136,14 +136,11 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         )
         .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
         .route("/healthz", get(healthz::<S>))
-        .route_layer(middleware::from_fn(detach::changes))
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
         .fallback(not_found)
-        // Outermost last: every error a Status document; headers bounded; bodies read in full
-        // (bounded in size and time) before anything else looks at the request.
-        .layer(middleware::from_fn(limits::read_body))
-        .layer(middleware::from_fn(limits::header_limit))
-        .layer(middleware::from_fn(limits::status_errors));
+        // Before routing: headers bounded; bodies read in full (bounded in size and time)
+        // before anything else looks at the request; every error a Status document.
+        .layer(middleware::from_fn(limits::front));
     api.with_state(app)
 }
 
@@ -166,7 +163,9 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
     // (agent, CLI, load balancer) asks another replica.
     let resp = match app.cut_off().filter(|_| needs_the_store(&route)) {
         Some(why) => ApiError::replica_unavailable(why).into_response(),
-        None => next.run(req).await,
+        // A change runs on if its client hangs up (`detach`); called here rather than as a
+        // layer of its own, which would add a boxed future to every waiting long-poll.
+        None => detach::changes(req, next).await,
     };
     let status = resp.status().as_u16();
     let took = started.elapsed();

@@ -220,9 +220,11 @@ pub struct NodeRecord {
     /// Taken out of rollouts by an admin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded: Option<Hold>,
-    /// The last status report.
+    /// The last status report. Shared: the rollout and the pools' bookkeeping copy a node's
+    /// record to change its target or desired config (at an apply, every node of the pool),
+    /// and the report (history, drift, actions) is most of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<AgentStatus>,
+    pub report: Option<std::sync::Arc<AgentStatus>>,
     /// When it arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_at: Option<u64>,

@@ -352,7 +352,7 @@ fn record_report(
     }
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
-        n.report = Some(status.clone());
+        n.report = Some(Arc::new(status.clone()));
         n.report_at = Some(t);
         if release {
             n.release_slot(SlotHolder::Agent);

@@ -326,7 +326,7 @@ mod tests {
             Box::new(|m| {
                 for i in (0..300).step_by(4) {
                     update(m, &format!("n{i:03}"), |n| {
-                        n.report = Some(done_in(n.desired.clone()));
+                        n.report = Some(done_in(n.desired.clone()).into());
                     });
                 }
             }),
@@ -348,12 +348,12 @@ mod tests {
                 });
                 m.remove("n010");
                 update(m, "n004", |n| {
-                    if let Some(r) = n.report.as_mut() {
+                    if let Some(r) = n.report.as_mut().map(std::sync::Arc::make_mut) {
                         r.state = NodeState::Working;
                     }
                 });
                 update(m, "n008", |n| {
-                    if let Some(r) = n.report.as_mut() {
+                    if let Some(r) = n.report.as_mut().map(std::sync::Arc::make_mut) {
                         r.state = NodeState::Degraded;
                     }
                 });

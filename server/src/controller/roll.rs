@@ -454,7 +454,7 @@ mod tests {
                     desired: rng.pick(&configs).map(str::to_string),
                     report: rng
                         .pick(&states)
-                        .map(|s| status(s, rng.pick(&configs).map(str::to_string), None)),
+                        .map(|s| status(s, rng.pick(&configs).map(str::to_string), None).into()),
                     excluded: (*rng.pick(&[false, false, false, true])).then(|| Hold {
                         by: "test".into(),
                         at: 0,

@@ -85,7 +85,7 @@ pub(super) fn status(
 fn report(f: &mut Fleet, node: &str, state: NodeState) {
     let desired = f.nodes[node].value.desired.clone();
     update(&mut f.nodes, node, |n| {
-        n.report = Some(status(state, desired.clone(), desired))
+        n.report = Some(status(state, desired.clone(), desired).into())
     });
 }
 
@@ -220,7 +220,7 @@ fn garbage_collection_keeps_what_is_referenced() {
             let d = f.nodes[n].value.desired.clone();
             if d != f.nodes[n].value.current().map(str::to_string) {
                 update(&mut f.nodes, n, |x| {
-                    if let Some(r) = &mut x.report {
+                    if let Some(r) = x.report.as_mut().map(std::sync::Arc::make_mut) {
                         r.state = NodeState::Degraded;
                         r.desired = d.clone();
                     }
@@ -306,7 +306,7 @@ fn a_kept_pool_index_reconciles_as_a_fresh_one() {
             let current = if pick(2) == 0 { desired.clone() } else { None };
             let excluded = pick(8) == 0;
             update(&mut f.nodes, &name, |n| {
-                n.report = Some(status(state, current, desired));
+                n.report = Some(status(state, current, desired).into());
                 n.reboot_slot = (pick(3) == 0).then_some(round);
                 n.excluded = excluded.then(|| crate::records::Hold {
                     by: "test".into(),

@@ -43,3 +43,6 @@ pub mod store;
 pub mod time;
 pub mod views;
 pub mod window;
+
+#[cfg(test)]
+mod test_util;

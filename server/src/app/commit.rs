@@ -324,6 +324,7 @@ mod tests {
     use crate::app::Options;
     use crate::records::NodeRecord;
     use crate::store::RedbStore;
+    use crate::test_util::until;
 
     /// A change that adds node `name`.
     fn add_node(name: &'static str) -> GroupOp {
@@ -339,17 +340,6 @@ mod tests {
             );
             Ok(())
         })
-    }
-
-    /// Lets the other tasks run until `done` holds.
-    async fn until(what: &str, done: impl Fn() -> bool) {
-        for _ in 0..10_000 {
-            if done() {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-        panic!("never: {what}");
     }
 
     #[tokio::test]

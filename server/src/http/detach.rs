@@ -52,23 +52,13 @@ pub async fn changes(req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::until;
     use axum::body::Body;
     use axum::routing::post;
     use axum::Router;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use tower::ServiceExt;
-
-    /// Lets the other tasks run until `done` holds.
-    async fn until(what: &str, done: impl Fn() -> bool) {
-        for _ in 0..10_000 {
-            if done() {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
-        panic!("never: {what}");
-    }
 
     #[tokio::test]
     async fn a_change_goes_on_after_its_request_is_dropped_and_a_read_does_not() {

@@ -5,29 +5,18 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apply_whose_client_hangs_up_during_its_render_lands() {
-    let dir = tempfile::tempdir().unwrap();
-    let gate = tempfile::tempdir().unwrap();
-    let s = start(
-        dir.path(),
-        hearth_server::app::Options {
-            render_gate: Some(gate.path().to_path_buf()),
-            ..options(5)
-        },
-    )
-    .await;
-    let api = Api::admin(&s);
-    let r = api.apply_text("a.yaml", &worker_mc("10-a", "one")).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let g = Gated::start().await;
+    let api = g.api.clone();
     let before = pool(&api, "worker").await["spec"]["configuration"]["name"].clone();
 
     // An apply whose render is held; its client gives up meanwhile (the request's future is
     // dropped: reqwest closes the connection) and the server has time to notice.
-    std::fs::write(gate.path().join("hold"), b"").unwrap();
+    g.hold();
     let apply = {
         let api = api.clone();
         tokio::spawn(async move { api.apply_text("b.yaml", &worker_mc("20-b", "two")).await })
     };
-    wait_for_file(&gate.path().join("rendering")).await;
+    g.rendering().await;
     apply.abort();
     assert!(apply.await.unwrap_err().is_cancelled());
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -38,7 +27,7 @@ async fn an_apply_whose_client_hangs_up_during_its_render_lands() {
 
     // The render goes on: the change is committed and served (before, it was dropped with its
     // request).
-    std::fs::remove_file(gate.path().join("hold")).unwrap();
+    g.release();
     guarded("the abandoned apply", async {
         while api.get("/api/v1/machineconfigs/20-b").await.status != StatusCode::OK {
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -43,6 +43,55 @@ async fn wait_for_file(p: &Path) {
     .await
 }
 
+/// A server whose renders wait while `gate/hold` exists (the hidden test hook
+/// `render_gate`), with a worker MachineConfig `10-a` applied; the directories live as long as
+/// it does.
+struct Gated {
+    _dir: tempfile::TempDir,
+    gate: tempfile::TempDir,
+    server: hearth_server::serve::Running,
+    api: Api,
+}
+
+impl Gated {
+    async fn start() -> Gated {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = tempfile::tempdir().unwrap();
+        let server = start(
+            dir.path(),
+            hearth_server::app::Options {
+                render_gate: Some(gate.path().to_path_buf()),
+                ..options(5)
+            },
+        )
+        .await;
+        let api = Api::admin(&server);
+        let r = api.apply_text("a.yaml", &worker_mc("10-a", "one")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        Gated {
+            _dir: dir,
+            gate,
+            server,
+            api,
+        }
+    }
+
+    /// Holds every render from now on, until [`Gated::release`].
+    fn hold(&self) {
+        std::fs::write(self.gate.path().join("hold"), b"").unwrap();
+    }
+
+    /// Waits until a render is held.
+    async fn rendering(&self) {
+        wait_for_file(&self.gate.path().join("rendering")).await;
+    }
+
+    /// Lets renders go on.
+    fn release(&self) {
+        std::fs::remove_file(self.gate.path().join("hold")).unwrap();
+    }
+}
+
 /// The value of a metric without labels.
 async fn metric(api: &Api, name: &str) -> u64 {
     let text = api.get("/metrics").await.text;

@@ -8,20 +8,9 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_render_in_progress_holds_up_no_report_poll_enrollment_or_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let gate = tempfile::tempdir().unwrap();
-    let s = start(
-        dir.path(),
-        hearth_server::app::Options {
-            render_gate: Some(gate.path().to_path_buf()),
-            ..options(5)
-        },
-    )
-    .await;
-    let api = Api::admin(&s);
-    let r = api.apply_text("a.yaml", &worker_mc("10-a", "one")).await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    let token = bootstrap_token(&s, "worker");
+    let g = Gated::start().await;
+    let api = g.api.clone();
+    let token = bootstrap_token(&g.server, "worker");
     let w0 = api.enroll(&token, "w0", json!({})).await;
     let w1 = api.enroll(&token, "w1", json!({})).await;
     let first = w0.desired_name().await.expect("a desired config");
@@ -29,12 +18,12 @@ async fn a_render_in_progress_holds_up_no_report_poll_enrollment_or_slot() {
     w1.report("Done", Some(&first), Some(&first), None).await;
 
     // An apply whose render is held until the test lets it go.
-    std::fs::write(gate.path().join("hold"), b"").unwrap();
+    g.hold();
     let apply = {
         let api = api.clone();
         tokio::spawn(async move { api.apply_text("b.yaml", &worker_mc("20-b", "two")).await })
     };
-    wait_for_file(&gate.path().join("rendering")).await;
+    g.rendering().await;
 
     // While it renders: a status report, a long-poll, an enrollment, a reboot slot, FleetLock.
     guarded(
@@ -74,7 +63,7 @@ async fn a_render_in_progress_holds_up_no_report_poll_enrollment_or_slot() {
     );
 
     // Let it go: the apply lands, with the node enrolled meanwhile in the fleet it rendered.
-    std::fs::remove_file(gate.path().join("hold")).unwrap();
+    g.release();
     let r = guarded("the apply", apply).await.unwrap();
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     let target = pool(&api, "worker").await["spec"]["configuration"]["name"]
@@ -85,7 +74,7 @@ async fn a_render_in_progress_holds_up_no_report_poll_enrollment_or_slot() {
     let node = api.get("/api/v1/nodes/w2").await;
     assert_eq!(node.json["status"]["target"], target.as_str());
     drop(w2);
-    s.shutdown().await;
+    g.server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,10 @@ pub struct Config {
     pub etcd: Option<EtcdConfig>,
 }
 
+/// How long a stopping server waits for the changes it has read (and the group commits under
+/// way) to be committed.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+
 /// A running server.
 #[derive(Debug)]
 pub struct Running {
@@ -65,12 +69,13 @@ impl Running {
         format!("https://localhost:{}", self.addr.port())
     }
 
-    /// Stops accepting, cuts open connections and closes the store (on etcd: ends the
-    /// replica's session at once, so that the controller role passes without waiting for its
-    /// lease).
+    /// Stops accepting, cuts open connections, lets the changes already read finish (at most
+    /// [`DRAIN_LIMIT`]) and closes the store (on etcd: ends the replica's session at once, so
+    /// that the controller role passes without waiting for its lease).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        self.app.background.drain(DRAIN_LIMIT).await;
         if let Some(f) = self.follower {
             f.abort();
         }

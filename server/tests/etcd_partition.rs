@@ -259,7 +259,22 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
     assert_eq!(status["reason"], "ReplicaUnavailable", "{}", refused.text);
 
     // The CLI given both replicas, A first: A answers that it did not act, so the change goes
-    // to B (before, a change answered 503 was not sent elsewhere).
+    // to B (before, a change answered 503 was not sent elsewhere). A's own count of refused
+    // applies shows that the CLI reached A and was refused there, not that it failed to
+    // connect (its `/metrics` answers while it is cut off).
+    let refused_applies = || async {
+        let text = api_a.get("/metrics").await.text;
+        text.lines()
+            .filter(|l| l.starts_with("hearth_server_http_requests_total{"))
+            .filter(|l| {
+                l.contains(r#"method="POST""#)
+                    && l.contains(r#"route="/api/v1/manifests""#)
+                    && l.contains(r#"status="503""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let refused_before = refused_applies().await;
     let cli = cli_with(&[&api_a.base, &api_b.base], &state_b, &api_b.token);
     let file = dir.path().join("moved.yaml");
     std::fs::write(&file, worker_mc("99-moved", "moved")).unwrap();
@@ -271,6 +286,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("99-moved"), "{said}");
+    assert_eq!(refused_applies().await, refused_before + 1);
     let r = api_b.get("/api/v1/machineconfigs/99-moved").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
 

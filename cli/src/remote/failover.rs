@@ -143,7 +143,7 @@ impl Client {
                 Failed::Next(why)
             } else {
                 Failed::Stop(anyhow!(
-                    "{base} did not answer after the change was sent ({why}): it may or may not have been applied; check with `hearth get` before running it again"
+                    "{base} did not answer after the change was sent ({why}): it may or may not have been applied (a server carries through a change it has read even when its client is gone, so it may still be under way); check with `hearth get` in a moment before running it again"
                 ))
             }
         };

@@ -41,11 +41,18 @@ pub fn trim_heap() -> std::time::Duration {
 mod tests {
     use super::*;
 
-    /// Resident pages of this process, in bytes.
+    /// This process's resident memory, in bytes (`VmRSS`, whatever the page size).
     fn resident() -> u64 {
-        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-        pages * 4096
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        kib * 1024
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use libsystemd::daemon::{self, NotifyState};
 
-/// Tells systemd how the service is doing; does nothing when the process is not a
-/// `Type=notify` service (no `NOTIFY_SOCKET`, or not booted with systemd).
+/// Tells systemd (or whatever set `NOTIFY_SOCKET`: a container engine's `--sdnotify`) how the
+/// service is doing; does nothing without `NOTIFY_SOCKET`.
 #[derive(Debug)]
 pub struct Notifier {
     enabled: bool,
@@ -19,7 +19,7 @@ impl Notifier {
     /// A notifier for this process.
     pub fn new() -> Notifier {
         Notifier {
-            enabled: daemon::booted() && std::env::var_os("NOTIFY_SOCKET").is_some(),
+            enabled: std::env::var_os("NOTIFY_SOCKET").is_some(),
         }
     }
 

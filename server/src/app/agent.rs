@@ -174,7 +174,7 @@ impl<S: Store> App<S> {
         if !self.snapshot().nodes.contains_key(node) {
             return Err(unknown_node(node));
         }
-        let node = node.to_string();
+        let (node, status) = (node.to_string(), Arc::new(status));
         self.group_commit(Box::new(move |fleet, t| {
             record_report(fleet, &node, &status, t)
         }))
@@ -307,7 +307,7 @@ fn unknown_node(node: &str) -> ApiError {
 fn record_report(
     fleet: &mut Fleet,
     node: &str,
-    status: &AgentStatus,
+    status: &Arc<AgentStatus>,
     t: u64,
 ) -> Result<(), ApiError> {
     // What the report is compared with, read without copying the node (reports are the
@@ -352,7 +352,7 @@ fn record_report(
     }
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
-        n.report = Some(Arc::new(status.clone()));
+        n.report = Some(Arc::clone(status));
         n.report_at = Some(t);
         if release {
             n.release_slot(SlotHolder::Agent);

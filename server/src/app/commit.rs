@@ -84,7 +84,7 @@ impl<S: Store> App<S> {
         }
         let pending = std::mem::take(&mut *self.group.lock().unwrap_or_else(|e| e.into_inner()));
         let app = Arc::clone(self);
-        tokio::spawn(async move {
+        self.background.spawn(async move {
             app.commit_group(pending).await;
             drop(guard);
         });

@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch};
 
 mod admin;
 mod agent;
+mod background;
 mod commit;
 mod follow;
 mod holds;
@@ -35,6 +36,7 @@ mod requests;
 mod rollback;
 mod viewer;
 
+pub use background::{Background, MAX_DETACHED};
 pub(crate) use manifests::apply_manifests;
 pub use manifests::read_manifests;
 
@@ -159,6 +161,8 @@ pub struct App<S: Store> {
     group: Mutex<Vec<Pending>>,
     /// Held by the task committing a group.
     group_flush: Arc<tokio::sync::Mutex<()>>,
+    /// Tasks for work that outlives its request (detached changes, group commits).
+    pub background: Background,
     /// Node credential hash → node name, kept up to date change by change after each commit
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
@@ -215,6 +219,7 @@ impl<S: Store> App<S> {
             node_watch: Mutex::new(HashMap::new()),
             group: Mutex::new(Vec::new()),
             group_flush: Arc::new(tokio::sync::Mutex::new(())),
+            background: Background::default(),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             pool_index: Mutex::new(PoolIndex::default()),

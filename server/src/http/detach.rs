@@ -6,45 +6,52 @@
 //! seen nothing either way), or between the store's commit and the publication of the new
 //! snapshot (the change is stored but not served until a later commit notices). A change is
 //! therefore run in a task of its own, which the request only waits for: once the server has
-//! read a change in full (`limits::front`, before routing), it carries it through.
+//! read a change in full (`limits::front`, before routing), it carries it through, and what
+//! `observe` records of it (metrics, the log line naming an admin's certificate) is recorded
+//! in that task too.
 //!
-//! Bounded: at most [`MAX_DETACHED`] changes run so at once; past that a change runs in its
+//! Bounded: at most [`MAX_DETACHED`] changes run so at once per server (the tasks are the
+//! server's [`Background`], which a stopping server waits for); past that a change runs in its
 //! request as before, so hanging up cannot pile up work beyond that bound.
 
+use crate::app::Background;
+#[cfg(doc)]
+use crate::app::MAX_DETACHED;
 use crate::error::ApiError;
 use axum::extract::Request;
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
 
-/// How many changes may run in tasks of their own at once (beyond it they run in their
-/// request). Changes wait for one writer lock, so more than this in flight means a backlog of
-/// seconds already.
-pub const MAX_DETACHED: usize = 4096;
-
-static DETACHED: Semaphore = Semaphore::const_new(MAX_DETACHED);
-
-/// Runs `req` through `next`: in a task of its own unless its method is `GET` or `HEAD`
-/// (`observe` calls it for every routed request; it also works as a `from_fn` layer).
-pub async fn changes(req: Request, next: Next) -> Response {
-    if req.method() == Method::GET || req.method() == Method::HEAD {
-        return next.run(req).await;
-    }
-    let Ok(permit) = DETACHED.try_acquire() else {
-        tracing::debug!("too many changes in flight to detach this one");
-        return next.run(req).await;
+/// Runs `req` through `next`, then `finish` on the response: in a task of `background` unless
+/// the method is `GET` or `HEAD` (the task goes on when the request is dropped).
+pub async fn changes(
+    background: &Background,
+    req: Request,
+    next: Next,
+    finish: impl FnOnce(&Response) + Send + 'static,
+) -> Response {
+    let read = req.method() == Method::GET || req.method() == Method::HEAD;
+    let run = async move {
+        let resp = next.run(req).await;
+        finish(&resp);
+        resp
     };
-    let task = tokio::spawn(async move {
-        let _permit = permit;
-        next.run(req).await
-    });
-    match task.await {
-        Ok(resp) => resp,
-        Err(e) => {
-            tracing::error!(error = %e, "a request's handler failed");
-            ApiError::internal("the request's handler failed; the server's log says why")
-                .into_response()
+    if read {
+        return run.await;
+    }
+    match background.try_spawn_bounded(run) {
+        Ok(task) => match task.await {
+            Ok(resp) => resp,
+            Err(e) => {
+                tracing::error!(error = %e, "a request's handler failed");
+                ApiError::internal("the request's handler failed; the server's log says why")
+                    .into_response()
+            }
+        },
+        Err(run) => {
+            tracing::debug!("too many changes in flight to detach this one");
+            run.await
         }
     }
 }
@@ -62,6 +69,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_change_goes_on_after_its_request_is_dropped_and_a_read_does_not() {
+        // (The runtime of this test has one thread: `until` and the yields let the other
+        // tasks run.)
         let (release, wait) = tokio::sync::watch::channel(false);
         // Handlers started, handlers finished.
         let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -78,9 +87,24 @@ mod tests {
                 }
             }
         };
+        // What `observe` records of a request, counted.
+        let background = Arc::new(Background::default());
+        let recorded = Arc::new(AtomicUsize::new(0));
+        let layer = {
+            let (background, recorded) = (background.clone(), recorded.clone());
+            axum::middleware::from_fn(move |req: Request, next: Next| {
+                let (background, recorded) = (background.clone(), recorded.clone());
+                async move {
+                    let finish = move |_: &Response| {
+                        recorded.fetch_add(1, Ordering::SeqCst);
+                    };
+                    changes(&background, req, next, finish).await
+                }
+            })
+        };
         let app = Router::new()
             .route("/x", post(handler.clone()).get(handler))
-            .route_layer(axum::middleware::from_fn(changes));
+            .route_layer(layer);
         let request = |method: &str| {
             Request::builder()
                 .method(method)
@@ -103,14 +127,30 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(finished.load(Ordering::SeqCst), 0, "a dropped read ran on");
+        assert_eq!(recorded.load(Ordering::SeqCst), 0);
 
-        // A change whose client hangs up while its handler waits runs to its end.
+        // A change whose client hangs up while its handler waits runs to its end, and is
+        // recorded; a server that stops waits for it.
         release.send_replace(false);
         let change = tokio::spawn(app.oneshot(request("POST")));
         until("the change's handler runs", count(&started, 2)).await;
         change.abort();
         assert!(change.await.unwrap_err().is_cancelled());
+        let stopping = tokio::spawn({
+            let background = background.clone();
+            async move { background.drain(std::time::Duration::from_secs(60)).await }
+        });
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!stopping.is_finished(), "the stop waits for the change");
         release.send_replace(true);
         until("the change's handler ends", count(&finished, 1)).await;
+        assert!(stopping.await.unwrap(), "the change ended within the limit");
+        assert_eq!(
+            recorded.load(Ordering::SeqCst),
+            1,
+            "the change was recorded"
+        );
     }
 }

@@ -159,17 +159,38 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
         .get::<ClientIdentity>()
         .map(|i| i.name.clone());
     let started = Instant::now();
-    // A replica cut off from etcd serves nothing from its view, which may be old: the client
-    // (agent, CLI, load balancer) asks another replica.
-    let resp = match app.cut_off().filter(|_| needs_the_store(&route)) {
-        Some(why) => ApiError::replica_unavailable(why).into_response(),
-        // A change runs on if its client hangs up (`detach`); called here rather than as a
-        // layer of its own, which would add a boxed future to every waiting long-poll.
-        None => detach::changes(req, next).await,
+    let cut_off = app.cut_off().filter(|_| needs_the_store(&route));
+    let finish = {
+        let app = app.clone();
+        move |resp: &Response| record(&app, &method, &route, cert, started, resp.status().as_u16())
     };
-    let status = resp.status().as_u16();
+    match cut_off {
+        // A replica cut off from etcd serves nothing from its view, which may be old: the
+        // client (agent, CLI, load balancer) asks another replica.
+        Some(why) => {
+            let resp = ApiError::replica_unavailable(why).into_response();
+            finish(&resp);
+            resp
+        }
+        // A change runs on, and is recorded, if its client hangs up (`detach`); called here
+        // rather than as a layer of its own, which would add a boxed future to every waiting
+        // long-poll.
+        None => detach::changes(&app.background, req, next, finish).await,
+    }
+}
+
+/// What `observe` records of a request once answered: its metric, the log line naming an
+/// admin's certificate for a change, the request's own log line.
+fn record<S: Store>(
+    app: &App<S>,
+    method: &axum::http::Method,
+    route: &str,
+    cert: Option<String>,
+    started: Instant,
+    status: u16,
+) {
     let took = started.elapsed();
-    app.metrics.request(method.as_str(), &route, status, took);
+    app.metrics.request(method.as_str(), route, status, took);
     if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
         // Changes made with a client certificate name its holder.
         tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
@@ -180,7 +201,6 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
     } else {
         tracing::info!(%method, route, status, ms, "request");
     }
-    resp
 }
 
 /// Whether a route answers from the fleet (everything but health, metrics, the version, the

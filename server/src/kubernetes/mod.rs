@@ -26,8 +26,7 @@ mod run;
 pub use decide::{Decider, Decision};
 pub use lease::{check_name, LEASE_DURATION};
 pub use observe::{
-    hold_refused, is_rendered, read, writes, Observed, Read, Writes, CURRENT_CONFIG,
-    DESIRED_CONFIG, REASON, STATE,
+    is_rendered, Observed, Read, Writes, CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE,
 };
 pub use run::{configurations, machine_configs, nodes, pools, run, KubeOptions, TICK};
 

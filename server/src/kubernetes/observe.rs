@@ -142,12 +142,8 @@ impl ReadCache {
     }
 }
 
-/// The fleet `o` describes, as of `now`.
-pub fn read(o: &Observed, now: u64) -> Read {
-    read_cached(o, now, &mut ReadCache::default())
-}
-
-/// [`read`], reading again only the objects that changed since `cache` saw them.
+/// The fleet `o` describes, as of `now`, reading again only the objects that changed since
+/// `cache` saw them.
 pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
     let mut fleet = Fleet::default();
     let mut diagnostics = Vec::new();

@@ -264,15 +264,7 @@ async fn a_replica_partitioned_from_etcd_stops_writing_says_why_and_recovers() {
     // connect (its `/metrics` answers while it is cut off).
     let refused_applies = || async {
         let text = api_a.get("/metrics").await.text;
-        text.lines()
-            .filter(|l| l.starts_with("hearth_server_http_requests_total{"))
-            .filter(|l| {
-                l.contains(r#"method="POST""#)
-                    && l.contains(r#"route="/api/v1/manifests""#)
-                    && l.contains(r#"status="503""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
+        requests_answered(&text, "POST", "/api/v1/manifests", 503)
     };
     let refused_before = refused_applies().await;
     let cli = cli_with(&[&api_a.base, &api_b.base], &state_b, &api_b.token);

@@ -316,6 +316,22 @@ pub fn example_files() -> Vec<(String, String)> {
         .collect()
 }
 
+/// How many `method` requests to `route` the server answered with `status`, from its
+/// `/metrics` text.
+pub fn requests_answered(metrics: &str, method: &str, route: &str, status: u16) -> u64 {
+    let labels = [
+        format!(r#"method="{method}""#),
+        format!(r#"route="{route}""#),
+        format!(r#"status="{status}""#),
+    ];
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("hearth_server_http_requests_total{"))
+        .filter(|l| labels.iter().all(|label| l.contains(label.as_str())))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// A pool from `get mcp`.
 pub async fn pool(api: &Api, name: &str) -> Value {
     let a = api.get(&format!("/api/v1/pools/{name}")).await;

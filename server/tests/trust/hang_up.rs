@@ -46,17 +46,10 @@ async fn an_apply_whose_client_hangs_up_during_its_render_lands() {
     assert!(rendered.text.contains("20-b"), "{}", rendered.text);
     // And it is counted as answered, as the first apply is (what the server records of a
     // request, its metric and log lines, goes on with it).
-    let applies_answered = |text: &str| {
-        text.lines()
-            .filter(|l| l.starts_with("hearth_server_http_requests_total{"))
-            .filter(|l| {
-                l.contains(r#"method="POST""#)
-                    && l.contains(r#"route="/api/v1/manifests""#)
-                    && l.contains(r#"status="200""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
-    };
     let text = api.get("/metrics").await.text;
-    assert_eq!(applies_answered(&text), 2, "{text}");
+    assert_eq!(
+        requests_answered(&text, "POST", "/api/v1/manifests", 200),
+        2,
+        "{text}"
+    );
 }

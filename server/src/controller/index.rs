@@ -27,8 +27,6 @@ pub struct Counts {
     /// Nodes taking part whose desired config is not their target ([`PoolIndex::pending`]
     /// names them).
     pub pending: usize,
-    /// Nodes recorded as waiting for a maintenance window.
-    pub waiting: usize,
     /// Nodes not in their target yet (desired, reported current and `Done`).
     pub behind: usize,
     /// Nodes taking part.
@@ -49,7 +47,6 @@ impl Counts {
         let part = n.excluded.is_none();
         Counts {
             pending: usize::from(part && is_pending(n)),
-            waiting: usize::from(n.waiting.is_some()),
             behind: usize::from(!n.is_updated_to(n.target.as_deref())),
             size: usize::from(part),
             degraded: usize::from(part && n.state().is_some_and(NodeState::is_degraded)),
@@ -60,7 +57,6 @@ impl Counts {
 
     fn add(&mut self, o: Counts) {
         self.pending += o.pending;
-        self.waiting += o.waiting;
         self.behind += o.behind;
         self.size += o.size;
         self.degraded += o.degraded;
@@ -71,7 +67,6 @@ impl Counts {
     fn sub(&mut self, o: Counts) {
         // Never below zero: the counts were made of the very records subtracted.
         self.pending = self.pending.saturating_sub(o.pending);
-        self.waiting = self.waiting.saturating_sub(o.waiting);
         self.behind = self.behind.saturating_sub(o.behind);
         self.size = self.size.saturating_sub(o.size);
         self.degraded = self.degraded.saturating_sub(o.degraded);
@@ -169,16 +164,16 @@ impl PoolIndex {
     }
 
     fn count(&mut self, n: &NodeRecord, add: bool) {
-        let c = Counts::of(n);
-        if c.is_zero() {
-            return;
-        }
-        if c.waiting == 1 {
+        if n.waiting.is_some() {
             if add {
                 self.waiting.insert(n.name.clone());
             } else {
                 self.waiting.remove(&n.name);
             }
+        }
+        let c = Counts::of(n);
+        if c.is_zero() {
+            return;
         }
         if let Some(pool) = &n.pool {
             if c.pending == 1 {

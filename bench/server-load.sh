@@ -21,7 +21,8 @@
 # limit allows connections; not how real agents connect), STEADY=SECONDS to go on that long
 # after the apply with every agent reporting each turn (with a short WAIT, e.g. 20: the reports
 # of a fleet between changes), MAX_UNAVAILABLE (the worker pool's, default 100%: the apply
-# reaches every agent at once).
+# reaches every agent at once), SERVER_ARGS (more arguments for hearth-server, e.g.
+# "--desired-answers-at-once 0").
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -69,7 +70,7 @@ PORT=$((20000 + RANDOM % 10000))
 URL=https://127.0.0.1:$PORT
 STATE=$WORK/state
 "${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
-    --max-wait 300 >"$WORK/server.out" 2>"$WORK/server.log" &
+    --max-wait 300 ${SERVER_ARGS:-} >"$WORK/server.out" 2>"$WORK/server.log" &
 SPID=$!
 for _ in $(seq 100); do
     curl -sf --cacert "$STATE/pki/ca.crt" "$URL/healthz" >/dev/null 2>&1 && break

@@ -25,6 +25,10 @@ pub const SERVER_STATE: &str = "/var/lib/hearth/server.json";
 /// `bearerTokenFile` to pull OS images from hearth-server.
 pub const NODE_TOKEN: &str = "/var/lib/hearth/node-token";
 
+/// The longest the agent waits for the server to take its acknowledgement of a new config
+/// before applying it anyway.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What the agent remembers about its server.
 ///
 /// `url` is the first server (the only field an agent before the list had, which still reads
@@ -366,6 +370,7 @@ impl Daemon<'_> {
                         drop(idle);
                         backoff = Duration::from_secs(1);
                         let name = desired.name.clone();
+                        self.acknowledge(&remote, &name).await;
                         let control = drift.clone();
                         tokio::task::spawn_blocking(move || control.pause()).await?;
                         let outcome = apply(self.agent, desired, &self.drift).await;
@@ -396,6 +401,31 @@ impl Daemon<'_> {
                 }
             }
             hearth_daemon::memory::trim_heap();
+        }
+    }
+
+    /// Tells the server, before applying, that `name` arrived and is being applied: `Working`,
+    /// as the MCO's daemon says when it starts an update. The fleet shows the node working while
+    /// it applies (which may take minutes), and the server, which keeps only so many answers
+    /// unacknowledged (`server/src/pace.rs`), hands the next one out at once rather than when
+    /// this apply ends. Bounded by [`ACK_TIMEOUT`]; a failure delays nothing else: the report
+    /// after the apply says where the node is.
+    async fn acknowledge(&self, remote: &Remote, name: &str) {
+        let doc = match Journal::load(self.agent.root()) {
+            Ok(j) => crate::status::working_document(&j, name),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the journal to acknowledge a config");
+                return;
+            }
+        };
+        let _busy = crate::watchdog::busy("acknowledging a config", ACK_TIMEOUT);
+        match tokio::time::timeout(ACK_TIMEOUT, remote.report(&doc)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, config = name, "cannot acknowledge a config"),
+            Err(_) => tracing::warn!(
+                config = name,
+                "no answer to the acknowledgement of a config within {ACK_TIMEOUT:?}"
+            ),
         }
     }
 

@@ -37,6 +37,22 @@ pub fn status_document(j: &Journal) -> AgentStatus {
     }
 }
 
+/// The reason of the report that acknowledges a new config.
+pub const ACK_REASON: &str = "config received; applying";
+
+/// The report that acknowledges a new config before applying it: the journal's status, with
+/// the node `Working` towards `desired` (the journal itself changes only when the apply starts).
+pub fn working_document(j: &Journal, desired: &str) -> AgentStatus {
+    let mut doc = status_document(j);
+    doc.state = State::Working;
+    doc.desired = Some(desired.to_string());
+    doc.reason = Some(ACK_REASON.to_string());
+    doc.last_transition = Some(crate::journal::now_rfc3339());
+    doc.pending_reboot = false;
+    doc.progress = None;
+    doc
+}
+
 /// [`status_document`] as JSON.
 pub fn status_json(j: &Journal) -> serde_json::Value {
     serde_json::to_value(status_document(j)).unwrap_or_default()

@@ -50,6 +50,12 @@ pub struct Cli {
     /// rollouts (agents long-poll, so a live one is heard from every --max-wait at least).
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub stale_after: u64,
+    /// How many desired-config answers may be unacknowledged at once: an answer's turn ends
+    /// when its node is next heard from, or after 250 ms; the others wait for a turn (at most
+    /// 10 s). An apply to a large pool then goes out as fast as the agents take it, and their
+    /// reports do not queue behind thousands of others. 0: no pacing. Default: 256 per core.
+    #[arg(long, value_name = "N")]
+    pub desired_answers_at_once: Option<usize>,
     /// Serve this ostree repository (archive mode) to enrolled nodes and admins under
     /// /ostree/repo/, for OS image pivots in disconnected sites.
     #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
@@ -311,6 +317,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             advertise_urls: advertised.clone(),
             max_wait: Duration::from_secs(cli.max_wait),
             stale_after: Duration::from_secs(cli.stale_after),
+            desired_answers_at_once: cli
+                .desired_answers_at_once
+                .unwrap_or_else(crate::pace::Pacer::turns_for_this_machine),
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
             served_agent,

@@ -33,6 +33,7 @@ pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod ostree_repo;
+pub mod pace;
 pub mod pki;
 pub mod records;
 pub mod render_memo;

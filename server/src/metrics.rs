@@ -67,6 +67,8 @@ pub struct Metrics {
     long_polls_waiting: Gauge,
     long_polls: Counter,
     desired_served: Counter,
+    desired_waited: Counter,
+    desired_unpaced: Counter,
     applies: Counter,
     commits: Counter,
     commit_stages: Family<StageLabels, Histogram, fn() -> Histogram>,
@@ -101,6 +103,8 @@ impl Default for Metrics {
             long_polls_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
+            desired_waited: Counter::default(),
+            desired_unpaced: Counter::default(),
             applies: Counter::default(),
             commits: Counter::default(),
             commit_stages: Family::new_with_constructor(commit_histogram),
@@ -142,6 +146,21 @@ impl Metrics {
     /// A desired config was sent.
     pub fn desired_served(&self) {
         self.desired_served.inc();
+    }
+
+    /// How a desired-config answer got its turn ([`crate::http::pace`]): counted when it had
+    /// to wait for one, or went without one after the wait limit.
+    pub fn desired_turn(&self, turn: crate::pace::Turn) {
+        use crate::pace::Turn;
+        match turn {
+            Turn::Taken { waited: true } => {
+                self.desired_waited.inc();
+            }
+            Turn::GaveUp => {
+                self.desired_unpaced.inc();
+            }
+            Turn::Taken { waited: false } | Turn::Unpaced => {}
+        }
     }
 
     /// An apply.
@@ -204,6 +223,16 @@ impl Metrics {
             "hearth_server_desired_configs_served",
             "Desired configs sent to agents",
             self.desired_served.clone(),
+        );
+        r.register(
+            "hearth_server_desired_answers_waited",
+            "Desired-config answers that waited for a turn (--desired-answers-at-once)",
+            self.desired_waited.clone(),
+        );
+        r.register(
+            "hearth_server_desired_answers_unpaced",
+            "Desired-config answers sent without a turn after waiting the limit (10 s)",
+            self.desired_unpaced.clone(),
         );
         r.register(
             "hearth_server_applies",

@@ -1,7 +1,7 @@
 //! End to end on a real host: hearth-server, the hearth-agent service and the hearth CLI run in a
 //! booted Debian systemd container (its network is private, so all three run inside). The agent
-//! enrolls with the pool's bootstrap token, receives a config by long-poll, applies it, reports
-//! Done; a config that needs a reboot is applied, the agent takes a reboot slot, the host
+//! enrolls with the pool's bootstrap token, receives a config by long-poll, says it is Working
+//! on it, applies it, reports Done; a config that needs a reboot is applied, the agent takes a reboot slot, the host
 //! reboots, and after the boot the agent verifies, reports Done and gives the slot back.
 
 mod common;
@@ -62,6 +62,25 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
     assert!(
         logged.contains("Node/node-a: enrolled into pool worker"),
         "{logged}"
+    );
+    // Before applying, the agent said it was working on the config (the server hands out only
+    // so many answers unacknowledged: `server/src/pace.rs`).
+    let working = host
+        .exec_ok(&[
+            "journalctl",
+            "-u",
+            "hearth-test-server.service",
+            &format!("MESSAGE_ID={}", hearth_server::logging::MSG_EVENT),
+            "REASON=Working",
+            "-o",
+            "cat",
+            "--no-pager",
+        ])
+        .unwrap();
+    assert!(
+        working.contains("Node/node-a: rendered-worker-")
+            && working.contains(hearth_agent::status::ACK_REASON),
+        "{working}"
     );
     // It feeds systemd's watchdog from its periodic reconcile (every 10 s): the timestamp
     // systemd keeps of the last ping moves on (it is first set when the service is ready).

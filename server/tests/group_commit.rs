@@ -11,15 +11,8 @@ use std::time::Duration;
 
 const NODES: usize = 120;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_enrollments_and_reports_all_land() {
-    let d = tempfile::tempdir().unwrap();
-    let running = start(d.path(), common::options(5)).await;
-    let admin = Api::admin(&running);
-    let a = admin.apply_text("mc.yaml", &worker_mc("a", "one")).await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
-    // All at once to the new config when it changes.
-    let pool = r#"apiVersion: machineconfiguration.openshift.io/v1
+/// The worker pool, every node to a new config at once.
+const ALL_AT_ONCE: &str = r#"apiVersion: machineconfiguration.openshift.io/v1
 kind: MachineConfigPool
 metadata:
   name: worker
@@ -32,8 +25,17 @@ spec:
       node-role.kubernetes.io/worker: ""
   maxUnavailable: "100%"
 "#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_enrollments_and_reports_all_land() {
+    let d = tempfile::tempdir().unwrap();
+    let running = start(d.path(), common::options(5)).await;
+    let admin = Api::admin(&running);
+    let a = admin.apply_text("mc.yaml", &worker_mc("a", "one")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    // All at once to the new config when it changes.
     assert_eq!(
-        admin.apply_text("pool.yaml", pool).await.status,
+        admin.apply_text("pool.yaml", ALL_AT_ONCE).await.status,
         StatusCode::OK
     );
     let bootstrap = std::fs::read_to_string(d.path().join("tokens/worker.token")).unwrap();
@@ -130,4 +132,85 @@ spec:
         assert_eq!(n["status"]["current"], second.as_str(), "{n}");
     }
     running.shutdown().await;
+}
+
+/// With one turn (`--desired-answers-at-once 1`), an apply's answers go out one at a time: the
+/// other woken long-polls wait for the turn, which ends when the answered node reports (or its
+/// lease runs out); every node is answered, none without a turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
+    let d = tempfile::tempdir().unwrap();
+    let options = hearth_server::app::Options {
+        desired_answers_at_once: 1,
+        ..common::options(5)
+    };
+    let running = start(d.path(), options).await;
+    let admin = Api::admin(&running);
+    assert_eq!(
+        admin
+            .apply_text("mc.yaml", &worker_mc("a", "one"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        admin.apply_text("pool.yaml", ALL_AT_ONCE).await.status,
+        StatusCode::OK
+    );
+    let bootstrap = common::bootstrap_token(&running, "worker");
+    let mut polls = Vec::new();
+    let mut first = None;
+    for name in ["n1", "n2", "n3", "n4"] {
+        let node = admin.enroll(&bootstrap, name, json!({})).await;
+        let known = node.desired_name().await.expect("a desired config");
+        node.report("Done", Some(&known), Some(&known), None).await;
+        first = Some(known.clone());
+        polls.push(tokio::spawn(async move {
+            let a = node
+                .get(&format!("/api/v1/agent/desired?known={known}&wait=60"))
+                .await;
+            // The answered node reports at once, as hearth-agent does after applying: the
+            // next node's turn.
+            if let Some(name) = a.json["name"].as_str() {
+                node.report("Done", Some(name), Some(name), None).await;
+            }
+            a
+        }));
+    }
+    let waited_before = counter(&admin, "hearth_server_desired_answers_waited").await;
+    assert_eq!(
+        admin
+            .apply_text("mc2.yaml", &worker_mc("b", "two"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    for p in polls {
+        let a = tokio::time::timeout(Duration::from_secs(30), p)
+            .await
+            .expect("every woken long-poll is answered")
+            .unwrap();
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        assert_ne!(a.json["name"].as_str(), first.as_deref());
+    }
+    // Four woken at once, one turn: the others waited for it (all three, unless a node's
+    // report ended a turn before another woken long-poll asked); none went without.
+    let waited = counter(&admin, "hearth_server_desired_answers_waited").await - waited_before;
+    assert!((1..=3).contains(&waited), "{waited} answers waited");
+    assert_eq!(
+        counter(&admin, "hearth_server_desired_answers_unpaced").await,
+        0
+    );
+    running.shutdown().await;
+}
+
+/// A counter of the server's `/metrics`.
+async fn counter(admin: &Api, name: &str) -> u64 {
+    let m = admin.get("/metrics").await;
+    assert_eq!(m.status, StatusCode::OK);
+    m.text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}_total ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no counter {name} in {}", m.text))
 }

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_hearth_server_global_optspecs
-    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= etcd-endpoints= etcd-ca= etcd-cert= etcd-key= etcd-prefix= kubernetes kubeconfig= kube-lease= h/help V/version
+    string join \n state-dir= listen= san= advertise-url= retention= max-wait= stale-after= desired-answers-at-once= ostree-repo= window-clock-start= bootstrap-token-ttl= serve-agent= test-render-gate= etcd-endpoints= etcd-ca= etcd-cert= etcd-key= etcd-prefix= kubernetes kubeconfig= kube-lease= h/help V/version
 end
 
 function __fish_hearth_server_needs_command
@@ -31,6 +31,7 @@ complete -c hearth-server -n "__fish_hearth_server_needs_command" -l advertise-u
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l retention -d 'How many of the newest rendered configs of each pool (and of each node with overlays) are kept; those in use are always kept' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l max-wait -d 'The longest an agent\'s long-poll may wait' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l stale-after -d 'A node not heard from for this long is not ready, and counts as unavailable in rollouts (agents long-poll, so a live one is heard from every --max-wait at least)' -r
+complete -c hearth-server -n "__fish_hearth_server_needs_command" -l desired-answers-at-once -d 'How many desired-config answers may be unacknowledged at once: an answer\'s turn ends when its node is next heard from, or after 250 ms; the others wait for a turn (at most 10 s). An apply to a large pool then goes out as fast as the agents take it, and their reports do not queue behind thousands of others. 0: no pacing. Default: 256 per core' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l ostree-repo -d 'Serve this ostree repository (archive mode) to enrolled nodes and admins under /ostree/repo/, for OS image pivots in disconnected sites' -r -F
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l window-clock-start -d 'For tests only (hidden): judge maintenance windows as if the clock read this many Unix seconds at start (and ran on from there). Nothing else uses this clock' -r
 complete -c hearth-server -n "__fish_hearth_server_needs_command" -l bootstrap-token-ttl -d 'How long a bootstrap token is valid unless told otherwise: the built-in pools\' tokens made at first start, and `hearth bootstrap-token POOL` without --ttl. 0: never expires' -r

@@ -52,6 +52,9 @@ pub struct Options {
     pub max_wait: Duration,
     /// A node not heard from for this long is not ready, and unavailable for rollouts.
     pub stale_after: Duration,
+    /// How many desired-config answers may be unacknowledged at once
+    /// (`--desired-answers-at-once`; 0: no pacing); see [`crate::pace`].
+    pub desired_answers_at_once: usize,
     /// How often rollouts are re-evaluated without any change (for nodes going silent or
     /// coming back).
     pub tick: Duration,
@@ -86,6 +89,7 @@ impl Default for Options {
             advertise_urls: Vec::new(),
             max_wait: Duration::from_secs(300),
             stale_after: Duration::from_secs(600),
+            desired_answers_at_once: crate::pace::Pacer::turns_for_this_machine(),
             tick: Duration::from_secs(10),
             ostree_repo: None,
             served_agent: None,
@@ -163,6 +167,8 @@ pub struct App<S: Store> {
     group_flush: Arc<tokio::sync::Mutex<()>>,
     /// Tasks for work that outlives its request (detached changes, group commits).
     pub background: Background,
+    /// Turns for desired-config answers ([`crate::pace`]).
+    pub pacer: Arc<crate::pace::Pacer>,
     /// Node credential hash → node name, kept up to date change by change after each commit
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
@@ -206,6 +212,11 @@ impl<S: Store> App<S> {
         let token_hashes = RwLock::new(token_index(&fleet));
         let (desired_tx, _) = watch::channel(0);
         let applied = watch::channel(fleet.revision).0;
+        let pacer = crate::pace::Pacer::new(
+            options.desired_answers_at_once,
+            crate::pace::LEASE,
+            crate::pace::WAIT_LIMIT,
+        );
         Ok(App {
             store,
             fleet: RwLock::new(Arc::new(fleet)),
@@ -220,6 +231,7 @@ impl<S: Store> App<S> {
             group: Mutex::new(Vec::new()),
             group_flush: Arc::new(tokio::sync::Mutex::new(())),
             background: Background::default(),
+            pacer,
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             pool_index: Mutex::new(PoolIndex::default()),

@@ -96,6 +96,8 @@ pub(super) async fn desired<S: Store>(
         )));
     }
     app.seen(&me);
+    // Its next long-poll: the node took its last answer.
+    app.pacer.heard_from(&me);
     let wait = spread(Duration::from_secs(q.wait.unwrap_or(0)).min(app.options.max_wait));
     let deadline = tokio::time::Instant::now() + wait;
     // Subscribed before looking, so that a change between the look and the wait is not missed;
@@ -103,6 +105,7 @@ pub(super) async fn desired<S: Store>(
     let mut rx = (!wait.is_zero()).then(|| app.node_desired_watch(&me));
     let mut waiting = None;
     let mut first = true;
+    let mut turn = None;
     loop {
         if let Some(rx) = rx.as_mut() {
             rx.borrow_and_update();
@@ -120,6 +123,14 @@ pub(super) async fn desired<S: Store>(
         first = false;
         if let Some(((name, body), requests)) = app.desired_body(&me, q.done)? {
             if requests || q.known.as_deref() != Some(name.as_str()) {
+                if turn.is_none() {
+                    // A turn first (`crate::pace`); then look again: the answer or the
+                    // credential may have changed meanwhile.
+                    let t = app.pacer.turn(&me).await;
+                    app.metrics.desired_turn(t);
+                    turn = Some(t);
+                    continue;
+                }
                 app.metrics.desired_served();
                 // The encoded answer is shared, not copied: after an apply, thousands of
                 // long-polls answer with the same bytes at once.
@@ -133,6 +144,10 @@ pub(super) async fn desired<S: Store>(
                 }
                 return Ok(resp);
             }
+        }
+        if turn.take().is_some() {
+            // Nothing to answer after all: no turn is held while waiting.
+            app.pacer.heard_from(&me);
         }
         let Some(rx) = rx
             .as_mut()
@@ -183,6 +198,9 @@ pub(super) async fn report<S: Store>(
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let me = node(&c)?.to_string();
+    // The node took its last answer: its turn ends once this report is answered
+    // (`crate::pace`).
+    let _heard = app.pacer.hearing(&me);
     let status: AgentStatus = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("not an agent status document: {e}")))?;
     let status = crate::bounds::status_report(status)?;

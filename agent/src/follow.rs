@@ -404,21 +404,28 @@ impl Daemon<'_> {
         }
     }
 
-    /// Tells the server, before applying, that `name` arrived and is being applied: `Working`,
-    /// as the MCO's daemon says when it starts an update. The fleet shows the node working while
-    /// it applies (which may take minutes), and the server, which keeps only so many answers
+    /// Tells the server, before applying, that the answer naming `name` arrived. A new config:
+    /// `Working` on it, as the MCO's daemon says when it starts an update, so the fleet shows
+    /// the node working while it applies (which may take minutes). An answer that only carries
+    /// requests (force, restore-file) for the config the node has: its status unchanged, so a
+    /// `Degraded` node stays `Degraded` (and its pool's rollout halted) until the request's
+    /// outcome says otherwise. Either way the server, which keeps only so many answers
     /// unacknowledged (`server/src/pace.rs`), hands the next one out at once rather than when
-    /// this apply ends. Bounded by [`ACK_TIMEOUT`]; a failure delays nothing else: the report
-    /// after the apply says where the node is.
+    /// this apply ends. Bounded by [`ACK_TIMEOUT`]: a server that does not answer delays the
+    /// apply by that much at most, and the report after the apply says where the node is.
     async fn acknowledge(&self, remote: &Remote, name: &str) {
         let doc = match Journal::load(self.agent.root()) {
-            Ok(j) => crate::status::working_document(&j, name),
+            Ok(j) => crate::status::acknowledgement(&j, name),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the journal to acknowledge a config");
                 return;
             }
         };
-        let _busy = crate::watchdog::busy("acknowledging a config", ACK_TIMEOUT);
+        crate::watchdog::beat();
+        let _busy = crate::watchdog::busy(
+            "acknowledging a config",
+            ACK_TIMEOUT + Duration::from_secs(10),
+        );
         match tokio::time::timeout(ACK_TIMEOUT, remote.report(&doc)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, config = name, "cannot acknowledge a config"),

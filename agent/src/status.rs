@@ -40,10 +40,17 @@ pub fn status_document(j: &Journal) -> AgentStatus {
 /// The reason of the report that acknowledges a new config.
 pub const ACK_REASON: &str = "config received; applying";
 
-/// The report that acknowledges a new config before applying it: the journal's status, with
-/// the node `Working` towards `desired` (the journal itself changes only when the apply starts).
-pub fn working_document(j: &Journal, desired: &str) -> AgentStatus {
+/// The report that acknowledges an answer naming `desired`, sent before acting on it. A new
+/// config (not the journal's desired one): the journal's status with the node `Working` towards
+/// `desired` (the journal itself changes only when the apply starts; `drift`, `history` and
+/// `actions` are still those of the current config). The config the node already has (an
+/// answer carrying requests): the status unchanged, so that a `Degraded` node does not look
+/// mended, and lift its pool's halt, before the request's outcome is known.
+pub fn acknowledgement(j: &Journal, desired: &str) -> AgentStatus {
     let mut doc = status_document(j);
+    if j.desired.as_ref().is_some_and(|d| d.name == desired) {
+        return doc;
+    }
     doc.state = State::Working;
     doc.desired = Some(desired.to_string());
     doc.reason = Some(ACK_REASON.to_string());
@@ -141,4 +148,38 @@ fn action_line(a: &hearth_api::ActionRun) -> String {
         line.push_str(&format!(", {}.{:03} s", ms / 1000, ms % 1000));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Journal;
+
+    fn journal(state: State, desired: &str) -> Journal {
+        Journal {
+            state,
+            reason: Some("step 2 of 3 (write file /etc/x): No space left on device".into()),
+            desired: Some(crate::journal::NamedConfig {
+                name: desired.into(),
+                spec: Default::default(),
+            }),
+            ..Journal::default()
+        }
+    }
+
+    /// A new config is acknowledged as `Working` on it; the config the node has (an answer
+    /// that carries requests) leaves a `Degraded` node `Degraded`, with its reason.
+    #[test]
+    fn a_new_config_is_acknowledged_working_and_a_request_leaves_the_state_alone() {
+        let j = journal(State::Degraded, "rendered-worker-old");
+        let ack = acknowledgement(&j, "rendered-worker-new");
+        assert_eq!(ack.state, State::Working);
+        assert_eq!(ack.desired.as_deref(), Some("rendered-worker-new"));
+        assert_eq!(ack.reason.as_deref(), Some(ACK_REASON));
+
+        let same = acknowledgement(&j, "rendered-worker-old");
+        assert_eq!(same.state, State::Degraded);
+        assert_eq!(same.desired.as_deref(), Some("rendered-worker-old"));
+        assert_eq!(same.reason, j.reason);
+    }
 }

@@ -51,11 +51,12 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub stale_after: u64,
     /// How many desired-config answers may be unacknowledged at once: an answer's turn ends
-    /// when its node is next heard from, or after 250 ms; the others wait for a turn (at most
-    /// 10 s). An apply to a large pool then goes out as fast as the agents take it, and their
-    /// reports do not queue behind thousands of others. 0: no pacing. Default: 256 per core.
-    #[arg(long, value_name = "N")]
-    pub desired_answers_at_once: Option<usize>,
+    /// when its node is next heard from, or 250 to 375 ms after it was taken; the others wait
+    /// for a turn (at most 20 s). An apply to a large pool then goes out as fast as the agents
+    /// take it, and their reports do not queue behind thousands of others. 0: no pacing (also
+    /// while agents older than their acknowledgement remain). Default: 64 per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000_000), conflicts_with = "kubernetes")]
+    pub desired_answers_at_once: Option<u32>,
     /// Serve this ostree repository (archive mode) to enrolled nodes and admins under
     /// /ostree/repo/, for OS image pivots in disconnected sites.
     #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
@@ -319,7 +320,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             stale_after: Duration::from_secs(cli.stale_after),
             desired_answers_at_once: cli
                 .desired_answers_at_once
-                .unwrap_or_else(crate::pace::Pacer::turns_for_this_machine),
+                .map_or_else(crate::pace::Pacer::turns_for_this_machine, |n| n as usize),
+            pace_lease: crate::pace::LEASE,
+            pace_wait_limit: crate::pace::WAIT_LIMIT,
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
             served_agent,

@@ -68,7 +68,8 @@ pub struct Metrics {
     long_polls: Counter,
     desired_served: Counter,
     desired_waited: Counter,
-    desired_unpaced: Counter,
+    desired_gave_up: Counter,
+    pace: crate::pace::PaceMetrics,
     applies: Counter,
     commits: Counter,
     commit_stages: Family<StageLabels, Histogram, fn() -> Histogram>,
@@ -104,7 +105,8 @@ impl Default for Metrics {
             long_polls: Counter::default(),
             desired_served: Counter::default(),
             desired_waited: Counter::default(),
-            desired_unpaced: Counter::default(),
+            desired_gave_up: Counter::default(),
+            pace: crate::pace::PaceMetrics::default(),
             applies: Counter::default(),
             commits: Counter::default(),
             commit_stages: Family::new_with_constructor(commit_histogram),
@@ -148,8 +150,8 @@ impl Metrics {
         self.desired_served.inc();
     }
 
-    /// How a desired-config answer got its turn ([`crate::http::pace`]): counted when it had
-    /// to wait for one, or went without one after the wait limit.
+    /// How a desired-config answer got its turn ([`crate::pace`]): counted when it had to wait
+    /// for one, or went without one after the wait limit.
     pub fn desired_turn(&self, turn: crate::pace::Turn) {
         use crate::pace::Turn;
         match turn {
@@ -157,10 +159,15 @@ impl Metrics {
                 self.desired_waited.inc();
             }
             Turn::GaveUp => {
-                self.desired_unpaced.inc();
+                self.desired_gave_up.inc();
             }
             Turn::Taken { waited: false } | Turn::Unpaced => {}
         }
+    }
+
+    /// The pacer's own counters (shared: cheap clones of the same metrics).
+    pub fn pace(&self) -> crate::pace::PaceMetrics {
+        self.pace.clone()
     }
 
     /// An apply.
@@ -230,9 +237,19 @@ impl Metrics {
             self.desired_waited.clone(),
         );
         r.register(
-            "hearth_server_desired_answers_unpaced",
-            "Desired-config answers sent without a turn after waiting the limit (10 s)",
-            self.desired_unpaced.clone(),
+            "hearth_server_desired_answers_gave_up",
+            "Desired-config answers sent without a turn after waiting the limit (20 s)",
+            self.desired_gave_up.clone(),
+        );
+        r.register(
+            "hearth_server_desired_answers_waiting_for_turn",
+            "Desired-config answers waiting for a turn now",
+            self.pace.waiting.clone(),
+        );
+        r.register(
+            "hearth_server_desired_turns_expired",
+            "Turns of desired-config answers ended by their lease: the node was not heard from within 250 ms (agents that report only after applying)",
+            self.pace.expired.clone(),
         );
         r.register(
             "hearth_server_applies",

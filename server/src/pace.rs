@@ -10,26 +10,41 @@
 //! behind thousands of others.
 //!
 //! Bounds: a node holds at most one turn (its other answers go without one, and only its own
-//! requests end its turn); a turn lasts at most [`LEASE`] (an agent that applies for minutes
-//! before it reports holds it no longer); an answer waits at most [`WAIT_LIMIT`] for a turn and
-//! then goes without one. So the slowest the pacer can make an apply is N answers per
-//! [`LEASE`].
+//! requests end its turn); a turn ends between [`LEASE`] and 1.5 × [`LEASE`] after it was taken
+//! at the latest (a sweep every half lease); an answer waits at most [`WAIT_LIMIT`] for a turn and
+//! then goes without one. So the slowest the pacer can make an apply is N answers per 1.5 ×
+//! [`LEASE`], when no node is heard from in time (agents that report only after applying, a
+//! server too loaded to answer a report within the lease).
 
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// Unacknowledged answers per core by default (`--desired-answers-at-once`: this times the
-/// cores).
+/// cores). Chosen on the 2-core benchmark machine (docs/performance.md: 128 turns gave a p99 of
+/// 22 ms at 10,000 agents, 256 gave 56 ms, 512 gave 81 ms); that it scales with the cores is a
+/// guess, not a measurement.
 pub const TURNS_PER_CORE: usize = 64;
 
-/// The longest a turn lasts without its node being heard from.
+/// How long a turn lasts without its node being heard from (it ends within half as long again).
 pub const LEASE: Duration = Duration::from_millis(250);
 
-/// The longest an answer waits for a turn; after it the answer goes without one.
+/// The longest an answer waits for a turn; after it the answer goes without one. Below the
+/// 30 s that hearth-agent allows a long-poll beyond its `wait` (`agent/src/remote.rs`), so an
+/// answer held back this long still reaches the agent.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
+
+/// What the pacer counts (shared with the server's `/metrics`).
+#[derive(Debug, Clone, Default)]
+pub struct PaceMetrics {
+    /// Turns ended by their lease, not by their node.
+    pub expired: Counter,
+    /// Answers waiting for a turn now.
+    pub waiting: Gauge,
+}
 
 /// Who answers next (one per server).
 #[derive(Debug)]
@@ -41,6 +56,7 @@ pub struct Pacer {
     held: Mutex<HashMap<String, (Instant, OwnedSemaphorePermit)>>,
     lease: Duration,
     wait_limit: Duration,
+    metrics: PaceMetrics,
 }
 
 /// How an answer got to go.
@@ -57,17 +73,57 @@ pub enum Turn {
     GaveUp,
 }
 
+/// A turn taken for an answer: given back when dropped, unless [`Turned::keep`] says the answer
+/// went (then it lasts until the node is heard from, or its lease ends).
+#[derive(Debug)]
+#[must_use = "a turn dropped at once is given back at once"]
+pub struct Turned<'a> {
+    pacer: &'a Pacer,
+    node: &'a str,
+    /// How it went.
+    pub turn: Turn,
+    kept: bool,
+}
+
+impl Turned<'_> {
+    /// Whether the answer had to wait for its turn (then what it answers is looked at again).
+    pub fn waited(&self) -> bool {
+        matches!(self.turn, Turn::Taken { waited: true } | Turn::GaveUp)
+    }
+
+    /// The answer went: the turn lasts until the node is heard from.
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Turned<'_> {
+    fn drop(&mut self) {
+        if !self.kept && matches!(self.turn, Turn::Taken { .. }) {
+            self.pacer.heard_from(self.node);
+        }
+    }
+}
+
 impl Pacer {
-    /// At most `turns` unacknowledged answers (0: no pacing), each turn at most `lease` long;
-    /// an answer waits at most `wait_limit` for a turn. Inside a Tokio runtime, a task ends the
-    /// turns that outlive their lease (it stops when the pacer is dropped).
-    pub fn new(turns: usize, lease: Duration, wait_limit: Duration) -> Arc<Self> {
+    /// At most `turns` unacknowledged answers (0: no pacing), each turn about `lease` long at
+    /// most; an answer waits at most `wait_limit` for a turn. Inside a Tokio runtime (the
+    /// server's `App::new` is async), a task ends the turns that outlive their lease; it stops
+    /// when the pacer is dropped. Outside one nothing ends them but their nodes (tests only).
+    pub fn new(
+        turns: usize,
+        lease: Duration,
+        wait_limit: Duration,
+        metrics: PaceMetrics,
+    ) -> Arc<Self> {
+        let turns = turns.min(Semaphore::MAX_PERMITS);
         let pacer = Arc::new(Pacer {
             size: turns,
             turns: Arc::new(Semaphore::new(turns)),
             held: Mutex::new(HashMap::new()),
             lease,
             wait_limit,
+            metrics,
         });
         if turns > 0 {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -82,41 +138,49 @@ impl Pacer {
         TURNS_PER_CORE * std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
+    fn held(&self) -> MutexGuard<'_, HashMap<String, (Instant, OwnedSemaphorePermit)>> {
+        // Nothing panics while holding it; a poisoned map is still a consistent one.
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Waits for `node`'s turn to answer.
-    pub async fn turn(&self, node: &str) -> Turn {
-        if self.size == 0 || self.holds(node) {
-            return Turn::Unpaced;
+    pub async fn turn<'a>(&'a self, node: &'a str) -> Turned<'a> {
+        let turned = |turn| Turned {
+            pacer: self,
+            node,
+            turn,
+            kept: false,
+        };
+        if self.size == 0 || self.held().contains_key(node) {
+            return turned(Turn::Unpaced);
         }
         let (permit, waited) = match self.turns.clone().try_acquire_owned() {
             Ok(p) => (p, false),
             Err(_) => {
-                match tokio::time::timeout(self.wait_limit, self.turns.clone().acquire_owned())
-                    .await
-                {
+                self.metrics.waiting.inc();
+                let r =
+                    tokio::time::timeout(self.wait_limit, self.turns.clone().acquire_owned()).await;
+                self.metrics.waiting.dec();
+                match r {
                     Ok(Ok(p)) => (p, true),
-                    Ok(Err(_)) => return Turn::Unpaced,
-                    Err(_) => return Turn::GaveUp,
+                    Ok(Err(_)) => return turned(Turn::Unpaced),
+                    Err(_) => return turned(Turn::GaveUp),
                 }
             }
         };
-        let Ok(mut held) = self.held.lock() else {
-            return Turn::Unpaced;
-        };
+        let mut held = self.held();
         if held.contains_key(node) {
             // The node took a turn meanwhile (another of its requests): this one goes without.
-            return Turn::Unpaced;
+            return turned(Turn::Unpaced);
         }
         held.insert(node.to_string(), (Instant::now(), permit));
-        Turn::Taken { waited }
+        turned(Turn::Taken { waited })
     }
 
     /// `node` was heard from (a status report, a long-poll): its turn, if any, ends.
     pub fn heard_from(&self, node: &str) {
-        if self.size == 0 {
-            return;
-        }
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(node);
+        if self.size > 0 {
+            self.held().remove(node);
         }
     }
 
@@ -128,16 +192,12 @@ impl Pacer {
 
     /// Ends the turns older than the lease; returns how many.
     fn expire(&self) -> usize {
-        let Ok(mut held) = self.held.lock() else {
-            return 0;
-        };
+        let mut held = self.held();
         let before = held.len();
         held.retain(|_, (since, _)| since.elapsed() < self.lease);
-        before - held.len()
-    }
-
-    fn holds(&self, node: &str) -> bool {
-        self.held.lock().is_ok_and(|h| h.contains_key(node))
+        let expired = before - held.len();
+        self.metrics.expired.inc_by(expired as u64);
+        expired
     }
 }
 
@@ -172,49 +232,66 @@ async fn expire(pacer: Weak<Pacer>, lease: Duration) {
 mod tests {
     use super::*;
 
-    fn taken(t: Turn) -> bool {
-        matches!(t, Turn::Taken { .. })
+    fn pacer(turns: usize, lease: Duration, wait_limit: Duration) -> Arc<Pacer> {
+        Pacer::new(turns, lease, wait_limit, PaceMetrics::default())
+    }
+
+    /// Takes `node`'s turn and keeps it (as an answer that went).
+    async fn answer(p: &Pacer, node: &str) -> Turn {
+        let t = p.turn(node).await;
+        let turn = t.turn;
+        t.keep();
+        turn
     }
 
     /// Two turns: a third node waits until a node is heard from; a node never holds two; only
-    /// the node itself ends its turn; a wait ends at the limit.
+    /// the node itself ends its turn; a turn dropped without an answer is given back; a wait
+    /// ends at the limit.
     #[tokio::test]
     async fn answers_wait_for_a_turn_until_a_node_is_heard_from() {
-        let pacer = Pacer::new(2, Duration::from_secs(3600), Duration::from_millis(300));
-        assert!(taken(pacer.turn("a").await));
+        let p = pacer(2, Duration::from_secs(3600), Duration::from_millis(300));
+        assert_eq!(answer(&p, "a").await, Turn::Taken { waited: false });
         // The same node again: without a turn, at once.
-        assert_eq!(pacer.turn("a").await, Turn::Unpaced);
-        assert!(taken(pacer.turn("b").await));
+        assert_eq!(answer(&p, "a").await, Turn::Unpaced);
+        assert_eq!(answer(&p, "b").await, Turn::Taken { waited: false });
         // c waits: both turns are held. Hearing from a node holding none changes nothing.
-        let p = pacer.clone();
-        let c = tokio::spawn(async move { p.turn("c").await });
-        pacer.heard_from("x");
+        let waiter = p.clone();
+        let c = tokio::spawn(async move { answer(&waiter, "c").await });
+        p.heard_from("x");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!c.is_finished(), "c got a turn while both were held");
-        // a reports: c goes.
-        pacer.heard_from("a");
+        assert_eq!(p.metrics.waiting.get(), 1);
+        // a's report is answered: c goes.
+        drop(p.hearing("a"));
         assert_eq!(c.await.unwrap(), Turn::Taken { waited: true });
+        assert_eq!(p.metrics.waiting.get(), 0);
         // Nobody reports: d gives up at the limit and goes without.
-        assert_eq!(pacer.turn("d").await, Turn::GaveUp);
-        pacer.heard_from("b");
-        assert_eq!(pacer.turn("d").await, Turn::Taken { waited: false });
+        assert_eq!(answer(&p, "d").await, Turn::GaveUp);
+        p.heard_from("b");
+        // A turn taken for an answer that did not go is given back at once.
+        drop(p.turn("e").await);
+        assert_eq!(answer(&p, "d").await, Turn::Taken { waited: false });
+        assert_eq!(p.metrics.expired.get(), 0);
     }
 
-    /// A node that is not heard from holds its turn for the lease, no longer.
+    /// A node that is not heard from holds its turn for the lease (no upper bound is checked:
+    /// this machine's scheduling is not).
     #[tokio::test]
     async fn a_turn_ends_with_its_lease() {
-        let pacer = Pacer::new(1, Duration::from_millis(100), Duration::from_secs(10));
-        assert!(taken(pacer.turn("silent").await));
+        let lease = Duration::from_millis(100);
+        let p = pacer(1, lease, Duration::from_secs(10));
+        assert_eq!(answer(&p, "silent").await, Turn::Taken { waited: false });
         let started = Instant::now();
-        assert_eq!(pacer.turn("next").await, Turn::Taken { waited: true });
+        assert_eq!(answer(&p, "next").await, Turn::Taken { waited: true });
         let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        assert!(waited >= lease - Duration::from_millis(5), "{waited:?}");
+        assert_eq!(p.metrics.expired.get(), 1);
     }
 
     #[tokio::test]
     async fn zero_turns_is_no_pacing() {
-        let pacer = Pacer::new(0, LEASE, WAIT_LIMIT);
-        assert_eq!(pacer.turn("a").await, Turn::Unpaced);
-        assert_eq!(pacer.turn("b").await, Turn::Unpaced);
+        let p = pacer(0, LEASE, WAIT_LIMIT);
+        assert_eq!(answer(&p, "a").await, Turn::Unpaced);
+        assert_eq!(answer(&p, "b").await, Turn::Unpaced);
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{start, worker_mc, Api};
+use common::{metric, start, worker_mc, Api};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -134,14 +134,15 @@ async fn concurrent_enrollments_and_reports_all_land() {
     running.shutdown().await;
 }
 
-/// With one turn (`--desired-answers-at-once 1`), an apply's answers go out one at a time: the
-/// other woken long-polls wait for the turn, which ends when the answered node reports (or its
-/// lease runs out); every node is answered, none without a turn.
+/// With one turn (`--desired-answers-at-once 1`) and a lease of an hour, an apply's answers go
+/// out one at a time: the other woken long-polls wait for the turn, which only the answered
+/// node's report ends; every node is answered, none without a turn, none by a lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
     let d = tempfile::tempdir().unwrap();
     let options = hearth_server::app::Options {
         desired_answers_at_once: 1,
+        pace_lease: Duration::from_secs(3600),
         ..common::options(5)
     };
     let running = start(d.path(), options).await;
@@ -177,7 +178,7 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
             a
         }));
     }
-    let waited_before = counter(&admin, "hearth_server_desired_answers_waited").await;
+    let waited_before = metric(&admin, "hearth_server_desired_answers_waited_total").await;
     assert_eq!(
         admin
             .apply_text("mc2.yaml", &worker_mc("b", "two"))
@@ -195,22 +196,13 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
     }
     // Four woken at once, one turn: the others waited for it (all three, unless a node's
     // report ended a turn before another woken long-poll asked); none went without.
-    let waited = counter(&admin, "hearth_server_desired_answers_waited").await - waited_before;
+    let waited = metric(&admin, "hearth_server_desired_answers_waited_total").await - waited_before;
     assert!((1..=3).contains(&waited), "{waited} answers waited");
-    assert_eq!(
-        counter(&admin, "hearth_server_desired_answers_unpaced").await,
-        0
-    );
+    for none in [
+        "hearth_server_desired_answers_gave_up_total",
+        "hearth_server_desired_turns_expired_total",
+    ] {
+        assert_eq!(metric(&admin, none).await, 0, "{none}");
+    }
     running.shutdown().await;
-}
-
-/// A counter of the server's `/metrics`.
-async fn counter(admin: &Api, name: &str) -> u64 {
-    let m = admin.get("/metrics").await;
-    assert_eq!(m.status, StatusCode::OK);
-    m.text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}_total ")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no counter {name} in {}", m.text))
 }

@@ -55,6 +55,11 @@ pub struct Options {
     /// How many desired-config answers may be unacknowledged at once
     /// (`--desired-answers-at-once`; 0: no pacing); see [`crate::pace`].
     pub desired_answers_at_once: usize,
+    /// How long a turn lasts without its node being heard from ([`crate::pace::LEASE`]; tests
+    /// make it long to see turns end by reports alone).
+    pub pace_lease: Duration,
+    /// The longest an answer waits for a turn ([`crate::pace::WAIT_LIMIT`]).
+    pub pace_wait_limit: Duration,
     /// How often rollouts are re-evaluated without any change (for nodes going silent or
     /// coming back).
     pub tick: Duration,
@@ -90,6 +95,8 @@ impl Default for Options {
             max_wait: Duration::from_secs(300),
             stale_after: Duration::from_secs(600),
             desired_answers_at_once: crate::pace::Pacer::turns_for_this_machine(),
+            pace_lease: crate::pace::LEASE,
+            pace_wait_limit: crate::pace::WAIT_LIMIT,
             tick: Duration::from_secs(10),
             ostree_repo: None,
             served_agent: None,
@@ -212,10 +219,12 @@ impl<S: Store> App<S> {
         let token_hashes = RwLock::new(token_index(&fleet));
         let (desired_tx, _) = watch::channel(0);
         let applied = watch::channel(fleet.revision).0;
+        let metrics = Metrics::default();
         let pacer = crate::pace::Pacer::new(
             options.desired_answers_at_once,
-            crate::pace::LEASE,
-            crate::pace::WAIT_LIMIT,
+            options.pace_lease,
+            options.pace_wait_limit,
+            metrics.pace(),
         );
         Ok(App {
             store,
@@ -224,7 +233,7 @@ impl<S: Store> App<S> {
             desired_tx,
             options,
             ca_pem,
-            metrics: Metrics::default(),
+            metrics,
             last_seen: Mutex::new(HashMap::new()),
             body_cache: Mutex::new((0, HashMap::new())),
             node_watch: Mutex::new(HashMap::new()),

@@ -124,12 +124,15 @@ pub(super) async fn desired<S: Store>(
         if let Some(((name, body), requests)) = app.desired_body(&me, q.done)? {
             if requests || q.known.as_deref() != Some(name.as_str()) {
                 if turn.is_none() {
-                    // A turn first (`crate::pace`); then look again: the answer or the
-                    // credential may have changed meanwhile.
+                    // A turn first (`crate::pace`); after a wait, look again: the answer or
+                    // the credential may have changed meanwhile.
                     let t = app.pacer.turn(&me).await;
-                    app.metrics.desired_turn(t);
+                    app.metrics.desired_turn(t.turn);
+                    let waited = t.waited();
                     turn = Some(t);
-                    continue;
+                    if waited {
+                        continue;
+                    }
                 }
                 app.metrics.desired_served();
                 // The encoded answer is shared, not copied: after an apply, thousands of
@@ -142,13 +145,16 @@ pub(super) async fn desired<S: Store>(
                 if let Ok(v) = HeaderValue::from_str(&name) {
                     resp.headers_mut().insert(DESIRED_HEADER, v);
                 }
+                // The turn lasts until the node is heard from; on any other way out of this
+                // loop it is given back at once.
+                if let Some(t) = turn.take() {
+                    t.keep();
+                }
                 return Ok(resp);
             }
         }
-        if turn.take().is_some() {
-            // Nothing to answer after all: no turn is held while waiting.
-            app.pacer.heard_from(&me);
-        }
+        // Nothing to answer after all: no turn is held while waiting.
+        turn = None;
         let Some(rx) = rx
             .as_mut()
             .filter(|_| tokio::time::Instant::now() < deadline)

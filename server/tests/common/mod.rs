@@ -332,6 +332,19 @@ pub fn requests_answered(metrics: &str, method: &str, route: &str, status: u16) 
         .sum()
 }
 
+/// The value of a metric without labels (`hearth_server_applies_total`), read from the
+/// server's `/metrics`.
+pub async fn metric(api: &Api, name: &str) -> u64 {
+    let m = api.get("/metrics").await;
+    assert_eq!(m.status, reqwest::StatusCode::OK, "{}", m.text);
+    let prefix = format!("{name} ");
+    m.text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {}", m.text))
+}
+
 /// A pool from `get mcp`.
 pub async fn pool(api: &Api, name: &str) -> Value {
     let a = api.get(&format!("/api/v1/pools/{name}")).await;

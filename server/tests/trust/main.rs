@@ -91,14 +91,3 @@ impl Gated {
         std::fs::remove_file(self.gate.path().join("hold")).unwrap();
     }
 }
-
-/// The value of a metric without labels.
-async fn metric(api: &Api, name: &str) -> u64 {
-    let text = api.get("/metrics").await.text;
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}

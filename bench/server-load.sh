@@ -22,7 +22,8 @@
 # after the apply with every agent reporting each turn (with a short WAIT, e.g. 20: the reports
 # of a fleet between changes), MAX_UNAVAILABLE (the worker pool's, default 100%: the apply
 # reaches every agent at once), SERVER_ARGS (more arguments for hearth-server, e.g.
-# "--desired-answers-at-once 0").
+# "--desired-answers-at-once 0"), APPLY_MS (how long each simulated agent takes to apply the
+# apply's config, between its Working and Done reports; default 0).
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -85,6 +86,7 @@ echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
     --server-pid "$SPID" --apply "$BIN/hearth apply -f $WORK/change.yaml" \
     ${SOURCES:+--source-addresses "$SOURCES"} ${PER_CONN:+--agents-per-connection "$PER_CONN"} \
     ${STEADY:+--steady "$STEADY"} \
+    ${APPLY_MS:+--apply-ms "$APPLY_MS"} \
     --json >"$OUT/agents.json"
 python3 - "$OUT/agents.json" <<'EOF'
 import json, sys

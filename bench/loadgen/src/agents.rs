@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) seen_count: AtomicUsize,
     pub(crate) done_count: AtomicUsize,
     pub(crate) wait: u64,
+    /// How long an agent takes to apply the apply's config (`--apply-ms`).
+    pub(crate) apply_time: Duration,
     /// The first configs the agents received.
     pub(crate) firsts: Mutex<HashSet<String>>,
 }
@@ -47,6 +49,7 @@ impl Shared {
             seen_count: AtomicUsize::new(0),
             done_count: AtomicUsize::new(0),
             wait,
+            apply_time: Duration::ZERO,
             firsts: Mutex::new(HashSet::new()),
         }
     }
@@ -279,6 +282,9 @@ pub(crate) async fn agent(
                 phase,
             )
             .await?;
+            if is_new && !shared.apply_time.is_zero() {
+                tokio::time::sleep(shared.apply_time).await;
+            }
             report(
                 &mut conn,
                 &shared,
@@ -353,7 +359,10 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
         .map(|s| Target::new(s, &a.common.ca).map(Arc::new))
         .collect::<Result<Vec<_>>>()?;
     let token = Arc::new(secret(&a.bootstrap_token)?);
-    let shared = Arc::new(Shared::new(a.wait));
+    let shared = Arc::new(Shared {
+        apply_time: Duration::from_millis(a.apply_ms),
+        ..Shared::new(a.wait)
+    });
     let mem_start = mem_sum_json(&a.server_pid);
     let timeout = Duration::from_secs(a.timeout);
     eprintln!(

@@ -66,6 +66,11 @@ pub(crate) struct AgentsArgs {
     /// a fleet between changes (`status report, every turn`; use a short --wait).
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     pub(crate) steady: u64,
+    /// How long each agent takes to apply the new config of the apply, between its `Working`
+    /// and its `Done` report (real agents write files, restart units, stage OS images): 0, the
+    /// default, applies in no time.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub(crate) apply_ms: u64,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,

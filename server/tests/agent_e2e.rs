@@ -47,36 +47,27 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
     assert!(worker.contains("rendered-worker-"), "{}", pools.stdout);
 
     // The server logs every event it commits to the journal, with a MESSAGE_ID and fields.
-    let logged = host
-        .exec_ok(&[
+    let logged = |reason: &str| {
+        host.exec_ok(&[
             "journalctl",
             "-u",
             "hearth-test-server.service",
             &format!("MESSAGE_ID={}", hearth_server::logging::MSG_EVENT),
-            "REASON=Enrolled",
+            &format!("REASON={reason}"),
             "-o",
             "cat",
             "--no-pager",
         ])
-        .unwrap();
+        .unwrap()
+    };
+    let enrolled = logged("Enrolled");
     assert!(
-        logged.contains("Node/node-a: enrolled into pool worker"),
-        "{logged}"
+        enrolled.contains("Node/node-a: enrolled into pool worker"),
+        "{enrolled}"
     );
     // Before applying, the agent said it was working on the config (the server hands out only
     // so many answers unacknowledged: `server/src/pace.rs`).
-    let working = host
-        .exec_ok(&[
-            "journalctl",
-            "-u",
-            "hearth-test-server.service",
-            &format!("MESSAGE_ID={}", hearth_server::logging::MSG_EVENT),
-            "REASON=Working",
-            "-o",
-            "cat",
-            "--no-pager",
-        ])
-        .unwrap();
+    let working = logged("Working");
     assert!(
         working.contains("Node/node-a: rendered-worker-")
             && working.contains(hearth_agent::status::ACK_REASON),

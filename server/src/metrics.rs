@@ -67,8 +67,6 @@ pub struct Metrics {
     long_polls_waiting: Gauge,
     long_polls: Counter,
     desired_served: Counter,
-    desired_waited: Counter,
-    desired_gave_up: Counter,
     pace: crate::pace::PaceMetrics,
     applies: Counter,
     commits: Counter,
@@ -104,8 +102,6 @@ impl Default for Metrics {
             long_polls_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
-            desired_waited: Counter::default(),
-            desired_gave_up: Counter::default(),
             pace: crate::pace::PaceMetrics::default(),
             applies: Counter::default(),
             commits: Counter::default(),
@@ -148,21 +144,6 @@ impl Metrics {
     /// A desired config was sent.
     pub fn desired_served(&self) {
         self.desired_served.inc();
-    }
-
-    /// How a desired-config answer got its turn ([`crate::pace`]): counted when it had to wait
-    /// for one, or went without one after the wait limit.
-    pub fn desired_turn(&self, turn: crate::pace::Turn) {
-        use crate::pace::Turn;
-        match turn {
-            Turn::Taken { waited: true } => {
-                self.desired_waited.inc();
-            }
-            Turn::GaveUp => {
-                self.desired_gave_up.inc();
-            }
-            Turn::Taken { waited: false } | Turn::Unpaced => {}
-        }
     }
 
     /// The pacer's own counters (shared: cheap clones of the same metrics).
@@ -234,12 +215,12 @@ impl Metrics {
         r.register(
             "hearth_server_desired_answers_waited",
             "Desired-config answers that waited for a turn (--desired-answers-at-once)",
-            self.desired_waited.clone(),
+            self.pace.waited.clone(),
         );
         r.register(
             "hearth_server_desired_answers_gave_up",
             "Desired-config answers sent without a turn after waiting the limit (20 s)",
-            self.desired_gave_up.clone(),
+            self.pace.gave_up.clone(),
         );
         r.register(
             "hearth_server_desired_answers_waiting_for_turn",

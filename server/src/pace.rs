@@ -40,6 +40,10 @@ pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
 /// What the pacer counts (shared with the server's `/metrics`).
 #[derive(Debug, Clone, Default)]
 pub struct PaceMetrics {
+    /// Answers that waited for a turn.
+    pub waited: Counter,
+    /// Answers that went without a turn after waiting the limit.
+    pub gave_up: Counter,
     /// Turns ended by their lease, not by their node.
     pub expired: Counter,
     /// Answers waiting for a turn now.
@@ -81,7 +85,7 @@ pub struct Turned<'a> {
     pacer: &'a Pacer,
     node: &'a str,
     /// How it went.
-    pub turn: Turn,
+    turn: Turn,
     kept: bool,
 }
 
@@ -162,9 +166,15 @@ impl Pacer {
                     tokio::time::timeout(self.wait_limit, self.turns.clone().acquire_owned()).await;
                 self.metrics.waiting.dec();
                 match r {
-                    Ok(Ok(p)) => (p, true),
+                    Ok(Ok(p)) => {
+                        self.metrics.waited.inc();
+                        (p, true)
+                    }
                     Ok(Err(_)) => return turned(Turn::Unpaced),
-                    Err(_) => return turned(Turn::GaveUp),
+                    Err(_) => {
+                        self.metrics.gave_up.inc();
+                        return turned(Turn::GaveUp);
+                    }
                 }
             }
         };
@@ -271,6 +281,8 @@ mod tests {
         // A turn taken for an answer that did not go is given back at once.
         drop(p.turn("e").await);
         assert_eq!(answer(&p, "d").await, Turn::Taken { waited: false });
+        assert_eq!(p.metrics.waited.get(), 1);
+        assert_eq!(p.metrics.gave_up.get(), 1);
         assert_eq!(p.metrics.expired.get(), 0);
     }
 

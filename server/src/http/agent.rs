@@ -127,7 +127,6 @@ pub(super) async fn desired<S: Store>(
                     // A turn first (`crate::pace`); after a wait, look again: the answer or
                     // the credential may have changed meanwhile.
                     let t = app.pacer.turn(&me).await;
-                    app.metrics.desired_turn(t.turn);
                     let waited = t.waited();
                     turn = Some(t);
                     if waited {

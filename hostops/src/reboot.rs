@@ -150,7 +150,7 @@ pub async fn list_inhibitors(conn: &zbus::Connection) -> Result<Vec<Inhibitor>, 
 
 /// Whether an error means "the reply was lost" (the bus went down with the system) rather than
 /// "logind refused".
-fn is_lost_reply(e: &zbus::Error) -> bool {
+pub fn is_lost_reply(e: &zbus::Error) -> bool {
     match e {
         zbus::Error::InputOutput(_) | zbus::Error::Connection(..) => true,
         zbus::Error::FDO(f) => matches!(

@@ -6,6 +6,7 @@
 //! copy, [`diff`] turns the difference into one atomic store commit with a compare-and-swap
 //! precondition per object, and only after the commit succeeds does the copy become the snapshot.
 
+use crate::event_log::EventLog;
 use crate::records::{
     EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, Record, RenderedRecord,
     TokenRecord,
@@ -36,9 +37,6 @@ impl<T: PartialEq> Eq for Rec<T> {}
 /// large the fleet (with `BTreeMap` each group commit copied and freed every key).
 pub type Map<T> = imbl::OrdMap<String, Arc<Rec<T>>>;
 
-/// How many events are kept.
-pub const EVENTS_KEPT: usize = 1000;
-
 /// Everything the server stores, decoded.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
@@ -54,8 +52,8 @@ pub struct Fleet {
     pub policies: Map<PoliciesRecord>,
     /// Tokens.
     pub tokens: Map<TokenRecord>,
-    /// Events, oldest first (names are zero-padded sequence numbers).
-    pub events: Map<EventRecord>,
+    /// Events, kept by class ([`EventLog`]).
+    pub events: EventLog,
     /// Node credential hash → node name.
     pub credentials: Arc<HashMap<String, String>>,
     /// The store revision this snapshot reflects.
@@ -103,7 +101,12 @@ impl Fleet {
             rendered: load_kind(store, Kind::Rendered).await?,
             policies: load_kind(store, Kind::Policies).await?,
             tokens: load_kind(store, Kind::Token).await?,
-            events: load_kind(store, Kind::Event).await?,
+            events: EventLog::from_stored(
+                load_kind::<S, EventRecord>(store, Kind::Event)
+                    .await?
+                    .into_iter()
+                    .map(|(name, rec)| (name, Arc::unwrap_or_clone(rec))),
+            ),
             credentials: Arc::default(),
             revision,
         };
@@ -134,27 +137,9 @@ impl Fleet {
             .unwrap_or_default()
     }
 
-    /// Appends events, dropping the oldest beyond [`EVENTS_KEPT`].
+    /// Appends events ([`EventLog::record`]: each class keeps its last ones).
     pub fn record_events(&mut self, events: Vec<EventRecord>) {
-        if events.is_empty() {
-            return;
-        }
-        let next = self
-            .events
-            .keys()
-            .next_back()
-            .and_then(|k| k.parse::<u64>().ok())
-            .map(|n| n + 1)
-            .unwrap_or(1);
-        for (i, e) in events.into_iter().enumerate() {
-            put(&mut self.events, &format!("{:016}", next + i as u64), e);
-        }
-        while self.events.len() > EVENTS_KEPT {
-            let Some(oldest) = self.events.keys().next().cloned() else {
-                break;
-            };
-            self.events.remove(&oldest);
-        }
+        self.events.record(events);
     }
 
     /// The store ops that turn `old` into `self`, each guarded by the object's revision in
@@ -167,7 +152,7 @@ impl Fleet {
         diff_kind(Kind::Rendered, &old.rendered, &self.rendered, &mut ops)?;
         diff_kind(Kind::Policies, &old.policies, &self.policies, &mut ops)?;
         diff_kind(Kind::Token, &old.tokens, &self.tokens, &mut ops)?;
-        diff_kind(Kind::Event, &old.events, &self.events, &mut ops)?;
+        self.events.diff(&old.events, &mut ops)?;
         Ok(ops)
     }
 
@@ -183,7 +168,7 @@ impl Fleet {
                     Kind::Rendered => stamp_one(&mut self.rendered, name, revision),
                     Kind::Policies => stamp_one(&mut self.policies, name, revision),
                     Kind::Token => stamp_one(&mut self.tokens, name, revision),
-                    Kind::Event => stamp_one(&mut self.events, name, revision),
+                    Kind::Event => stamp_one(self.events.map_mut(name), name, revision),
                 }
             }
         }
@@ -208,7 +193,8 @@ async fn load_kind<S: Store, T: Record>(store: &S, kind: Kind) -> Result<Map<T>,
     Ok(out)
 }
 
-fn diff_kind<T: Record>(
+/// The store ops that turn `old` into `new`, one kind's objects.
+pub(crate) fn diff_kind<T: Record>(
     kind: Kind,
     old: &Map<T>,
     new: &Map<T>,
@@ -289,15 +275,6 @@ mod tests {
             .filter(|((_, a), (_, b))| Arc::ptr_eq(a, b))
             .count();
         assert_eq!(shared, 9_999, "only the changed entry is new");
-        // Events: the oldest go first when there are too many.
-        let mut f = Fleet::default();
-        f.record_events(
-            (0..EVENTS_KEPT + 5)
-                .map(|i| EventRecord::normal(i as u64, Default::default(), "Test", format!("{i}")))
-                .collect(),
-        );
-        assert_eq!(f.events.len(), EVENTS_KEPT);
-        assert_eq!(f.events.values().next().unwrap().value.message, "5");
     }
 
     /// A commit writes what changed and nothing else: an added, a changed and a removed
@@ -307,22 +284,29 @@ mod tests {
     fn the_diff_of_two_snapshots_is_what_changed() {
         let mut old = Fleet::default();
         for i in 0..10_000u64 {
-            let e = EventRecord::normal(i, format!("Node/n{i}"), "Test", "x".into());
-            put(&mut old.events, &format!("{i:05}"), e);
+            let n = NodeRecord {
+                name: format!("n{i:05}"),
+                created_at: i,
+                ..Default::default()
+            };
+            put(&mut old.nodes, &format!("n{i:05}"), n);
         }
-        stamp_one(&mut old.events, "04242", 9);
+        stamp_one(&mut old.nodes, "n04242", 9);
         let mut new = old.clone();
-        update(&mut new.events, "00007", |e| e.message = "changed".into());
-        new.events.remove("00100");
+        update(&mut new.nodes, "n00007", |n| n.created_at = 1);
+        new.nodes.remove("n00100");
         put(
-            &mut new.events,
-            "99999",
-            EventRecord::normal(1, "Node/x".into(), "Test", "new".into()),
+            &mut new.nodes,
+            "n99999",
+            NodeRecord {
+                name: "n99999".into(),
+                ..Default::default()
+            },
         );
         // The same document in a new record, and a re-stamped one: no write.
-        let same = new.events["00200"].value.clone();
-        put(&mut new.events, "00200", same);
-        stamp_one(&mut new.events, "00300", 5);
+        let same = new.nodes["n00200"].value.clone();
+        put(&mut new.nodes, "n00200", same);
+        stamp_one(&mut new.nodes, "n00300", 5);
         let ops = new.diff(&old).unwrap();
         let described: Vec<String> = ops
             .iter()
@@ -334,9 +318,9 @@ mod tests {
         assert_eq!(
             described,
             [
-                "put 00007 Revision(0)",
-                "delete 00100 Revision(0)",
-                "put 99999 Absent"
+                "put n00007 Revision(0)",
+                "delete n00100 Revision(0)",
+                "put n99999 Absent"
             ]
         );
         assert!(old.diff(&old.clone()).unwrap().is_empty());

@@ -5,7 +5,7 @@
 //! - [`etcd`]: the store on etcd v3 (`--etcd-endpoints`) and the server's lock on its prefix;
 //!   [`backend`]: either store behind one type.
 //! - [`records`], [`fleet`]: the stored documents, and the fleet decoded in memory (reads never
-//!   touch the store).
+//!   touch the store); [`event_log`]: its events, kept by class.
 //! - [`controller`], [`rollout`]: rendering with `hearth-config`, pool targets, desired configs
 //!   under `maxUnavailable`, garbage collection of rendered configs. Pure.
 //! - [`app`]: the operations (apply, delete, label, pause, enroll, report, reboot slots), each
@@ -24,6 +24,7 @@ pub mod cli;
 pub mod controller;
 pub mod error;
 pub mod etcd;
+pub mod event_log;
 pub mod firstboot;
 pub mod firstboot_cache;
 pub mod fleet;

@@ -6,9 +6,10 @@
 //! systemd's watchdog (`hearth_daemon::Notifier`, `WatchdogSec=` in
 //! `units/hearth-server.service`): a server whose runtime or reconcile loop hangs is restarted.
 
-use crate::records::EventRecord;
-use crate::store::{Kind, Op};
+use crate::event_log::{Class, Recorded};
 use hearth_api::text::escape;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// `MESSAGE_ID` of a committed `Normal` event.
 pub const MSG_EVENT: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b0";
@@ -20,20 +21,133 @@ pub const MSG_STARTED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b2";
 
 pub use hearth_daemon::logging::init;
 
-/// Logs the events a successful commit wrote (the `Event` puts among its ops).
-pub fn committed_events(ops: &[Op]) {
-    for op in ops {
-        let Op::Put {
-            kind: Kind::Event,
-            value,
-            ..
-        } = op
-        else {
+/// `MESSAGE_ID` of "node events not logged one by one" (how many of each type).
+pub const MSG_EVENTS_NOT_LOGGED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b3";
+
+/// A node's events of each type (`Normal`, `Warning`) logged one by one per second, on average;
+/// the fleet's own events (pools, configs, admins' changes) are always logged.
+pub const NODE_EVENTS_PER_SECOND: f64 = 50.0;
+/// ... and at once, after a quiet time.
+pub const NODE_EVENTS_BURST: f64 = 1000.0;
+
+/// The log's budget for nodes' events: for each type, a token bucket of
+/// [`NODE_EVENTS_PER_SECOND`] with bursts of [`NODE_EVENTS_BURST`]. An apply to a large pool
+/// makes three events per node; logged one by one they would be hundreds of thousands of lines,
+/// and journald, which keeps at most 10,000 messages of a service per 30 s by default
+/// (`RateLimitBurst=`), would then drop the lines that matter with them. Warnings have a bucket
+/// of their own, so that routine events never crowd them out (nor a node that keeps reporting
+/// new failures the routine ones), and the fleet's events have none. What a bucket leaves out
+/// is counted and said in one line at most once a second ([`MSG_EVENTS_NOT_LOGGED`]); the API
+/// lists the last of them (`crate::event_log`).
+#[derive(Debug)]
+pub struct NodeEventLog {
+    state: Mutex<Buckets>,
+}
+
+#[derive(Debug)]
+struct Buckets {
+    /// `Normal`, `Warning`.
+    tokens: [f64; 2],
+    refilled: Instant,
+    /// Left out since the last line that said so, of each type.
+    left_out: [u64; 2],
+    last_said: Instant,
+}
+
+/// The bucket of a class of events (`None`: the fleet's, always logged).
+fn bucket(class: Class) -> Option<usize> {
+    match class {
+        Class::Fleet => None,
+        Class::Node => Some(0),
+        Class::NodeWarning => Some(1),
+    }
+}
+
+impl Default for NodeEventLog {
+    fn default() -> Self {
+        NodeEventLog::new(Instant::now())
+    }
+}
+
+impl NodeEventLog {
+    /// Full buckets at `now`.
+    pub fn new(now: Instant) -> Self {
+        NodeEventLog {
+            state: Mutex::new(Buckets {
+                tokens: [NODE_EVENTS_BURST; 2],
+                refilled: now,
+                left_out: [0; 2],
+                last_said: now,
+            }),
+        }
+    }
+
+    /// How many of `n` node events of `class` may be logged one by one at `now` (the first
+    /// ones); counts the rest, and `left_out_before` (left out before they reached the log).
+    pub fn admit(&self, class: Class, n: usize, left_out_before: u64, now: Instant) -> usize {
+        let Some(i) = bucket(class) else {
+            return n;
+        };
+        let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
+        b.refilled = now;
+        for t in &mut b.tokens {
+            *t = (*t + elapsed * NODE_EVENTS_PER_SECOND).min(NODE_EVENTS_BURST);
+        }
+        let k = (b.tokens[i].floor() as usize).min(n);
+        b.tokens[i] -= k as f64;
+        b.left_out[i] += (n - k) as u64 + left_out_before;
+        k
+    }
+
+    /// How many `Normal` and `Warning` events were left out since it was last said, if any and
+    /// if it was said more than a second before `now` (then it counts as said).
+    pub fn to_say(&self, now: Instant) -> Option<[u64; 2]> {
+        let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if b.left_out == [0; 2]
+            || now.saturating_duration_since(b.last_said) < Duration::from_secs(1)
+        {
+            return None;
+        }
+        b.last_said = now;
+        Some(std::mem::take(&mut b.left_out))
+    }
+
+    /// Logs the line saying how many node events were left out, when it is due.
+    pub fn say_left_out(&self, now: Instant) {
+        if let Some([normal, warning]) = self.to_say(now) {
+            tracing::warn!(
+                MESSAGE_ID = MSG_EVENTS_NOT_LOGGED,
+                NORMAL = normal,
+                WARNING = warning,
+                "node events not logged one by one (over {NODE_EVENTS_PER_SECOND} of a type a second): {normal} Normal, {warning} Warning; `hearth get events` lists the last {} of each",
+                crate::event_log::KEPT_PER_CLASS
+            );
+        }
+    }
+}
+
+/// Logs the events of a committed change: every fleet event, and the nodes' events that the
+/// budget admits.
+pub fn committed_events(recorded: &Recorded, budget: &NodeEventLog) {
+    let now = Instant::now();
+    let mut admitted = [Class::Fleet, Class::NodeWarning, Class::Node].map(|class| {
+        let n = recorded
+            .events
+            .iter()
+            .filter(|e| Class::of(e) == class)
+            .count();
+        (class, budget.admit(class, n, recorded.left_out(class), now))
+    });
+    for e in &recorded.events {
+        let class = Class::of(e);
+        let Some((_, left)) = admitted.iter_mut().find(|(c, _)| *c == class) else {
             continue;
         };
-        let Ok(e) = serde_json::from_slice::<EventRecord>(value) else {
+        if *left == 0 {
             continue;
-        };
+        }
+        *left -= 1;
         // A node's words (its reason) reach a terminal through journalctl: escaped.
         let (object, message) = (escape(&e.object), escape(&e.message));
         if e.kind == "Warning" {
@@ -51,5 +165,43 @@ pub fn committed_events(ops: &[Op]) {
                 "{object}: {message}"
             );
         }
+    }
+    budget.say_left_out(now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The budget: a burst at once, then the rate, for each type apart; the fleet's events are
+    /// never held back; what it leaves out is counted, and said at most once a second.
+    #[test]
+    fn node_events_are_logged_at_a_bounded_rate_and_the_rest_counted() {
+        let t0 = Instant::now();
+        let log = NodeEventLog::new(t0);
+        let burst = NODE_EVENTS_BURST as usize;
+        assert_eq!(log.admit(Class::Node, burst + 10, 5, t0), burst);
+        assert_eq!(log.admit(Class::Fleet, 100_000, 0, t0), 100_000);
+        assert_eq!(
+            log.admit(Class::NodeWarning, 3, 0, t0),
+            3,
+            "routine events do not spend the warnings' budget"
+        );
+        assert_eq!(log.to_say(t0), None, "said at most once a second");
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(log.to_say(t1), Some([15, 0]));
+        assert_eq!(log.to_say(t1 + Duration::from_secs(5)), None, "nothing new");
+        // Two seconds refill twice the rate (from the state at t0, all spent).
+        let rate = NODE_EVENTS_PER_SECOND as usize;
+        assert_eq!(log.admit(Class::Node, 10_000, 0, t1), 2 * rate);
+        // A long quiet time refills up to the burst, not beyond.
+        let later = t1 + Duration::from_secs(3600);
+        assert_eq!(log.admit(Class::Node, 10 * burst, 0, later), burst);
+        assert_eq!(log.admit(Class::Node, 1, 0, later), 0);
+        assert_eq!(log.admit(Class::NodeWarning, burst + 1, 2, later), burst);
+        assert_eq!(
+            log.to_say(later),
+            Some([(10_000 - 2 * rate + 9 * burst + 1) as u64, 3])
+        );
     }
 }

@@ -229,6 +229,8 @@ pub async fn start(config: Config) -> Result<Running> {
                         // agents, docs/performance.md). Each tick gives them back.
                         let took = hearth_daemon::memory::trim_heap();
                         tracing::debug!(took_ms = took.as_millis() as u64, "heap trimmed");
+                        // The node events the log left out since it last said so.
+                        app.node_event_log.say_left_out(std::time::Instant::now());
                         // On etcd, the periodic work is the controller replica's alone.
                         if !app.is_controller() {
                             notifier.watchdog();

@@ -233,7 +233,10 @@ impl<S: Store> App<S> {
                 match self.store.commit_fenced(ops.clone(), old.revision).await {
                     Ok(revision) => {
                         self.metrics.commit(decide, decided.elapsed());
-                        crate::logging::committed_events(&ops);
+                        crate::logging::committed_events(
+                            &new.events.take_recorded(),
+                            &self.node_event_log,
+                        );
                         if !self.wait_applied(revision).await {
                             tracing::warn!(revision, "committed, but this replica's view has not caught up with its own commit yet");
                         }
@@ -269,7 +272,11 @@ impl<S: Store> App<S> {
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
                     self.metrics.commit(decide, decided.elapsed());
-                    crate::logging::committed_events(&ops);
+                    // Logged, and not kept in the snapshot.
+                    crate::logging::committed_events(
+                        &new.events.take_recorded(),
+                        &self.node_event_log,
+                    );
                     // The stamp changes revisions only; the pools' counts hold for the stamped
                     // map, which the index must not share while it is stamped.
                     let counted = self

@@ -160,7 +160,7 @@ impl<S: Store> App<S> {
                 Kind::Rendered => apply_one(&mut new.rendered, c),
                 Kind::Policies => apply_one(&mut new.policies, c),
                 Kind::Token => apply_one(&mut new.tokens, c),
-                Kind::Event => apply_one(&mut new.events, c),
+                Kind::Event => apply_one(new.events.map_mut(&c.name), c),
             };
             match c.kind {
                 Kind::Node if changed => nodes.push(c.name.clone()),

@@ -176,6 +176,8 @@ pub struct App<S: Store> {
     pub background: Background,
     /// Turns for desired-config answers ([`crate::pace`]).
     pub pacer: Arc<crate::pace::Pacer>,
+    /// The log's budget for nodes' events ([`crate::logging::NodeEventLog`]).
+    pub node_event_log: crate::logging::NodeEventLog,
     /// Node credential hash → node name, kept up to date change by change after each commit
     /// (rebuilding it from the snapshot on every enrollment was O(fleet)); the snapshot's own
     /// `Fleet::credentials` is only read when the fleet is loaded.
@@ -241,6 +243,7 @@ impl<S: Store> App<S> {
             group_flush: Arc::new(tokio::sync::Mutex::new(())),
             background: Background::default(),
             pacer,
+            node_event_log: crate::logging::NodeEventLog::default(),
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             pool_index: Mutex::new(PoolIndex::default()),

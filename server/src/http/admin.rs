@@ -443,11 +443,10 @@ pub(super) async fn events<S: Store>(
     let f = app.snapshot();
     let mut items: Vec<EventView> = f
         .events
-        .values()
-        .rev()
-        .filter(|e| q.object.as_deref().is_none_or(|o| e.value.object == o))
+        .newest_first()
+        .filter(|e| q.object.as_deref().is_none_or(|o| e.object == o))
         .take(q.limit.unwrap_or(200))
-        .map(|e| views::event(&e.value))
+        .map(views::event)
         .collect();
     items.reverse();
     Ok(list(items))

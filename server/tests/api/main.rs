@@ -16,6 +16,7 @@ mod common;
 
 mod access;
 mod actions;
+mod events;
 mod firstboot_cache;
 mod firstboot_node;
 mod holds;

@@ -24,10 +24,10 @@ impl Drop for Server {
 
 /// Starts `cmd` (a `hearth-server` listening on 127.0.0.1:0) and reads the port from its first
 /// line of output; its stdout is drained from then on so that it never blocks on a full pipe.
+/// Its stderr (the log) is the test's unless `cmd` sends it elsewhere.
 pub fn spawn(mut cmd: Command) -> Server {
     let mut child = cmd
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .spawn()
         .expect("hearth-server starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();

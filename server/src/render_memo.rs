@@ -86,7 +86,9 @@ impl RenderMemo {
     }
 
     /// With a test hook: while `<gate>/hold` exists, every render first writes
-    /// `<gate>/rendering` and waits (so that a test can prove what goes on during a render).
+    /// `<gate>/rendering` and waits (so that a test can prove what goes on during a render);
+    /// a render that starts while `<gate>/pass` exists does not wait (so that a test can hold
+    /// one change and let a later one through).
     pub fn with_gate(mut self, gate: Option<PathBuf>) -> RenderMemo {
         self.gate = gate;
         self
@@ -184,7 +186,7 @@ impl RenderMemo {
         let Some(gate) = &self.gate else {
             return;
         };
-        if !gate.join("hold").exists() {
+        if !gate.join("hold").exists() || gate.join("pass").exists() {
             return;
         }
         let _ = std::fs::write(gate.join("rendering"), b"");

@@ -123,7 +123,11 @@ impl<S: Store> App<S> {
     ///
     /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
     /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
-    /// slots and FleetLock, which commit under that lock, never wait for a render.
+    /// slots and FleetLock, which commit under that lock, never wait for a render. Such changes
+    /// (applies, deletes, labels, holds, rollbacks) are made one after another in the order
+    /// they arrived (a fair lock held from the render to the commit): an apply that took longer
+    /// to render (or whose client hung up) cannot land after a later one and undo it. A dry run
+    /// commits nothing and takes no turn.
     pub async fn mutate<T>(
         &self,
         scope: Scope,
@@ -136,6 +140,11 @@ impl<S: Store> App<S> {
                 .await
                 .and_then(|o| o.ok_or_else(|| ApiError::internal("a rollout needed a render")));
         }
+        let _in_order = if dry_run {
+            None
+        } else {
+            Some(self.full_order.lock().await)
+        };
         let mut memo = RenderMemo::computing().with_gate(self.options.render_gate.clone());
         for _ in 0..RENDER_ATTEMPTS {
             let mut copy = (*self.snapshot()).clone();

@@ -1,5 +1,6 @@
 //! A client that hangs up during its change: the change is carried through all the same (it
-//! was read in full), so that it is never stored without being served, nor half done.
+//! was read in full), so that it is never stored without being served, nor half done; and it
+//! lands before a change that arrived after it, never on top of it.
 
 use super::*;
 
@@ -51,5 +52,57 @@ async fn an_apply_whose_client_hangs_up_during_its_render_lands() {
         requests_answered(&text, "POST", "/api/v1/manifests", 200),
         2,
         "{text}"
+    );
+}
+
+/// Two applies of the same MachineConfig: the first one's render takes long (held; its client
+/// hangs up, as an admin who presses Ctrl-C and applies again does), the second one's is quick.
+/// The second must be what stays: before, it was committed first, and the first one, finding the
+/// fleet changed, rendered again on top of it and undid it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_apply_that_renders_longer_does_not_undo_a_later_one() {
+    let g = Gated::start().await;
+    let api = g.api.clone();
+    let content = |api: Api| async move {
+        let mc = api.get("/api/v1/machineconfigs/10-a").await;
+        assert_eq!(mc.status, StatusCode::OK, "{}", mc.text);
+        mc.json["spec"]["config"]["storage"]["files"][0]["contents"]["source"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    g.hold();
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move { api.apply_text("a.yaml", &worker_mc("10-a", "first")).await })
+    };
+    g.rendering().await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    // The second apply's render is not held: it would be done at once.
+    g.pass();
+    let second = {
+        let api = api.clone();
+        tokio::spawn(async move { api.apply_text("a.yaml", &worker_mc("10-a", "second")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        content(api.clone()).await,
+        "data:,one",
+        "the second apply waits for the first one to land"
+    );
+    g.release();
+    let r = guarded("the second apply", second).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(content(api.clone()).await, "data:,second");
+    // And it stays so. The first apply was carried through before it (counted as answered,
+    // though its client is gone).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(content(api.clone()).await, "data:,second");
+    let text = api.get("/metrics").await.text;
+    assert_eq!(
+        requests_answered(&text, "POST", "/api/v1/manifests", 200),
+        3,
+        "the first apply (of Gated::start) and both of these: {text}"
     );
 }

@@ -86,6 +86,11 @@ impl Gated {
         wait_for_file(&self.gate.path().join("rendering")).await;
     }
 
+    /// Lets renders that start from now on through, while the held ones stay held.
+    fn pass(&self) {
+        std::fs::write(self.gate.path().join("pass"), b"").unwrap();
+    }
+
     /// Lets renders go on.
     fn release(&self) {
         std::fs::remove_file(self.gate.path().join("hold")).unwrap();

@@ -7,7 +7,10 @@
 //! `units/hearth-server.service`): a server whose runtime or reconcile loop hangs is restarted.
 
 use crate::event_log::{Class, Recorded};
+use crate::metrics::EventTypeLabels;
 use hearth_api::text::escape;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -42,6 +45,8 @@ pub const NODE_EVENTS_BURST: f64 = 1000.0;
 #[derive(Debug)]
 pub struct NodeEventLog {
     state: Mutex<Buckets>,
+    /// `hearth_server_node_events_not_logged_total`, by type.
+    not_logged: Family<EventTypeLabels, Counter>,
 }
 
 #[derive(Debug)]
@@ -63,15 +68,16 @@ fn bucket(class: Class) -> Option<usize> {
     }
 }
 
-impl Default for NodeEventLog {
-    fn default() -> Self {
-        NodeEventLog::new(Instant::now())
-    }
-}
+/// The label of a bucket's type.
+const TYPES: [&str; 2] = ["Normal", "Warning"];
 
 impl NodeEventLog {
-    /// Full buckets at `now`.
-    pub fn new(now: Instant) -> Self {
+    /// Full buckets at `now`, counting what they leave out in `not_logged`.
+    pub fn new(now: Instant, not_logged: Family<EventTypeLabels, Counter>) -> Self {
+        // Both series from the start (at 0), so that an alert on them has something to read.
+        for event_type in TYPES {
+            let _ = not_logged.get_or_create(&EventTypeLabels { event_type });
+        }
         NodeEventLog {
             state: Mutex::new(Buckets {
                 tokens: [NODE_EVENTS_BURST; 2],
@@ -79,6 +85,7 @@ impl NodeEventLog {
                 left_out: [0; 2],
                 last_said: now,
             }),
+            not_logged,
         }
     }
 
@@ -96,7 +103,15 @@ impl NodeEventLog {
         }
         let k = (b.tokens[i].floor() as usize).min(n);
         b.tokens[i] -= k as f64;
-        b.left_out[i] += (n - k) as u64 + left_out_before;
+        let left_out = (n - k) as u64 + left_out_before;
+        b.left_out[i] += left_out;
+        if left_out > 0 {
+            self.not_logged
+                .get_or_create(&EventTypeLabels {
+                    event_type: TYPES[i],
+                })
+                .inc_by(left_out);
+        }
         k
     }
 
@@ -178,7 +193,8 @@ mod tests {
     #[test]
     fn node_events_are_logged_at_a_bounded_rate_and_the_rest_counted() {
         let t0 = Instant::now();
-        let log = NodeEventLog::new(t0);
+        let counted = Family::<EventTypeLabels, Counter>::default();
+        let log = NodeEventLog::new(t0, counted.clone());
         let burst = NODE_EVENTS_BURST as usize;
         assert_eq!(log.admit(Class::Node, burst + 10, 5, t0), burst);
         assert_eq!(log.admit(Class::Fleet, 100_000, 0, t0), 100_000);
@@ -199,9 +215,14 @@ mod tests {
         assert_eq!(log.admit(Class::Node, 10 * burst, 0, later), burst);
         assert_eq!(log.admit(Class::Node, 1, 0, later), 0);
         assert_eq!(log.admit(Class::NodeWarning, burst + 1, 2, later), burst);
-        assert_eq!(
-            log.to_say(later),
-            Some([(10_000 - 2 * rate + 9 * burst + 1) as u64, 3])
-        );
+        let normal = (10_000 - 2 * rate + 9 * burst + 1) as u64;
+        assert_eq!(log.to_say(later), Some([normal, 3]));
+        // The metric counts all of them (15 said at t1 among them), and goes on counting.
+        let metric = |t| {
+            counted
+                .get_or_create(&EventTypeLabels { event_type: t })
+                .get()
+        };
+        assert_eq!((metric("Normal"), metric("Warning")), (15 + normal, 3));
     }
 }

@@ -52,6 +52,13 @@ const GROUP_BUCKETS: [f64; 12] = [
     1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
 ];
 
+/// The type of an event (`Normal`, `Warning`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventTypeLabels {
+    /// `Normal` or `Warning`.
+    pub event_type: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     pool: String,
@@ -68,6 +75,7 @@ pub struct Metrics {
     long_polls: Counter,
     desired_served: Counter,
     pace: crate::pace::PaceMetrics,
+    events_not_logged: Family<EventTypeLabels, Counter>,
     applies: Counter,
     commits: Counter,
     commit_stages: Family<StageLabels, Histogram, fn() -> Histogram>,
@@ -103,6 +111,7 @@ impl Default for Metrics {
             long_polls: Counter::default(),
             desired_served: Counter::default(),
             pace: crate::pace::PaceMetrics::default(),
+            events_not_logged: Family::default(),
             applies: Counter::default(),
             commits: Counter::default(),
             commit_stages: Family::new_with_constructor(commit_histogram),
@@ -149,6 +158,12 @@ impl Metrics {
     /// The pacer's own counters (shared: cheap clones of the same metrics).
     pub fn pace(&self) -> crate::pace::PaceMetrics {
         self.pace.clone()
+    }
+
+    /// The nodes' events the log left out, by type (shared with
+    /// [`crate::logging::NodeEventLog`]).
+    pub fn events_not_logged(&self) -> Family<EventTypeLabels, Counter> {
+        self.events_not_logged.clone()
     }
 
     /// An apply.
@@ -231,6 +246,11 @@ impl Metrics {
             "hearth_server_desired_turns_expired",
             "Turns of desired-config answers ended by their lease: the node was not heard from within 250 ms (agents that report only after applying)",
             self.pace.expired.clone(),
+        );
+        r.register(
+            "hearth_server_node_events_not_logged",
+            "Nodes' events not logged one by one (over the log's budget of 50 a second of each type, after a burst of 1,000); GET /api/v1/events lists the last 1,000 of each",
+            self.events_not_logged.clone(),
         );
         r.register(
             "hearth_server_applies",

@@ -125,6 +125,21 @@ async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_ar
         routine as u64 + left_out >= 2 * NODES as u64,
         "{routine} logged and {left_out} counted: {tail}"
     );
+    // The metric counts them too (also those not said yet).
+    let counted = metric(
+        &api,
+        r#"hearth_server_node_events_not_logged_total{event_type="Normal"}"#,
+    )
+    .await;
+    assert!(counted >= left_out && counted > 0, "{counted} < {left_out}");
+    assert_eq!(
+        metric(
+            &api,
+            r#"hearth_server_node_events_not_logged_total{event_type="Warning"}"#
+        )
+        .await,
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

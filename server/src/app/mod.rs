@@ -231,6 +231,10 @@ impl<S: Store> App<S> {
             options.pace_wait_limit,
             metrics.pace(),
         );
+        let node_event_log = crate::logging::NodeEventLog::new(
+            std::time::Instant::now(),
+            metrics.events_not_logged(),
+        );
         Ok(App {
             store,
             fleet: RwLock::new(Arc::new(fleet)),
@@ -247,7 +251,7 @@ impl<S: Store> App<S> {
             group_flush: Arc::new(tokio::sync::Mutex::new(())),
             background: Background::default(),
             pacer,
-            node_event_log: crate::logging::NodeEventLog::default(),
+            node_event_log,
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
             pool_index: Mutex::new(PoolIndex::default()),

@@ -2,21 +2,20 @@
 //! a node's warnings (`hearth get events`, `hearth describe`), also after a restart.
 
 use crate::common::*;
-use crate::rollout::worker_pool;
+use crate::rollout::{two_workers, TwoWorkers};
 use hearth_server::event_log::KEPT_PER_CLASS;
 use reqwest::StatusCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pools_event_and_a_nodes_warning_outlive_a_thousand_routine_node_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply_text("pool.yaml", &worker_pool(1, None)).await;
-    api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
-    let token = bootstrap_token(&s, "worker");
-    let w0 = api.enroll_done(&token, "w0").await;
-    let w1 = api.enroll_done(&token, "w1").await;
-    let config = w0.desired_name().await.unwrap();
+    let TwoWorkers {
+        dir,
+        s,
+        api,
+        w0,
+        w1,
+        first: config,
+    } = two_workers(1).await;
     let r = api
         .post("/api/v1/pools/worker/pause", &serde_json::json!({}))
         .await;

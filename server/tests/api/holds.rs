@@ -3,21 +3,20 @@
 //! is an event naming the admin.
 
 use crate::common::*;
-use crate::rollout::worker_pool;
+use crate::rollout::{two_workers, worker_pool, TwoWorkers};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_node_stays_on_its_config_until_unpinned() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply_text("pool.yaml", &worker_pool(2, None)).await;
-    api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
-    let token = bootstrap_token(&s, "worker");
-    let w0 = api.enroll_done(&token, "w0").await;
-    let w1 = api.enroll_done(&token, "w1").await;
-    let first = w0.desired_name().await.unwrap();
+    let TwoWorkers {
+        dir: _dir,
+        s,
+        api,
+        w0,
+        w1,
+        first,
+    } = two_workers(2).await;
 
     // Refusals name what is wrong: an unknown config, an unknown node, a node's own credential.
     let r = api

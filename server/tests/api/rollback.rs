@@ -3,21 +3,20 @@
 //! from, ended by the next change; each step an event.
 
 use crate::common::*;
-use crate::rollout::worker_pool;
+use crate::rollout::{two_workers, TwoWorkers};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_rolls_out_and_the_next_change_ends_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply_text("pool.yaml", &worker_pool(1, None)).await;
-    api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
-    let token = bootstrap_token(&s, "worker");
-    let w0 = api.enroll_done(&token, "w0").await;
-    let w1 = api.enroll_done(&token, "w1").await;
-    let first = w0.desired_name().await.unwrap();
+    let TwoWorkers {
+        dir: _dir,
+        s,
+        api,
+        w0,
+        w1,
+        first,
+    } = two_workers(1).await;
     // Nothing older to go back to.
     let r = api.post("/api/v1/pools/worker/rollback", &json!({})).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);

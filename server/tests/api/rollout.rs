@@ -291,6 +291,39 @@ async fn rendered_configs_in_use_are_never_collected() {
     s.shutdown().await;
 }
 
+/// A server with the worker pool (`maxUnavailable` as given), the MachineConfig `10-a` and two
+/// nodes `w0`, `w1` enrolled and `Done` in its first render.
+pub(crate) struct TwoWorkers {
+    pub dir: tempfile::TempDir,
+    pub s: hearth_server::serve::Running,
+    pub api: Api,
+    pub w0: Api,
+    pub w1: Api,
+    /// The rendered config both are `Done` in.
+    pub first: String,
+}
+
+pub(crate) async fn two_workers(max_unavailable: u32) -> TwoWorkers {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply_text("pool.yaml", &worker_pool(max_unavailable, None))
+        .await;
+    api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    let token = bootstrap_token(&s, "worker");
+    let w0 = api.enroll_done(&token, "w0").await;
+    let w1 = api.enroll_done(&token, "w1").await;
+    let first = w0.desired_name().await.unwrap();
+    TwoWorkers {
+        dir,
+        s,
+        api,
+        w0,
+        w1,
+        first,
+    }
+}
+
 pub(crate) fn worker_pool(max_unavailable: u32, on_degraded: Option<&str>) -> String {
     let annotations = on_degraded
         .map(|v| format!("  annotations:\n    hearth.io/on-degraded: {v}\n"))

@@ -12,14 +12,8 @@ async fn an_apply_whose_client_hangs_up_during_its_render_lands() {
 
     // An apply whose render is held; its client gives up meanwhile (the request's future is
     // dropped: reqwest closes the connection) and the server has time to notice.
-    g.hold();
-    let apply = {
-        let api = api.clone();
-        tokio::spawn(async move { api.apply_text("b.yaml", &worker_mc("20-b", "two")).await })
-    };
-    g.rendering().await;
-    apply.abort();
-    assert!(apply.await.unwrap_err().is_cancelled());
+    g.apply_held_then_hang_up("b.yaml", &worker_mc("20-b", "two"))
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         api.get("/api/v1/machineconfigs/20-b").await.status,
@@ -71,14 +65,8 @@ async fn an_earlier_apply_that_renders_longer_does_not_undo_a_later_one() {
             .unwrap()
             .to_string()
     };
-    g.hold();
-    let first = {
-        let api = api.clone();
-        tokio::spawn(async move { api.apply_text("a.yaml", &worker_mc("10-a", "first")).await })
-    };
-    g.rendering().await;
-    first.abort();
-    assert!(first.await.unwrap_err().is_cancelled());
+    g.apply_held_then_hang_up("a.yaml", &worker_mc("10-a", "first"))
+        .await;
     // The second apply's render is not held: it would be done at once.
     g.pass();
     let second = {

@@ -86,6 +86,19 @@ impl Gated {
         wait_for_file(&self.gate.path().join("rendering")).await;
     }
 
+    /// Holds renders, applies `text` as `file` and hangs up once its render is held (the
+    /// request's future is dropped: reqwest closes the connection).
+    async fn apply_held_then_hang_up(&self, file: &str, text: &str) {
+        self.hold();
+        let apply = {
+            let (api, file, text) = (self.api.clone(), file.to_string(), text.to_string());
+            tokio::spawn(async move { api.apply_text(&file, &text).await })
+        };
+        self.rendering().await;
+        apply.abort();
+        assert!(apply.await.unwrap_err().is_cancelled());
+    }
+
     /// Lets renders that start from now on through, while the held ones stay held.
     fn pass(&self) {
         std::fs::write(self.gate.path().join("pass"), b"").unwrap();

@@ -9,7 +9,7 @@
 use crate::event_log::EventLog;
 use crate::records::{
     EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, Record, RenderedRecord,
-    TokenRecord,
+    ReportRecord, TokenRecord,
 };
 use crate::store::{Expect, Kind, Op, Store, StoreError};
 use imbl::ordmap::DiffItem;
@@ -97,7 +97,7 @@ impl Fleet {
         let mut fleet = Fleet {
             mcs: load_kind(store, Kind::MachineConfig).await?,
             pools: load_kind(store, Kind::Pool).await?,
-            nodes: load_kind(store, Kind::Node).await?,
+            nodes: load_nodes(store).await?,
             rendered: load_kind(store, Kind::Rendered).await?,
             policies: load_kind(store, Kind::Policies).await?,
             tokens: load_kind(store, Kind::Token).await?,
@@ -148,7 +148,7 @@ impl Fleet {
         let mut ops = Vec::new();
         diff_kind(Kind::MachineConfig, &old.mcs, &self.mcs, &mut ops)?;
         diff_kind(Kind::Pool, &old.pools, &self.pools, &mut ops)?;
-        diff_kind(Kind::Node, &old.nodes, &self.nodes, &mut ops)?;
+        diff_nodes(&old.nodes, &self.nodes, &mut ops)?;
         diff_kind(Kind::Rendered, &old.rendered, &self.rendered, &mut ops)?;
         diff_kind(Kind::Policies, &old.policies, &self.policies, &mut ops)?;
         diff_kind(Kind::Token, &old.tokens, &self.tokens, &mut ops)?;
@@ -165,6 +165,9 @@ impl Fleet {
                     Kind::MachineConfig => stamp_one(&mut self.mcs, name, revision),
                     Kind::Pool => stamp_one(&mut self.pools, name, revision),
                     Kind::Node => stamp_one(&mut self.nodes, name, revision),
+                    Kind::Report => {
+                        update(&mut self.nodes, name, |n| n.report_revision = revision);
+                    }
                     Kind::Rendered => stamp_one(&mut self.rendered, name, revision),
                     Kind::Policies => stamp_one(&mut self.policies, name, revision),
                     Kind::Token => stamp_one(&mut self.tokens, name, revision),
@@ -174,6 +177,18 @@ impl Fleet {
         }
         self.revision = revision;
     }
+}
+
+/// The nodes, each with its last report (stored apart; a node document written before that
+/// carries its own, which a stored report replaces).
+async fn load_nodes<S: Store>(store: &S) -> Result<Map<NodeRecord>, StoreError> {
+    let mut nodes: Map<NodeRecord> = load_kind(store, Kind::Node).await?;
+    for (name, v) in store.list(Kind::Report).await? {
+        let r: ReportRecord = serde_json::from_slice(&v.value)
+            .map_err(|e| StoreError::Backend(format!("reports/{name} is unreadable: {e}")))?;
+        update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision));
+    }
+    Ok(nodes)
 }
 
 async fn load_kind<S: Store, T: Record>(store: &S, kind: Kind) -> Result<Map<T>, StoreError> {
@@ -236,6 +251,94 @@ pub(crate) fn diff_kind<T: Record>(
     Ok(())
 }
 
+/// [`diff_kind`] for nodes: a node's document and its report are two objects
+/// ([`NodeRecord::report`]), each written only when it changed; a node document from before
+/// reports were apart is written with its report, so that the report is not lost with it.
+fn diff_nodes(
+    old: &Map<NodeRecord>,
+    new: &Map<NodeRecord>,
+    ops: &mut Vec<Op>,
+) -> Result<(), StoreError> {
+    // The node's report as it is now: put, or deleted when it has none (any more).
+    let put_report = |name: &String, n: &NodeRecord, ops: &mut Vec<Op>| {
+        let Some(report) = &n.report else {
+            if n.report_revision != 0 {
+                ops.push(Op::Delete {
+                    kind: Kind::Report,
+                    name: name.clone(),
+                    expect: Expect::Any,
+                });
+            }
+            return Ok::<(), StoreError>(());
+        };
+        let doc = ReportRecord {
+            report: Arc::clone(report),
+            report_at: n.report_at,
+        };
+        ops.push(Op::Put {
+            kind: Kind::Report,
+            name: name.clone(),
+            value: encode(Kind::Report, name, &doc)?,
+            expect: match n.report_revision {
+                0 => Expect::Absent,
+                r => Expect::Revision(r),
+            },
+        });
+        Ok(())
+    };
+    for item in old.diff(new) {
+        match item {
+            DiffItem::Add(name, rec) => {
+                ops.push(Op::Put {
+                    kind: Kind::Node,
+                    name: name.clone(),
+                    value: encode(Kind::Node, name, &rec.value)?,
+                    expect: Expect::Absent,
+                });
+                put_report(name, &rec.value, ops)?;
+            }
+            DiffItem::Remove(name, o) => {
+                ops.push(Op::Delete {
+                    kind: Kind::Node,
+                    name: name.clone(),
+                    expect: Expect::Revision(o.mod_revision),
+                });
+                ops.push(Op::Delete {
+                    kind: Kind::Report,
+                    name: name.clone(),
+                    expect: Expect::Any,
+                });
+            }
+            DiffItem::Update {
+                old: (_, o),
+                new: (name, rec),
+            } => {
+                let document = !o.value.same_document(&rec.value);
+                if document {
+                    ops.push(Op::Put {
+                        kind: Kind::Node,
+                        name: name.clone(),
+                        value: encode(Kind::Node, name, &rec.value)?,
+                        expect: Expect::Revision(o.mod_revision),
+                    });
+                }
+                if !o.value.same_report(&rec.value) || (document && rec.value.report_revision == 0)
+                {
+                    put_report(name, &rec.value, ops)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A document as a store op's value.
+fn encode<T: serde::Serialize>(kind: Kind, name: &str, v: &T) -> Result<bytes::Bytes, StoreError> {
+    serde_json::to_vec(v)
+        .map(bytes::Bytes::from)
+        .map_err(|e| StoreError::Backend(format!("cannot encode {kind}/{name}: {e}")))
+}
+
 fn stamp_one<T: Clone>(map: &mut Map<T>, name: &str, revision: u64) {
     if let Some(rec) = map.get_mut(name) {
         let r = Arc::make_mut(rec);
@@ -282,32 +385,21 @@ mod tests {
     /// document is not written.
     #[test]
     fn the_diff_of_two_snapshots_is_what_changed() {
-        let mut old = Fleet::default();
+        let mut old: Map<u64> = Map::new();
         for i in 0..10_000u64 {
-            let n = NodeRecord {
-                name: format!("n{i:05}"),
-                created_at: i,
-                ..Default::default()
-            };
-            put(&mut old.nodes, &format!("n{i:05}"), n);
+            put(&mut old, &format!("n{i:05}"), i);
         }
-        stamp_one(&mut old.nodes, "n04242", 9);
+        stamp_one(&mut old, "n04242", 9);
         let mut new = old.clone();
-        update(&mut new.nodes, "n00007", |n| n.created_at = 1);
-        new.nodes.remove("n00100");
-        put(
-            &mut new.nodes,
-            "n99999",
-            NodeRecord {
-                name: "n99999".into(),
-                ..Default::default()
-            },
-        );
+        update(&mut new, "n00007", |n| *n = 1);
+        new.remove("n00100");
+        put(&mut new, "n99999", 5);
         // The same document in a new record, and a re-stamped one: no write.
-        let same = new.nodes["n00200"].value.clone();
-        put(&mut new.nodes, "n00200", same);
-        stamp_one(&mut new.nodes, "n00300", 5);
-        let ops = new.diff(&old).unwrap();
+        let same = new["n00200"].value;
+        put(&mut new, "n00200", same);
+        stamp_one(&mut new, "n00300", 5);
+        let mut ops = Vec::new();
+        diff_kind(Kind::Token, &old, &new, &mut ops).unwrap();
         let described: Vec<String> = ops
             .iter()
             .map(|op| match op {
@@ -323,6 +415,135 @@ mod tests {
                 "put n99999 Absent"
             ]
         );
-        assert!(old.diff(&old.clone()).unwrap().is_empty());
+        let mut none = Vec::new();
+        diff_kind(Kind::Token, &old, &old.clone(), &mut none).unwrap();
+        assert!(none.is_empty());
+    }
+
+    /// A node's report is an object of its own: a change of the report writes the report only,
+    /// a change of the node (an apply's desired config) the node only; both read back together
+    /// after a restart; a node document from before (its report inside) is read with it, and
+    /// written with its report apart the first time it changes; a deleted node takes its
+    /// report with it.
+    #[tokio::test]
+    async fn a_nodes_report_is_stored_apart_and_read_back_with_it() {
+        use crate::api::NodeState;
+        use crate::store::RedbStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(&dir.path().join("fleet.redb")).unwrap();
+        let kinds = |ops: &[Op]| -> Vec<String> {
+            ops.iter()
+                .map(|op| match op {
+                    Op::Put {
+                        kind, name, expect, ..
+                    } => format!("put {kind}/{name} {expect:?}"),
+                    Op::Delete { kind, name, .. } => format!("delete {kind}/{name}"),
+                })
+                .collect()
+        };
+        let commit = |old: Fleet, mut new: Fleet| {
+            let store = &store;
+            async move {
+                let ops = new.diff(&old).unwrap();
+                let revision = store.commit(ops.clone()).await.unwrap();
+                new.stamp(&ops, revision);
+                (new, kinds(&ops))
+            }
+        };
+        let status = |state: NodeState| -> Arc<crate::api::AgentStatus> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "state": state.as_str(), "current": "rendered-a", "desired": "rendered-a",
+                }))
+                .unwrap(),
+            )
+        };
+
+        // A node enrolls, then reports: the report alone is written.
+        let mut new = Fleet::default();
+        let n = NodeRecord {
+            name: "n1".into(),
+            desired: Some("rendered-a".into()),
+            ..Default::default()
+        };
+        put(&mut new.nodes, "n1", n);
+        let (f, ops) = commit(Fleet::default(), new).await;
+        assert_eq!(ops, ["put nodes/n1 Absent"]);
+        let mut new = f.clone();
+        update(&mut new.nodes, "n1", |n| {
+            n.report = Some(status(NodeState::Done));
+            n.report_at = Some(7);
+        });
+        let (f, ops) = commit(f, new).await;
+        assert_eq!(ops, ["put reports/n1 Absent"]);
+        let report_revision = f.nodes["n1"].value.report_revision;
+        assert_eq!(report_revision, f.revision);
+
+        // The node's desired config changes (an apply): the node alone; then a new report: the
+        // report alone, over its stored revision.
+        let mut new = f.clone();
+        update(&mut new.nodes, "n1", |n| {
+            n.desired = Some("rendered-b".into())
+        });
+        let (f, ops) = commit(f, new).await;
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert!(ops[0].starts_with("put nodes/n1 Revision("), "{ops:?}");
+        let mut new = f.clone();
+        update(&mut new.nodes, "n1", |n| {
+            n.report = Some(status(NodeState::Working));
+            n.report_at = Some(8);
+        });
+        let (f, ops) = commit(f, new).await;
+        assert_eq!(ops, [format!("put reports/n1 Revision({report_revision})")]);
+
+        // Read back: the node with its last report.
+        let loaded = Fleet::load(&store).await.unwrap();
+        let n = &loaded.nodes["n1"].value;
+        assert_eq!(n.desired.as_deref(), Some("rendered-b"));
+        assert_eq!(n.report.as_ref().unwrap().state, NodeState::Working);
+        assert_eq!(n.report_at, Some(8));
+        assert_eq!(n.report_revision, f.nodes["n1"].value.report_revision);
+        assert!(n.same_document(&f.nodes["n1"].value) && n.same_report(&f.nodes["n1"].value));
+
+        // A node document written before reports were apart: its report is read from it, and
+        // written apart (with the node) the first time the node changes.
+        let legacy = serde_json::json!({
+            "name": "n2", "createdAt": 1, "desired": "rendered-a",
+            "report": *status(NodeState::Done), "reportAt": 5,
+        });
+        store
+            .commit(vec![Op::Put {
+                kind: Kind::Node,
+                name: "n2".into(),
+                value: serde_json::to_vec(&legacy).unwrap().into(),
+                expect: Expect::Absent,
+            }])
+            .await
+            .unwrap();
+        let f = Fleet::load(&store).await.unwrap();
+        let n2 = &f.nodes["n2"].value;
+        assert_eq!(n2.report.as_ref().unwrap().state, NodeState::Done);
+        assert_eq!((n2.report_at, n2.report_revision), (Some(5), 0));
+        let mut new = f.clone();
+        update(&mut new.nodes, "n2", |n| {
+            n.desired = Some("rendered-b".into())
+        });
+        let (f, ops) = commit(f, new).await;
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert_eq!(ops[1], "put reports/n2 Absent");
+        let stored = store.get(Kind::Node, "n2").await.unwrap().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&stored.value).contains("report"),
+            "the node document no longer carries it"
+        );
+        let loaded = Fleet::load(&store).await.unwrap();
+        assert_eq!(loaded.nodes["n2"].value.report_at, Some(5));
+
+        // Deleted: the report goes with the node.
+        let mut new = f.clone();
+        new.nodes.remove("n1");
+        let (_, ops) = commit(f, new).await;
+        assert_eq!(ops[1], "delete reports/n1");
+        assert!(store.get(Kind::Report, "n1").await.unwrap().is_none());
     }
 }

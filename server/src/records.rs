@@ -222,12 +222,18 @@ pub struct NodeRecord {
     pub excluded: Option<Hold>,
     /// The last status report. Shared: the rollout and the pools' bookkeeping copy a node's
     /// record to change its target or desired config (at an apply, every node of the pool),
-    /// and the report (history, drift, actions) is most of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// and the report (history, drift, actions) is most of it. Stored apart, as a
+    /// [`ReportRecord`] (`reports/<node>`), so that a change to the node (an apply hands every
+    /// node of a pool its desired config) does not write its report again, nor a report the
+    /// node; read here from node documents written before that.
+    #[serde(default, skip_serializing)]
     pub report: Option<std::sync::Arc<AgentStatus>>,
-    /// When it arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When it arrived (stored with the report).
+    #[serde(default, skip_serializing)]
     pub report_at: Option<u64>,
+    /// The store revision of the node's [`ReportRecord`] (0: none stored yet). Not stored.
+    #[serde(skip)]
+    pub report_revision: u64,
     /// Holds a reboot slot since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot_slot: Option<u64>,
@@ -242,6 +248,78 @@ pub struct NodeRecord {
     /// An admin's one-off requests (`hearth node force`, `restore-file`; `app/requests.rs`).
     #[serde(default, skip_serializing_if = "NodeRequests::is_empty")]
     pub requests: NodeRequests,
+}
+
+/// A node's last status report, stored apart from the node ([`NodeRecord::report`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportRecord {
+    /// The report.
+    pub report: std::sync::Arc<AgentStatus>,
+    /// When it arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_at: Option<u64>,
+}
+
+impl NodeRecord {
+    /// Whether the stored documents of the node (all but its report) are the same.
+    pub fn same_document(&self, other: &NodeRecord) -> bool {
+        // Every field named, so that a new one cannot be forgotten here.
+        let NodeRecord {
+            name,
+            labels,
+            created_at,
+            credential_sha256,
+            enrolled_at,
+            pool,
+            target,
+            desired,
+            desired_at,
+            error,
+            pin,
+            excluded,
+            report: _,
+            report_at: _,
+            report_revision: _,
+            reboot_slot,
+            slot_holders,
+            waiting,
+            requests,
+        } = self;
+        *name == other.name
+            && *labels == other.labels
+            && *created_at == other.created_at
+            && *credential_sha256 == other.credential_sha256
+            && *enrolled_at == other.enrolled_at
+            && *pool == other.pool
+            && *target == other.target
+            && *desired == other.desired
+            && *desired_at == other.desired_at
+            && *error == other.error
+            && *pin == other.pin
+            && *excluded == other.excluded
+            && *reboot_slot == other.reboot_slot
+            && *slot_holders == other.slot_holders
+            && *waiting == other.waiting
+            && *requests == other.requests
+    }
+
+    /// Takes the report stored apart (at `revision`), in place of what the node document had.
+    pub fn take_report(&mut self, r: ReportRecord, revision: u64) {
+        self.report = Some(r.report);
+        self.report_at = r.report_at;
+        self.report_revision = revision;
+    }
+
+    /// Whether the reports (and their times) are the same (by pointer first).
+    pub fn same_report(&self, other: &NodeRecord) -> bool {
+        self.report_at == other.report_at
+            && match (&self.report, &other.report) {
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+                (None, None) => true,
+                _ => false,
+            }
+    }
 }
 
 /// A node's one-off requests: the pending ones and the last finished ones, by id.

@@ -26,8 +26,10 @@ pub enum Kind {
     MachineConfig,
     /// MachineConfigPools with their status.
     Pool,
-    /// Nodes: labels, credential hash, desired config, last report.
+    /// Nodes: labels, credential hash, desired config.
     Node,
+    /// Nodes' last status reports (name: the node's), apart from the nodes.
+    Report,
     /// Rendered configs (immutable, content-addressed).
     Rendered,
     /// Node-disruption policies (the MCO's `MachineConfiguration`).
@@ -40,10 +42,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::MachineConfig,
         Kind::Pool,
         Kind::Node,
+        Kind::Report,
         Kind::Rendered,
         Kind::Policies,
         Kind::Token,
@@ -56,6 +59,7 @@ impl Kind {
             Kind::MachineConfig => "machineconfigs",
             Kind::Pool => "pools",
             Kind::Node => "nodes",
+            Kind::Report => "reports",
             Kind::Rendered => "rendered",
             Kind::Policies => "policies",
             Kind::Token => "tokens",

@@ -81,9 +81,28 @@ async fn replicas_serve_one_fleet_and_the_controller_role_moves() {
     let node = api_b.enroll(&token, "worker-0", json!({})).await;
     let first = node.desired_name().await.expect("a desired config");
     node.report("Done", Some(&first), Some(&first), None).await;
-    eventually("A sees the node B enrolled", 60, || async {
-        let got = api_a.get("/api/v1/nodes").await;
-        got.status == StatusCode::OK && names(&got.json).contains(&"worker-0".to_string())
+    eventually(
+        "A sees the node B enrolled, with its report",
+        60,
+        || async {
+            let got = api_a.get("/api/v1/nodes/worker-0").await;
+            got.status == StatusCode::OK && got.json["status"]["state"] == "Done"
+        },
+    )
+    .await;
+    // After a change of the node (a label) through A, B still has its report (stored apart).
+    let r = api_a
+        .post(
+            "/api/v1/nodes/worker-0/labels",
+            &json!({"set": {"rack": "r1"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    eventually("B sees the label and keeps the report", 60, || async {
+        let got = api_b.get("/api/v1/nodes/worker-0").await;
+        got.status == StatusCode::OK
+            && got.json["metadata"]["labels"]["rack"] == "r1"
+            && got.json["status"]["state"] == "Done"
     })
     .await;
 

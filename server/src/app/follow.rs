@@ -13,8 +13,8 @@ use super::App;
 use crate::error::ApiError;
 use crate::etcd::changes::{Batch, Change, Link};
 use crate::etcd::session::{Role, SessionState};
-use crate::fleet::{Fleet, Map, Rec};
-use crate::records::{NodeRecord, Record};
+use crate::fleet::{update, Fleet, Map, Rec};
+use crate::records::{NodeRecord, Record, ReportRecord};
 use crate::store::{Kind, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +72,58 @@ fn apply_one<T: Record>(map: &mut Map<T>, c: &Change) -> bool {
                 }
             }
         }
+    }
+}
+
+/// A node's document: [`apply_one`], keeping the report the node had (stored apart, it comes as
+/// a change of its own), unless the new document carries one and no report was stored apart
+/// (written by a replica from before reports were apart).
+fn apply_node(map: &mut Map<NodeRecord>, c: &Change) -> bool {
+    let kept = map.get(&c.name).map(|r| {
+        (
+            r.value.report.clone(),
+            r.value.report_at,
+            r.value.report_revision,
+        )
+    });
+    let changed = apply_one(map, c);
+    if let (true, Some((report, report_at, revision))) = (changed, kept) {
+        update(map, &c.name, |n| {
+            if revision != 0 || n.report.is_none() {
+                n.report = report;
+                n.report_at = report_at;
+                n.report_revision = revision;
+            }
+        });
+    }
+    changed
+}
+
+/// A node's report: into its node's record, if newer than the one it has.
+fn apply_report(map: &mut Map<NodeRecord>, c: &Change) {
+    let Some(current) = map.get(&c.name).map(|r| r.value.report_revision) else {
+        return;
+    };
+    match &c.value {
+        None if current < c.revision => {
+            update(map, &c.name, |n| {
+                n.report = None;
+                n.report_at = None;
+                n.report_revision = 0;
+            });
+        }
+        None => {}
+        Some(v) if current < v.mod_revision => {
+            match serde_json::from_slice::<ReportRecord>(&v.value) {
+                Ok(r) => {
+                    update(map, &c.name, |n| n.take_report(r, v.mod_revision));
+                }
+                Err(e) => {
+                    tracing::error!(name = %c.name, error = %e, "a stored report written by another replica is unreadable; kept the previous one");
+                }
+            }
+        }
+        Some(_) => {}
     }
 }
 
@@ -152,11 +204,15 @@ impl<S: Store> App<S> {
         let old = self.snapshot();
         let mut new = (*old).clone();
         let (mut nodes, mut tokens) = (Vec::new(), Vec::new());
-        for c in changes {
+        // Nodes before reports: a report goes into its node's record.
+        let (reports, others): (Vec<&Change>, Vec<&Change>) =
+            changes.iter().partition(|c| c.kind == Kind::Report);
+        for c in others {
             let changed = match c.kind {
                 Kind::MachineConfig => apply_one(&mut new.mcs, c),
                 Kind::Pool => apply_one(&mut new.pools, c),
-                Kind::Node => apply_one(&mut new.nodes, c),
+                Kind::Node => apply_node(&mut new.nodes, c),
+                Kind::Report => false,
                 Kind::Rendered => apply_one(&mut new.rendered, c),
                 Kind::Policies => apply_one(&mut new.policies, c),
                 Kind::Token => apply_one(&mut new.tokens, c),
@@ -167,6 +223,9 @@ impl<S: Store> App<S> {
                 Kind::Token if changed => tokens.push(c.name.clone()),
                 _ => {}
             }
+        }
+        for c in reports {
+            apply_report(&mut new.nodes, c);
         }
         new.revision = new.revision.max(revision);
         self.publish(&old, Arc::new(new), &nodes, &tokens, revision);

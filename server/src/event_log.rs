@@ -8,9 +8,9 @@
 //!
 //! | class | what | stored as |
 //! |---|---|---|
-//! | fleet | every event whose object is not a node (pools, configs, admins' changes) | `events/f<seq>` |
-//! | node warnings | a node's `Warning` events (degraded, enrolled again, ...) | `events/w<seq>` |
-//! | node | a node's `Normal` events (desired config, working, done, slots) | `events/n<seq>` |
+//! | fleet | pools, configs, and every admin's change, also to a node (a pin, a label, a forced apply and its outcome) | `events/f<seq>` |
+//! | node warnings | a node's own warnings and the rollout's about it (degraded, enrolled again, no config) | `events/w<seq>` |
+//! | node | a node's own routine events and the rollout's about it (desired config, working, done, slots) | `events/n<seq>` |
 //!
 //! `<seq>` is one sequence for all classes (16 digits), so the classes merge back into one
 //! timeline. Events stored before classes (names of digits only) count as fleet events until
@@ -61,6 +61,26 @@ impl Recorded {
     }
 }
 
+/// The reasons of the events a node makes (its states, its enrollment, its reboot slots) and
+/// the rollout makes about it (its desired config, its wait for a window, no pool for it):
+/// many per apply to a large pool. Any other event about a node is an admin's change (a pin,
+/// an exclusion, a label, a reset credential, a forced apply or a restored file) or its
+/// outcome: audited, kept and logged as the fleet's.
+pub const NODE_REASONS: [&str; 12] = [
+    "Done",
+    "Working",
+    "Degraded",
+    "Unreconcilable",
+    "Rebooting",
+    "Trial",
+    "Enrolled",
+    "DesiredChanged",
+    "RebootSlotAcquired",
+    "RebootSlotReleased",
+    "WaitingForMaintenanceWindow",
+    "NoConfig",
+];
+
 /// The classes of events, each kept apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -75,9 +95,11 @@ pub enum Class {
 impl Class {
     const ALL: [Class; 3] = [Class::Fleet, Class::NodeWarning, Class::Node];
 
-    /// The class of an event.
+    /// The class of an event: a node's by what it is about (its object) and who made it (its
+    /// reason: the node itself or the rollout, [`NODE_REASONS`]); the rest, the fleet's.
     pub fn of(e: &EventRecord) -> Class {
-        match (e.object.starts_with("Node/"), e.kind == "Warning") {
+        let by_node = e.object.starts_with("Node/") && NODE_REASONS.contains(&e.reason.as_str());
+        match (by_node, e.kind == "Warning") {
             (false, _) => Class::Fleet,
             (true, true) => Class::NodeWarning,
             (true, false) => Class::Node,
@@ -216,7 +238,9 @@ impl EventLog {
         &mut self.classes[Class::of_name(name).index()]
     }
 
-    /// The store ops that turn `old` into `self` (see [`crate::fleet::Fleet::diff`]).
+    /// The store ops that turn `old` into `self` (see [`crate::fleet::Fleet::diff`]). Class by
+    /// class: a stored name's class follows from the name ([`Class::of_name`]), so no name is
+    /// in two classes and no commit puts and deletes the same key.
     pub fn diff(&self, old: &EventLog, ops: &mut Vec<Op>) -> Result<(), StoreError> {
         for class in Class::ALL {
             let i = class.index();
@@ -306,6 +330,41 @@ mod tests {
             1,
             "a new count per change"
         );
+    }
+
+    /// An admin's change to a node (and its outcome) is the fleet's: kept and logged as such;
+    /// a node's states and the rollout's events about it are the node's; every state counts.
+    #[test]
+    fn an_admins_change_to_a_node_is_the_fleets() {
+        let on = |reason: &str, warning: bool| {
+            let e = EventRecord::normal(1, "Node/n1".into(), reason, String::new());
+            Class::of(&if warning {
+                EventRecord {
+                    kind: "Warning".into(),
+                    ..e
+                }
+            } else {
+                e
+            })
+        };
+        for admin in [
+            "Pinned",
+            "Labeled",
+            "ForceRequested",
+            "ForceDone",
+            "Deleted",
+        ] {
+            assert_eq!(on(admin, false), Class::Fleet, "{admin}");
+        }
+        for admin in ["Excluded", "CredentialReset"] {
+            assert_eq!(on(admin, true), Class::Fleet, "{admin}");
+        }
+        assert_eq!(on("DesiredChanged", false), Class::Node);
+        assert_eq!(on("Degraded", true), Class::NodeWarning);
+        assert_eq!(on("Enrolled", true), Class::NodeWarning, "enrolled again");
+        for s in crate::api::NodeState::ALL {
+            assert!(NODE_REASONS.contains(&s.as_str()), "{s:?}");
+        }
     }
 
     /// An interleaved batch keeps the global order; events stored before classes (digits

@@ -97,7 +97,7 @@ impl NodeEventLog {
         };
         let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
-        b.refilled = now;
+        b.refilled = b.refilled.max(now);
         for t in &mut b.tokens {
             *t = (*t + elapsed * NODE_EVENTS_PER_SECOND).min(NODE_EVENTS_BURST);
         }
@@ -116,26 +116,34 @@ impl NodeEventLog {
     }
 
     /// How many `Normal` and `Warning` events were left out since it was last said, if any and
-    /// if it was said more than a second before `now` (then it counts as said).
-    pub fn to_say(&self, now: Instant) -> Option<[u64; 2]> {
+    /// if it was said at least `every` before `now` (then it counts as said).
+    pub fn to_say(&self, now: Instant, every: Duration) -> Option<[u64; 2]> {
         let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if b.left_out == [0; 2]
-            || now.saturating_duration_since(b.last_said) < Duration::from_secs(1)
-        {
+        if b.left_out == [0; 2] || now.saturating_duration_since(b.last_said) < every {
             return None;
         }
         b.last_said = now;
         Some(std::mem::take(&mut b.left_out))
     }
 
-    /// Logs the line saying how many node events were left out, when it is due.
+    /// Logs the line saying how many node events were left out, when it is due (once a second
+    /// at most).
     pub fn say_left_out(&self, now: Instant) {
-        if let Some([normal, warning]) = self.to_say(now) {
+        self.say(now, Duration::from_secs(1));
+    }
+
+    /// Logs the line saying how many node events were left out, if any (the server stops).
+    pub fn say_left_out_now(&self) {
+        self.say(Instant::now(), Duration::ZERO);
+    }
+
+    fn say(&self, now: Instant, every: Duration) {
+        if let Some([normal, warning]) = self.to_say(now, every) {
             tracing::warn!(
                 MESSAGE_ID = MSG_EVENTS_NOT_LOGGED,
                 NORMAL = normal,
                 WARNING = warning,
-                "node events not logged one by one (over {NODE_EVENTS_PER_SECOND} of a type a second): {normal} Normal, {warning} Warning; `hearth get events` lists the last {} of each",
+                "node events not logged one by one (over a burst of {NODE_EVENTS_BURST}, then {NODE_EVENTS_PER_SECOND} of a type a second): {normal} Normal, {warning} Warning; `hearth get events` lists the last {} of each",
                 crate::event_log::KEPT_PER_CLASS
             );
         }
@@ -192,6 +200,7 @@ mod tests {
     /// never held back; what it leaves out is counted, and said at most once a second.
     #[test]
     fn node_events_are_logged_at_a_bounded_rate_and_the_rest_counted() {
+        const SECOND: Duration = Duration::from_secs(1);
         let t0 = Instant::now();
         let counted = Family::<EventTypeLabels, Counter>::default();
         let log = NodeEventLog::new(t0, counted.clone());
@@ -203,10 +212,14 @@ mod tests {
             3,
             "routine events do not spend the warnings' budget"
         );
-        assert_eq!(log.to_say(t0), None, "said at most once a second");
+        assert_eq!(log.to_say(t0, SECOND), None, "said at most once a second");
         let t1 = t0 + Duration::from_secs(2);
-        assert_eq!(log.to_say(t1), Some([15, 0]));
-        assert_eq!(log.to_say(t1 + Duration::from_secs(5)), None, "nothing new");
+        assert_eq!(log.to_say(t1, SECOND), Some([15, 0]));
+        assert_eq!(
+            log.to_say(t1 + Duration::from_secs(5), SECOND),
+            None,
+            "nothing new"
+        );
         // Two seconds refill twice the rate (from the state at t0, all spent).
         let rate = NODE_EVENTS_PER_SECOND as usize;
         assert_eq!(log.admit(Class::Node, 10_000, 0, t1), 2 * rate);
@@ -216,13 +229,16 @@ mod tests {
         assert_eq!(log.admit(Class::Node, 1, 0, later), 0);
         assert_eq!(log.admit(Class::NodeWarning, burst + 1, 2, later), burst);
         let normal = (10_000 - 2 * rate + 9 * burst + 1) as u64;
-        assert_eq!(log.to_say(later), Some([normal, 3]));
+        assert_eq!(log.to_say(later, SECOND), Some([normal, 3]));
+        // Before the server stops: said at once.
+        assert_eq!(log.admit(Class::Node, 1, 0, later), 0);
+        assert_eq!(log.to_say(later, Duration::ZERO), Some([1, 0]));
         // The metric counts all of them (15 said at t1 among them), and goes on counting.
         let metric = |t| {
             counted
                 .get_or_create(&EventTypeLabels { event_type: t })
                 .get()
         };
-        assert_eq!((metric("Normal"), metric("Warning")), (15 + normal, 3));
+        assert_eq!((metric("Normal"), metric("Warning")), (15 + normal + 1, 3));
     }
 }

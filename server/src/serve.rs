@@ -220,7 +220,11 @@ pub async fn start(config: Config) -> Result<Running> {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => {
+                        // What the log left out since it last said so, before it stops.
+                        app.node_event_log.say_left_out_now();
+                        return;
+                    }
                     _ = tokio::time::sleep(every) => {
                         // An apply to a large pool makes every agent's long-poll answer and
                         // both its reports at once: tens of thousands of short-lived buffers

@@ -131,7 +131,12 @@ async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_ar
         r#"hearth_server_node_events_not_logged_total{event_type="Normal"}"#,
     )
     .await;
-    assert!(counted >= left_out && counted > 0, "{counted} < {left_out}");
+    assert!(counted >= left_out, "{counted} < {left_out}");
+    // The apply alone made more routine events than a change keeps aside for the log.
+    assert!(
+        counted >= (NODES - hearth_server::event_log::NODE_KEPT_ASIDE) as u64,
+        "{counted} counted"
+    );
     assert_eq!(
         metric(
             &api,

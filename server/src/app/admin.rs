@@ -29,6 +29,13 @@ impl<S: Store> App<S> {
         dry_run: bool,
         by: Option<&str>,
     ) -> Result<ApplyOutcome, ApiError> {
+        // An admin's change waits for the ones that arrived before it (a dry run changes
+        // nothing and does not wait).
+        let _turn = if dry_run {
+            None
+        } else {
+            Some(self.admin_turn().await)
+        };
         // Reading and validating is linear but can be long for big manifests: on a blocking
         // thread, so that it holds up no request of anyone else.
         let owned = files.to_vec();
@@ -64,6 +71,7 @@ impl<S: Store> App<S> {
 
     /// Deletes a MachineConfig.
     pub async fn delete_machine_config(&self, name: &str) -> Result<(), ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Full, false, |fleet, t| {
             if fleet.mcs.remove(name).is_none() {
                 return Err(ApiError::not_found(format!(
@@ -83,6 +91,7 @@ impl<S: Store> App<S> {
 
     /// Deletes a pool (a built-in pool goes back to its built-in definition).
     pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+        let _turn = self.admin_turn().await;
         let what = self.delete_pool_record(name).await?;
         if what == "deleted" {
             // Its bootstrap token went with it: so does the token's file.
@@ -140,6 +149,7 @@ impl<S: Store> App<S> {
 
     /// Deletes a node (its credential stops working).
     pub async fn delete_node(&self, name: &str) -> Result<(), ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Full, false, |fleet, t| {
             fleet
                 .tokens
@@ -162,6 +172,7 @@ impl<S: Store> App<S> {
     /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
     /// its labels, status and reboot slot.
     pub async fn reset_credential(&self, name: &str) -> Result<bool, ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Rollout, false, |fleet, t| {
             let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
                 return Err(ApiError::not_found(format!("node {name:?} not found")));
@@ -189,6 +200,7 @@ impl<S: Store> App<S> {
         remove: &[String],
         overwrite: bool,
     ) -> Result<BTreeMap<String, String>, ApiError> {
+        let _turn = self.admin_turn().await;
         for k in set.keys().chain(remove.iter()) {
             if k.is_empty() || k.contains(char::is_whitespace) {
                 return Err(ApiError::bad_request(format!("invalid label key {k:?}")));
@@ -228,6 +240,7 @@ impl<S: Store> App<S> {
 
     /// Pauses or resumes a pool's rollouts.
     pub async fn set_paused(&self, pool: &str, paused: bool) -> Result<bool, ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Rollout, false, |fleet, t| {
             let Some(p) = fleet.pools.get(pool) else {
                 return Err(ApiError::not_found(format!(
@@ -259,6 +272,7 @@ impl<S: Store> App<S> {
         pool: &str,
         ttl: Option<Duration>,
     ) -> Result<(String, Option<u64>), ApiError> {
+        let _turn = self.admin_turn().await;
         let token =
             pki::new_token(pki::BOOTSTRAP_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
         let hash = pki::token_hash(&token);

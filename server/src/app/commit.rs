@@ -21,6 +21,17 @@ use tokio::sync::oneshot;
 const SHARED_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<S: Store> App<S> {
+    /// An admin's turn: every change an admin makes (an apply, a delete, a label, a pause, a
+    /// hold, a rollback, a request, a token) takes it before it reads its manifests or renders
+    /// and keeps it until it is committed, so admins' changes land in the order they arrived (a
+    /// fair lock: first come, first served). Without it an apply that took longer to read or
+    /// render (a larger one, or one whose client hung up and whose change goes on) was
+    /// committed after a later change and undid it: a pause, or the apply that corrected it.
+    /// Nodes' requests (enrollments, reports, slots) and the tick take no turn.
+    pub(super) async fn admin_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.admin_order.lock().await
+    }
+
     /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
     /// waits on.
     pub(super) fn notify_nodes(&self, nodes: Option<&[String]>) {
@@ -123,11 +134,8 @@ impl<S: Store> App<S> {
     ///
     /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
     /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
-    /// slots and FleetLock, which commit under that lock, never wait for a render. Such changes
-    /// (applies, deletes, labels, holds, rollbacks) are made one after another in the order
-    /// they arrived (a fair lock held from the render to the commit): an apply that took longer
-    /// to render (or whose client hung up) cannot land after a later one and undo it. A dry run
-    /// commits nothing and takes no turn.
+    /// slots and FleetLock, which commit under that lock, never wait for a render. (Admins'
+    /// changes also wait for their turn: [`App::admin_turn`].)
     pub async fn mutate<T>(
         &self,
         scope: Scope,
@@ -140,11 +148,6 @@ impl<S: Store> App<S> {
                 .await
                 .and_then(|o| o.ok_or_else(|| ApiError::internal("a rollout needed a render")));
         }
-        let _in_order = if dry_run {
-            None
-        } else {
-            Some(self.full_order.lock().await)
-        };
         let mut memo = RenderMemo::computing().with_gate(self.options.render_gate.clone());
         for _ in 0..RENDER_ATTEMPTS {
             let mut copy = (*self.snapshot()).clone();

@@ -32,6 +32,7 @@ impl<S: Store> App<S> {
         change: HoldChange,
         by: &str,
     ) -> Result<HoldAnswer, ApiError> {
+        let _turn = self.admin_turn().await;
         // A pin changes the node's target: a full reconcile; the others only the rollout.
         let scope = match change {
             HoldChange::Pin(_) | HoldChange::Unpin => Scope::Full,

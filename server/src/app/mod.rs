@@ -156,9 +156,8 @@ pub struct App<S: Store> {
     store: S,
     fleet: RwLock<Arc<Fleet>>,
     write: tokio::sync::Mutex<()>,
-    /// Held by a change that needs a render from its render to its commit, so that such changes
-    /// land in the order they arrived (tokio's mutex is fair: first come, first served).
-    full_order: tokio::sync::Mutex<()>,
+    /// Admins' changes in the order they arrived ([`App::admin_turn`]; tokio's mutex is fair).
+    admin_order: tokio::sync::Mutex<()>,
     desired_tx: watch::Sender<u64>,
     /// Options.
     pub options: Options,
@@ -239,7 +238,7 @@ impl<S: Store> App<S> {
             store,
             fleet: RwLock::new(Arc::new(fleet)),
             write: tokio::sync::Mutex::new(()),
-            full_order: tokio::sync::Mutex::new(()),
+            admin_order: tokio::sync::Mutex::new(()),
             desired_tx,
             options,
             ca_pem,

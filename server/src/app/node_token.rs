@@ -28,6 +28,7 @@ impl<S: Store> App<S> {
         ttl: Option<Duration>,
         by: &str,
     ) -> Result<(String, Option<u64>), ApiError> {
+        let _turn = self.admin_turn().await;
         if let Some(msg) = check_object_name(node) {
             return Err(ApiError::bad_request(format!("node: {msg}")));
         }

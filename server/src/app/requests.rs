@@ -60,6 +60,7 @@ impl<S: Store> App<S> {
         path: Option<String>,
         by: &str,
     ) -> Result<RequestAnswer, ApiError> {
+        let _turn = self.admin_turn().await;
         if let Some(p) = &path {
             if p.len() > MAX_REQUEST_PATH || !p.starts_with('/') || p.contains('\0') {
                 return Err(ApiError::bad_request(format!(

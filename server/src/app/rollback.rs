@@ -14,6 +14,7 @@ impl<S: Store> App<S> {
     /// Rolls pool `name` back to the rendered config before its current target (by when the
     /// server first stored them) on behalf of `by`. Again while rolled back: one further back.
     pub async fn rollback_pool(&self, name: &str, by: &str) -> Result<RollbackAnswer, ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Full, false, |fleet, t| {
             let Some(pool) = fleet.pools.get(name).map(|p| p.value.clone()) else {
                 return Err(ApiError::not_found(format!("pool {name:?} not found")));

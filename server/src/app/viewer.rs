@@ -25,6 +25,7 @@ impl<S: Store> App<S> {
         ttl: Option<Duration>,
         by: &str,
     ) -> Result<(String, String, Option<u64>), ApiError> {
+        let _turn = self.admin_turn().await;
         let token = pki::new_token(VIEWER_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
         let hash = pki::token_hash(&token);
         // The name shows the token's first hex digits, as a key id: enough to tell them apart.
@@ -67,6 +68,7 @@ impl<S: Store> App<S> {
 
     /// Revokes the viewer token `name`.
     pub async fn delete_viewer_token(&self, name: &str, by: &str) -> Result<(), ApiError> {
+        let _turn = self.admin_turn().await;
         self.mutate(Scope::Rollout, false, |fleet, t| {
             let is_viewer = fleet
                 .tokens

@@ -94,3 +94,30 @@ async fn an_earlier_apply_that_renders_longer_does_not_undo_a_later_one() {
         "the first apply (of Gated::start) and both of these: {text}"
     );
 }
+
+/// An admin's change that needs no render (a pause) after an apply whose render takes long (and
+/// whose client hung up): the pause waits for the apply, and the apply (its pool manifest says
+/// nothing of pausing) does not undo it. Before, the pause was committed first and the apply,
+/// landing later, resumed the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_after_an_apply_that_renders_longer_is_not_undone_by_it() {
+    let g = Gated::start().await;
+    let api = g.api.clone();
+    let pool_yaml = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/worker: \"\"\n  maxUnavailable: 2\n";
+    g.apply_held_then_hang_up("pool.yaml", pool_yaml).await;
+    let pause = {
+        let api = api.clone();
+        tokio::spawn(async move { api.post("/api/v1/pools/worker/pause", &json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !pause.is_finished(),
+        "the pause waits for the apply before it"
+    );
+    g.release();
+    let r = guarded("the pause", pause).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let p = pool(&api, "worker").await;
+    assert_eq!(p["spec"]["paused"], true, "{p}");
+    assert_eq!(p["spec"]["maxUnavailable"], 2, "the apply landed too: {p}");
+}

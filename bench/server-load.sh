@@ -23,7 +23,8 @@
 # of a fleet between changes), MAX_UNAVAILABLE (the worker pool's, default 100%: the apply
 # reaches every agent at once), SERVER_ARGS (more arguments for hearth-server, e.g.
 # "--desired-answers-at-once 0"), APPLY_MS (how long each simulated agent takes to apply the
-# apply's config, between its Working and Done reports; default 0).
+# apply's config, between its Working and Done reports; default 0), HISTORY (history items in
+# each status report, up to 50 as a real agent sends; default 0).
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -87,6 +88,7 @@ echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
     ${SOURCES:+--source-addresses "$SOURCES"} ${PER_CONN:+--agents-per-connection "$PER_CONN"} \
     ${STEADY:+--steady "$STEADY"} \
     ${APPLY_MS:+--apply-ms "$APPLY_MS"} \
+    ${HISTORY:+--history "$HISTORY"} \
     --json >"$OUT/agents.json"
 python3 - "$OUT/agents.json" <<'EOF'
 import json, sys

@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) wait: u64,
     /// How long an agent takes to apply the apply's config (`--apply-ms`).
     pub(crate) apply_time: Duration,
+    /// History items in each report.
+    pub(crate) history: usize,
     /// The first configs the agents received.
     pub(crate) firsts: Mutex<HashSet<String>>,
 }
@@ -50,12 +52,34 @@ impl Shared {
             done_count: AtomicUsize::new(0),
             wait,
             apply_time: Duration::ZERO,
+            history: 0,
             firsts: Mutex::new(HashSet::new()),
         }
     }
 }
 
-pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str) -> Vec<u8> {
+/// A status report; with `history` items of history, as a real agent's carries (its newest 50).
+pub(crate) fn status_doc(
+    state: NodeState,
+    current: Option<&str>,
+    desired: &str,
+    history: usize,
+) -> Vec<u8> {
+    let history = (0..history)
+        .map(|i| hearth_api::HistoryItem {
+            time: format!("2026-11-25T09:{:02}:{:02}Z", i / 60 % 60, i % 60),
+            state: if i % 2 == 0 {
+                NodeState::Working
+            } else {
+                NodeState::Done
+            },
+            reason: Some(format!(
+                "step {} of 7 (write file /etc/hearth-loadgen/{i}.conf)",
+                i % 7 + 1
+            )),
+            desired: Some(desired.to_string()),
+        })
+        .collect();
     serde_json::to_vec(&AgentStatus {
         api_version: Some(hearth_api::HEARTH_API_VERSION.into()),
         kind: Some("AgentStatus".into()),
@@ -67,7 +91,7 @@ pub(crate) fn status_doc(state: NodeState, current: Option<&str>, desired: &str)
         pending_reboot: false,
         progress: None,
         drift: Vec::new(),
-        history: Vec::new(),
+        history,
         requests_done: 0,
         request_results: Vec::new(),
         actions: Vec::new(),
@@ -226,7 +250,7 @@ pub(crate) async fn agent(
                 shared.stats.count("long-polls answered 304 after wait");
                 // hearth-agent reports at every turn, a change or not.
                 if let Some(c) = &current {
-                    let doc = status_doc(NodeState::Done, Some(c), c);
+                    let doc = status_doc(NodeState::Done, Some(c), c, shared.history);
                     if let Err(f) = report(&mut conn, &shared, &cred, doc, Phase::Turn).await {
                         shared.stats.error("status report", &f);
                         broken = true;
@@ -278,7 +302,12 @@ pub(crate) async fn agent(
                 &mut conn,
                 &shared,
                 &cred,
-                status_doc(NodeState::Working, current.as_deref(), &name),
+                status_doc(
+                    NodeState::Working,
+                    current.as_deref(),
+                    &name,
+                    shared.history,
+                ),
                 phase,
             )
             .await?;
@@ -289,7 +318,7 @@ pub(crate) async fn agent(
                 &mut conn,
                 &shared,
                 &cred,
-                status_doc(NodeState::Done, Some(&name), &name),
+                status_doc(NodeState::Done, Some(&name), &name, shared.history),
                 phase,
             )
             .await
@@ -361,6 +390,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let token = Arc::new(secret(&a.bootstrap_token)?);
     let shared = Arc::new(Shared {
         apply_time: Duration::from_millis(a.apply_ms),
+        history: usize::from(a.history),
         ..Shared::new(a.wait)
     });
     let mem_start = mem_sum_json(&a.server_pid);

@@ -71,6 +71,10 @@ pub(crate) struct AgentsArgs {
     /// default, applies in no time.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub(crate) apply_ms: u64,
+    /// History items in each status report (a real agent sends its newest 50, some 5 KiB): 0,
+    /// the default, sends none.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=50))]
+    pub(crate) history: u16,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,

@@ -217,6 +217,11 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+/// redb's page cache. Its default, 1 GiB, fills with every page a commit writes; but the server
+/// reads the store only when it starts (every read is answered from the fleet in memory,
+/// `crate::fleet`), so the cache only holds the B-tree pages a commit walks to write.
+const CACHE_BYTES: usize = 32 << 20;
+
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION_KEY: &str = "revision";
@@ -292,9 +297,12 @@ impl RedbStore {
                     ))
                 })?;
         }
-        let db = Database::create(path).map_err(|e| {
-            StoreError::Backend(format!("cannot open the database {}: {e}", path.display()))
-        })?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| {
+                StoreError::Backend(format!("cannot open the database {}: {e}", path.display()))
+            })?;
         let txn = db.begin_write().map_err(backend)?;
         let revision = {
             txn.open_table(OBJECTS).map_err(backend)?;

@@ -210,6 +210,33 @@ fn selectors_no_headers_events_and_a_halted_rollout() {
         "{out}"
     );
     assert_eq!(columns(&out, "worker-0")[1], "Degraded", "{out}");
+    // Only what went wrong: the node's Degraded event, no routine one.
+    let warnings = env.ok(&["get", "events", "--type", "warning", "--no-headers"]);
+    assert!(
+        !warnings.is_empty()
+            && warnings
+                .lines()
+                .all(|l| l.split_whitespace().nth(1) == Some("Warning")),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("Degraded") && warnings.contains("Node/worker-0"),
+        "{warnings}"
+    );
+    let normal = env.ok(&[
+        "get",
+        "events",
+        "--type",
+        "Normal",
+        "--for",
+        "node/worker-0",
+    ]);
+    assert!(
+        normal.contains("Enrolled") && !normal.contains("Degraded"),
+        "{normal}"
+    );
+    let (code, _, err) = exit_code(&env, &["get", "nodes", "--type", "warning"]);
+    assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = exit_code(
         &env,
         &["rollout", "status", "worker", "--watch", "--timeout", "10"],

@@ -69,6 +69,10 @@ pub struct GetArgs {
     /// Events: only those of one object, `node/NAME` or `pool/NAME` (`mcp/NAME`).
     #[arg(long = "for", value_name = "KIND/NAME")]
     for_object: Option<String>,
+    /// Events: only those of one type (`warning` lists what went wrong: degraded nodes,
+    /// halted rollouts, failed renders, admins' exclusions).
+    #[arg(long = "type", value_enum, value_name = "TYPE", ignore_case = true)]
+    event_type: Option<EventType>,
     /// Tables: leave out the header line.
     #[arg(long)]
     no_headers: bool,
@@ -78,6 +82,24 @@ pub struct GetArgs {
     watch: bool,
     #[command(flatten)]
     conn: Conn,
+}
+
+/// The type of an event (`--type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EventType {
+    /// Routine.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
 }
 
 /// The `involvedObject` of `--for`: `node/worker-0` is `Node/worker-0`.
@@ -121,6 +143,9 @@ fn check(a: &GetArgs) -> Result<(), Usage> {
     if !events && a.for_object.is_some() {
         return Err(Usage("--for applies to `get events` only".into()));
     }
+    if !events && a.event_type.is_some() {
+        return Err(Usage("--type applies to `get events` only".into()));
+    }
     if a.watch && matches!(a.output, Some(Output::Json | Output::Yaml)) {
         return Err(Usage(
             "-w prints table rows (or names): it does not go with -o json or -o yaml".into(),
@@ -133,9 +158,17 @@ fn check(a: &GetArgs) -> Result<(), Usage> {
 pub(super) fn fetch(c: &Client, a: &GetArgs, sel: &Selector) -> anyhow::Result<Vec<Value>> {
     let mut objects = match (a.kind.object_kind(), &a.name) {
         (None, _) => {
-            let path = match &a.for_object {
-                Some(f) => format!("/api/v1/events?object={}", enc(&event_object(f)?)),
-                None => "/api/v1/events".into(),
+            let mut query = Vec::new();
+            if let Some(f) = &a.for_object {
+                query.push(format!("object={}", enc(&event_object(f)?)));
+            }
+            if let Some(t) = a.event_type {
+                query.push(format!("type={}", t.as_str()));
+            }
+            let path = if query.is_empty() {
+                "/api/v1/events".to_string()
+            } else {
+                format!("/api/v1/events?{}", query.join("&"))
             };
             items(&c.get(&path)?)
         }

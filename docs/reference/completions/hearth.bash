@@ -437,7 +437,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__get)
-            opts="-o -l -w -h --output --selector --for --no-headers --watch --server --ca --token --client-cert --client-key --help mc mcp node events"
+            opts="-o -l -w -h --output --selector --for --type --no-headers --watch --server --ca --token --client-cert --client-key --help mc mcp node events"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -461,6 +461,10 @@ _hearth() {
                     ;;
                 --for)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --type)
+                    COMPREPLY=($(compgen -W "normal warning" -- "${cur}"))
                     return 0
                     ;;
                 --server)

@@ -89,6 +89,8 @@ yaml\t'YAML'
 name\t'`kind/name` per line'"
 complete -c hearth -n "__fish_hearth_using_subcommand get" -s l -l selector -d 'Only objects whose labels match: `key=value`, `key!=value`, `key`, `!key`, separated by commas (all must match)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l for -d 'Events: only those of one object, `node/NAME` or `pool/NAME` (`mcp/NAME`)' -r
+complete -c hearth -n "__fish_hearth_using_subcommand get" -l type -d 'Events: only those of one type (`warning` lists what went wrong: degraded nodes, halted rollouts, failed renders, admins\' exclusions)' -r -f -a "normal\t'Routine'
+warning\t'Something went wrong'"
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand get" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r

@@ -433,6 +433,9 @@ pub(super) struct EventQuery {
     object: Option<String>,
     #[serde(default)]
     limit: Option<usize>,
+    /// `Normal` or `Warning`.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
 }
 
 pub(super) async fn events<S: Store>(
@@ -440,11 +443,22 @@ pub(super) async fn events<S: Store>(
     _: Reader,
     Query(q): Query<EventQuery>,
 ) -> Result<Json<List<EventView>>, ApiError> {
+    if let Some(k) = q
+        .kind
+        .as_deref()
+        .filter(|k| !matches!(*k, "Normal" | "Warning"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "type {:?}: give Normal or Warning",
+            crate::bounds::cut(k, 64)
+        )));
+    }
     let f = app.snapshot();
     let mut items: Vec<EventView> = f
         .events
         .newest_first()
         .filter(|e| q.object.as_deref().is_none_or(|o| e.object == o))
+        .filter(|e| q.kind.as_deref().is_none_or(|k| e.kind == k))
         .take(q.limit.unwrap_or(200))
         .map(views::event)
         .collect();

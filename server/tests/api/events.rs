@@ -64,6 +64,14 @@ async fn a_pools_event_and_a_nodes_warning_outlive_a_thousand_routine_node_event
             "{} events",
             items.len()
         );
+        // By type: the warning alone (`hearth get events --type warning`); anything else 400.
+        let warnings = api.get("/api/v1/events?type=Warning").await;
+        let warnings = warnings.json["items"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0]["object"], "Node/w1");
+        let bad = api.get("/api/v1/events?type=warning").await;
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
+        assert!(bad.text.contains("Normal or Warning"), "{}", bad.text);
         let times: Vec<&str> = items.iter().map(|e| e["time"].as_str().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "oldest first");
         let last = &items[items.len() - 1];

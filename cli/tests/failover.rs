@@ -193,9 +193,17 @@ fn a_change_whose_answer_was_lost_is_not_sent_again_elsewhere() {
             && stderr.contains("hearth get"),
         "{stderr}"
     );
-    // It was (the server read it all), and `hearth get` says so.
-    let out = env.ok(&["get", "mc", "-o", "name"]);
-    assert!(out.contains("machineconfig/99-lost-answer"), "{out}");
+    // It was (the server read it all, and carries the change through though the client is
+    // gone), and `hearth get` says so once it has landed (a loaded machine may take a moment).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = env.ok(&["get", "mc", "-o", "name"]);
+        if out.contains("machineconfig/99-lost-answer") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the change never landed: {out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // Sent again now, it is unchanged: it was applied once, not twice and not never.
     let out = env.ok(&["apply", "-f", mc.to_str().unwrap()]);
     assert!(

@@ -323,6 +323,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_or_else(crate::pace::Pacer::turns_for_this_machine, |n| n as usize),
             pace_lease: crate::pace::LEASE,
             pace_wait_limit: crate::pace::WAIT_LIMIT,
+            node_events_budget: Options::default().node_events_budget,
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
             served_agent,

@@ -17,9 +17,10 @@
 //! newer ones push them out.
 //!
 //! The events recorded in a change are also kept aside ([`EventLog::take_recorded`]) for the log
-//! (the journal), written once the change is committed: every fleet event; of a node's events
-//! of each type at most [`NODE_KEPT_ASIDE`], and how many more there were (the log takes no more
-//! of them at once: [`crate::logging::NodeEventLog`]).
+//! (the journal), written once the change is committed: of each class at most [`KEPT_ASIDE`],
+//! and how many more there were (the log takes no more nodes' events at once,
+//! [`crate::logging::NodeEventLog`], and an apply of 10,000 Node manifests is one line for the
+//! rest, not 10,000).
 
 use crate::fleet::{put, Map, Rec};
 use crate::records::EventRecord;
@@ -28,17 +29,15 @@ use std::sync::Arc;
 
 /// How many events each class keeps.
 pub const KEPT_PER_CLASS: usize = 1000;
-/// How many node events of each type of one change are kept aside for the log.
-pub const NODE_KEPT_ASIDE: usize = crate::logging::NODE_EVENTS_BURST as usize;
+/// How many events of each class of one change are kept aside for the log.
+pub const KEPT_ASIDE: usize = crate::logging::NODE_EVENTS_BURST as usize;
 
 /// The events of a change, for the log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recorded {
-    /// In the order they were recorded: every fleet event, and the first [`NODE_KEPT_ASIDE`]
-    /// of the nodes' warnings and of their routine events.
+    /// In the order they were recorded: the first [`KEPT_ASIDE`] of each class.
     pub events: Vec<EventRecord>,
-    /// How many of each class were not kept aside (by [`Class::index`]; always 0 for the
-    /// fleet's).
+    /// How many of each class were not kept aside (by [`Class::index`]).
     left_out: [u64; 3],
     /// How many of each class are in `events`.
     aside: [usize; 3],
@@ -52,7 +51,7 @@ impl Recorded {
 
     fn keep(&mut self, e: EventRecord) {
         let i = Class::of(&e).index();
-        if i != Class::Fleet.index() && self.aside[i] >= NODE_KEPT_ASIDE {
+        if self.aside[i] >= KEPT_ASIDE {
             self.left_out[i] += 1;
         } else {
             self.aside[i] += 1;
@@ -310,19 +309,18 @@ mod tests {
         assert_eq!(pools.len(), KEPT_PER_CLASS);
         assert_eq!(pools[0], format!("{}", KEPT_PER_CLASS + 1));
         assert_eq!(*pools.last().unwrap(), "2");
-        // For the log: every fleet event and warning, stored or not, the first routine node
-        // events and how many more.
+        // For the log: the first of each class, stored or not, and how many more.
         let aside = log.take_recorded();
-        assert_eq!(aside.events.len(), 2 + NODE_KEPT_ASIDE + KEPT_PER_CLASS);
+        assert_eq!(aside.events.len(), 1 + 2 * KEPT_ASIDE);
         assert_eq!(aside.events[0].reason, "Paused");
         assert_eq!(aside.events[1].reason, "Degraded");
         assert_eq!(aside.events[2].message, "0", "the first routine ones");
         assert_eq!(
             aside.left_out(Class::Node),
-            (5 * 3 * KEPT_PER_CLASS - NODE_KEPT_ASIDE) as u64
+            (5 * 3 * KEPT_PER_CLASS - KEPT_ASIDE) as u64
         );
         assert_eq!(aside.left_out(Class::NodeWarning), 0);
-        assert_eq!(aside.left_out(Class::Fleet), 0);
+        assert_eq!(aside.left_out(Class::Fleet), 1, "1 + 1,000 pools' events");
         assert_eq!(log.take_recorded(), Recorded::default());
         log.record(vec![node(1, "Done")]);
         assert_eq!(

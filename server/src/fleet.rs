@@ -160,6 +160,14 @@ impl Fleet {
     /// index is the caller's: see [`Fleet::index_credentials`].)
     pub fn stamp(&mut self, ops: &[Op], revision: u64) {
         for op in ops {
+            if let Op::Delete {
+                kind: Kind::Report,
+                name,
+                ..
+            } = op
+            {
+                update(&mut self.nodes, name, |n| n.report_revision = 0);
+            }
             if let Op::Put { kind, name, .. } = op {
                 match kind {
                     Kind::MachineConfig => stamp_one(&mut self.mcs, name, revision),
@@ -184,9 +192,18 @@ impl Fleet {
 async fn load_nodes<S: Store>(store: &S) -> Result<Map<NodeRecord>, StoreError> {
     let mut nodes: Map<NodeRecord> = load_kind(store, Kind::Node).await?;
     for (name, v) in store.list(Kind::Report).await? {
-        let r: ReportRecord = serde_json::from_slice(&v.value)
-            .map_err(|e| StoreError::Backend(format!("reports/{name} is unreadable: {e}")))?;
-        update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision));
+        // A report is the node's status, not configuration: one that cannot be read (or whose
+        // node is gone) is left out, said, and replaced by the node's next report.
+        match serde_json::from_slice::<ReportRecord>(&v.value) {
+            Ok(r) => {
+                if !update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision)) {
+                    tracing::warn!(node = %name, "a stored report has no node; left out");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "a stored report is unreadable; left out until the node reports again");
+            }
+        }
     }
     Ok(nodes)
 }
@@ -279,10 +296,11 @@ fn diff_nodes(
             kind: Kind::Report,
             name: name.clone(),
             value: encode(Kind::Report, name, &doc)?,
-            expect: match n.report_revision {
-                0 => Expect::Absent,
-                r => Expect::Revision(r),
-            },
+            // Whatever is stored: a report is the node's alone, written only with its node's
+            // changes, which the writer lock (or etcd's fence) already orders; a revision to
+            // compare with could only be stale (a report left by a deleted node, one a replica
+            // could not read) and would fail every later report of the node.
+            expect: Expect::Any,
         });
         Ok(())
     };
@@ -475,7 +493,7 @@ mod tests {
             n.report_at = Some(7);
         });
         let (f, ops) = commit(f, new).await;
-        assert_eq!(ops, ["put reports/n1 Absent"]);
+        assert_eq!(ops, ["put reports/n1 Any"]);
         let report_revision = f.nodes["n1"].value.report_revision;
         assert_eq!(report_revision, f.revision);
 
@@ -494,7 +512,7 @@ mod tests {
             n.report_at = Some(8);
         });
         let (f, ops) = commit(f, new).await;
-        assert_eq!(ops, [format!("put reports/n1 Revision({report_revision})")]);
+        assert_eq!(ops, ["put reports/n1 Any"]);
 
         // Read back: the node with its last report.
         let loaded = Fleet::load(&store).await.unwrap();
@@ -530,7 +548,7 @@ mod tests {
         });
         let (f, ops) = commit(f, new).await;
         assert_eq!(ops.len(), 2, "{ops:?}");
-        assert_eq!(ops[1], "put reports/n2 Absent");
+        assert_eq!(ops[1], "put reports/n2 Any");
         let stored = store.get(Kind::Node, "n2").await.unwrap().unwrap();
         assert!(
             !String::from_utf8_lossy(&stored.value).contains("report"),

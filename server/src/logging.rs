@@ -24,7 +24,9 @@ pub const MSG_STARTED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b2";
 
 pub use hearth_daemon::logging::init;
 
-/// `MESSAGE_ID` of "node events not logged one by one" (how many of each type).
+/// `MESSAGE_ID` of "events not logged one by one": nodes' (how many of each type, at most once a
+/// second) or a change's beyond the first 1,000 of the fleet's (an apply of many Node
+/// manifests).
 pub const MSG_EVENTS_NOT_LOGGED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b3";
 
 /// A node's events of each type (`Normal`, `Warning`) logged one by one per second, on average;
@@ -51,6 +53,9 @@ pub struct NodeEventLog {
 
 #[derive(Debug)]
 struct Buckets {
+    /// The burst and the rate a second ([`NODE_EVENTS_BURST`], [`NODE_EVENTS_PER_SECOND`]).
+    burst: f64,
+    rate: f64,
     /// `Normal`, `Warning`.
     tokens: [f64; 2],
     refilled: Instant,
@@ -80,6 +85,8 @@ impl NodeEventLog {
         }
         NodeEventLog {
             state: Mutex::new(Buckets {
+                burst: NODE_EVENTS_BURST,
+                rate: NODE_EVENTS_PER_SECOND,
                 tokens: [NODE_EVENTS_BURST; 2],
                 refilled: now,
                 left_out: [0; 2],
@@ -87,6 +94,15 @@ impl NodeEventLog {
             }),
             not_logged,
         }
+    }
+
+    /// With another burst and rate (full buckets).
+    pub fn with_budget(self, burst: f64, rate: f64) -> Self {
+        {
+            let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            (b.burst, b.rate, b.tokens) = (burst, rate, [burst; 2]);
+        }
+        self
     }
 
     /// How many of `n` node events of `class` may be logged one by one at `now` (the first
@@ -98,8 +114,9 @@ impl NodeEventLog {
         let mut b = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
         b.refilled = b.refilled.max(now);
+        let (rate, burst) = (b.rate, b.burst);
         for t in &mut b.tokens {
-            *t = (*t + elapsed * NODE_EVENTS_PER_SECOND).min(NODE_EVENTS_BURST);
+            *t = (*t + elapsed * rate).min(burst);
         }
         let k = (b.tokens[i].floor() as usize).min(n);
         b.tokens[i] -= k as f64;
@@ -188,6 +205,15 @@ pub fn committed_events(recorded: &Recorded, budget: &NodeEventLog) {
                 "{object}: {message}"
             );
         }
+    }
+    let fleet = recorded.left_out(Class::Fleet);
+    if fleet > 0 {
+        tracing::info!(
+            MESSAGE_ID = MSG_EVENTS_NOT_LOGGED,
+            FLEET = fleet,
+            "{fleet} more events of the fleet in this change, not logged one by one; `hearth get events` lists the last {}",
+            crate::event_log::KEPT_PER_CLASS
+        );
     }
     budget.say_left_out(now);
 }

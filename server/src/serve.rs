@@ -76,6 +76,8 @@ impl Running {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
         self.app.background.drain(DRAIN_LIMIT).await;
+        // What the log left out since it last said so, the drained changes' included.
+        self.app.node_event_log.say_left_out_now();
         if let Some(f) = self.follower {
             f.abort();
         }
@@ -220,11 +222,7 @@ pub async fn start(config: Config) -> Result<Running> {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = stop.changed() => {
-                        // What the log left out since it last said so, before it stops.
-                        app.node_event_log.say_left_out_now();
-                        return;
-                    }
+                    _ = stop.changed() => return,
                     _ = tokio::time::sleep(every) => {
                         // An apply to a large pool makes every agent's long-poll answer and
                         // both its reports at once: tens of thousands of short-lived buffers

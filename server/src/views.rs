@@ -277,7 +277,8 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
             name: n.name.clone(),
             labels: n.labels.clone(),
             creation_timestamp: Some(rfc3339(n.created_at)),
-            resource_version: Some(rec.mod_revision.to_string()),
+            // The node's document or its report (stored apart), whichever changed last.
+            resource_version: Some(rec.mod_revision.max(n.report_revision).to_string()),
         },
         status: NodeStatus {
             pool: n.pool.clone(),

@@ -134,7 +134,7 @@ async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_ar
     assert!(counted >= left_out, "{counted} < {left_out}");
     // The apply alone made more routine events than a change keeps aside for the log.
     assert!(
-        counted >= (NODES - hearth_server::event_log::NODE_KEPT_ASIDE) as u64,
+        counted >= (NODES - hearth_server::event_log::KEPT_ASIDE) as u64,
         "{counted} counted"
     );
     assert_eq!(

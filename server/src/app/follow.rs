@@ -77,7 +77,7 @@ fn apply_one<T: Record>(map: &mut Map<T>, c: &Change) -> bool {
 
 /// A node's document: [`apply_one`], keeping the report the node had (stored apart, it comes as
 /// a change of its own), unless the new document carries one and no report was stored apart
-/// (written by a replica from before reports were apart).
+/// (a document from before reports were apart, not yet rewritten).
 fn apply_node(map: &mut Map<NodeRecord>, c: &Change) -> bool {
     let kept = map.get(&c.name).map(|r| {
         (
@@ -120,6 +120,7 @@ fn apply_report(map: &mut Map<NodeRecord>, c: &Change) {
                 }
                 Err(e) => {
                     tracing::error!(name = %c.name, error = %e, "a stored report written by another replica is unreadable; kept the previous one");
+                    update(map, &c.name, |n| n.report_revision = v.mod_revision);
                 }
             }
         }
@@ -354,5 +355,78 @@ impl<S: Store> App<S> {
     /// embedded store).
     pub fn role(&self) -> Option<Role> {
         self.replica.get().map(|r| r.role.borrow().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Versioned;
+
+    fn change(kind: Kind, revision: u64, doc: Option<serde_json::Value>) -> Change {
+        Change {
+            kind,
+            name: "n1".into(),
+            value: doc.map(|d| Versioned {
+                value: serde_json::to_vec(&d).unwrap(),
+                create_revision: 1,
+                mod_revision: revision,
+            }),
+            revision,
+        }
+    }
+
+    fn report(state: &str, at: u64) -> serde_json::Value {
+        serde_json::json!({"report": {"state": state}, "reportAt": at})
+    }
+
+    fn state(map: &Map<NodeRecord>) -> Option<(String, u64)> {
+        let n = &map.get("n1")?.value;
+        Some((
+            n.report.as_ref()?.state.as_str().to_string(),
+            n.report_revision,
+        ))
+    }
+
+    /// What another replica wrote, applied as a replica does: a node's document keeps the
+    /// report stored apart; a report goes into its node if newer; a stale one, or one for a
+    /// node this replica does not have, changes nothing; a document from before reports were
+    /// apart brings its own until a report is stored apart; a delete takes the report away.
+    #[test]
+    fn a_replica_keeps_a_nodes_report_apart_from_its_document() {
+        let mut map: Map<NodeRecord> = Map::new();
+        apply_report(&mut map, &change(Kind::Report, 3, Some(report("Done", 1))));
+        assert!(map.is_empty(), "no node, no report");
+
+        // A document from before: its own report.
+        let legacy =
+            serde_json::json!({"name": "n1", "createdAt": 1, "report": {"state": "Working"}});
+        assert!(apply_node(&mut map, &change(Kind::Node, 4, Some(legacy))));
+        assert_eq!(state(&map), Some(("Working".into(), 0)));
+        // A report stored apart replaces it; the document rewritten without it keeps it.
+        apply_report(&mut map, &change(Kind::Report, 5, Some(report("Done", 2))));
+        assert_eq!(state(&map), Some(("Done".into(), 5)));
+        let doc = serde_json::json!({"name": "n1", "createdAt": 1, "desired": "rendered-b"});
+        assert!(apply_node(&mut map, &change(Kind::Node, 6, Some(doc))));
+        assert_eq!(state(&map), Some(("Done".into(), 5)));
+        assert_eq!(map["n1"].value.desired.as_deref(), Some("rendered-b"));
+        // Stale (already applied), then newer.
+        apply_report(
+            &mut map,
+            &change(Kind::Report, 5, Some(report("Degraded", 3))),
+        );
+        assert_eq!(state(&map), Some(("Done".into(), 5)));
+        apply_report(
+            &mut map,
+            &change(Kind::Report, 7, Some(report("Degraded", 3))),
+        );
+        assert_eq!(state(&map), Some(("Degraded".into(), 7)));
+        assert_eq!(map["n1"].value.report_at, Some(3));
+        // Deleted: the report, then the node.
+        apply_report(&mut map, &change(Kind::Report, 8, None));
+        assert_eq!(state(&map), None);
+        assert_eq!(map["n1"].value.report_revision, 0);
+        assert!(apply_node(&mut map, &change(Kind::Node, 8, None)));
+        assert!(map.is_empty());
     }
 }

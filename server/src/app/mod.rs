@@ -60,6 +60,9 @@ pub struct Options {
     pub pace_lease: Duration,
     /// The longest an answer waits for a turn ([`crate::pace::WAIT_LIMIT`]).
     pub pace_wait_limit: Duration,
+    /// The log's budget for nodes' events of each type: a burst, then so many a second
+    /// ([`crate::logging::NodeEventLog`]; the defaults are its constants, tests set others).
+    pub node_events_budget: (f64, f64),
     /// How often rollouts are re-evaluated without any change (for nodes going silent or
     /// coming back).
     pub tick: Duration,
@@ -97,6 +100,10 @@ impl Default for Options {
             desired_answers_at_once: crate::pace::Pacer::turns_for_this_machine(),
             pace_lease: crate::pace::LEASE,
             pace_wait_limit: crate::pace::WAIT_LIMIT,
+            node_events_budget: (
+                crate::logging::NODE_EVENTS_BURST,
+                crate::logging::NODE_EVENTS_PER_SECOND,
+            ),
             tick: Duration::from_secs(10),
             ostree_repo: None,
             served_agent: None,
@@ -233,7 +240,8 @@ impl<S: Store> App<S> {
         let node_event_log = crate::logging::NodeEventLog::new(
             std::time::Instant::now(),
             metrics.events_not_logged(),
-        );
+        )
+        .with_budget(options.node_events_budget.0, options.node_events_budget.1);
         Ok(App {
             store,
             fleet: RwLock::new(Arc::new(fleet)),

@@ -253,6 +253,10 @@ mod tests {
             object("/h/", b"/h/nodes/n1"),
             Some((Kind::Node, "n1".into()))
         );
+        assert_eq!(
+            object("/h/", b"/h/reports/n1"),
+            Some((Kind::Report, "n1".into()))
+        );
         assert_eq!(object("/h/", b"/h/_fence"), None);
         assert_eq!(object("/h/", b"/h/_commits/abc"), None);
         assert_eq!(object("/h/", b"/h/_server/123"), None);

@@ -87,3 +87,49 @@ async fn a_pools_event_and_a_nodes_warning_outlive_a_thousand_routine_node_event
     check(Api::admin(&s)).await;
     s.shutdown().await;
 }
+
+/// The log's budget for nodes' events, without the clock: with a burst of 5 and no refill, all
+/// but 5 of a node's routine events are left out of the log, and counted, whatever the time the
+/// test takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_takes_a_burst_of_node_events_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(
+        dir.path(),
+        hearth_server::app::Options {
+            node_events_budget: (5.0, 0.0),
+            ..options(5)
+        },
+    )
+    .await;
+    let api = Api::admin(&s);
+    api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    let token = bootstrap_token(&s, "worker");
+    let w0 = api.enroll_done(&token, "w0").await;
+    let config = w0.desired_name().await.unwrap();
+    for i in 0..10 {
+        w0.report(
+            "Working",
+            Some(&config),
+            Some(&config),
+            Some(&format!("step {i}")),
+        )
+        .await;
+        w0.report("Done", Some(&config), Some(&config), None).await;
+    }
+    let routine = api.events("Node/w0").await.len() as u64;
+    assert!(routine > 20, "{routine}");
+    let not_logged = |t: &'static str| {
+        let api = api.clone();
+        async move {
+            metric(
+                &api,
+                &format!(r#"hearth_server_node_events_not_logged_total{{event_type="{t}"}}"#),
+            )
+            .await
+        }
+    };
+    assert_eq!(not_logged("Normal").await, routine - 5);
+    assert_eq!(not_logged("Warning").await, 0);
+    s.shutdown().await;
+}

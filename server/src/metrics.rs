@@ -72,6 +72,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<RouteLabels, Histogram, fn() -> Histogram>,
     long_polls_waiting: Gauge,
+    admin_changes_waiting: Gauge,
     long_polls: Counter,
     desired_served: Counter,
     pace: crate::pace::PaceMetrics,
@@ -108,6 +109,7 @@ impl Default for Metrics {
             requests: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             long_polls_waiting: Gauge::default(),
+            admin_changes_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
             pace: crate::pace::PaceMetrics::default(),
@@ -141,6 +143,11 @@ impl Metrics {
                 })
                 .observe(took.as_secs_f64());
         }
+    }
+
+    /// The admins' changes waiting for their turn (`App::admin_turn`), shared with it.
+    pub fn admin_changes_waiting(&self) -> Gauge {
+        self.admin_changes_waiting.clone()
     }
 
     /// A long-poll starts waiting; it stops when the guard is dropped.
@@ -216,6 +223,11 @@ impl Metrics {
             "hearth_server_long_polls_waiting",
             "Agent long-polls waiting for a change",
             self.long_polls_waiting.clone(),
+        );
+        r.register(
+            "hearth_server_admin_changes_waiting",
+            "Admins' changes waiting for the ones that arrived before them (applies, deletes, labels, pauses...): one that stays up means a change before them takes long (a render)",
+            self.admin_changes_waiting.clone(),
         );
         r.register(
             "hearth_server_long_polls",

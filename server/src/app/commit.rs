@@ -29,6 +29,20 @@ impl<S: Store> App<S> {
     /// committed after a later change and undid it: a pause, or the apply that corrected it.
     /// Nodes' requests (enrollments, reports, slots) and the tick take no turn.
     pub(super) async fn admin_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        if let Ok(turn) = self.admin_order.try_lock() {
+            return turn;
+        }
+        // Counted while it waits (`hearth_server_admin_changes_waiting`), also when its
+        // client hangs up meanwhile.
+        struct Waiting(prometheus_client::metrics::gauge::Gauge);
+        impl Drop for Waiting {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        let gauge = self.metrics.admin_changes_waiting();
+        gauge.inc();
+        let _waiting = Waiting(gauge);
         self.admin_order.lock().await
     }
 

@@ -73,7 +73,13 @@ async fn an_earlier_apply_that_renders_longer_does_not_undo_a_later_one() {
         let api = api.clone();
         tokio::spawn(async move { api.apply_text("a.yaml", &worker_mc("10-a", "second")).await })
     };
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // It is at the server, waiting for its turn (the metric says so), not merely late.
+    guarded("a change waiting for its turn", async {
+        while metric(&api, "hearth_server_admin_changes_waiting").await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     assert_eq!(
         content(api.clone()).await,
         "data:,one",
@@ -109,11 +115,18 @@ async fn a_pause_after_an_apply_that_renders_longer_is_not_undone_by_it() {
         let api = api.clone();
         tokio::spawn(async move { api.post("/api/v1/pools/worker/pause", &json!({})).await })
     };
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // It is at the server, waiting for its turn (the metric says so), not merely late.
+    guarded("a change waiting for its turn", async {
+        while metric(&api, "hearth_server_admin_changes_waiting").await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     assert!(
         !pause.is_finished(),
         "the pause waits for the apply before it"
     );
+    assert_eq!(pool(&api, "worker").await["spec"]["paused"], false);
     g.release();
     let r = guarded("the pause", pause).await.unwrap();
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);

@@ -29,16 +29,7 @@ async fn a_pools_event_and_a_nodes_warning_outlive_a_thousand_routine_node_event
     .await;
     // More routine events of another node than any one list keeps: each report a change of
     // state, so each an event.
-    for i in 0..=KEPT_PER_CLASS / 2 {
-        w0.report(
-            "Working",
-            Some(&config),
-            Some(&config),
-            Some(&format!("step {i}")),
-        )
-        .await;
-        w0.report("Done", Some(&config), Some(&config), None).await;
-    }
+    working_then_done(&w0, &config, KEPT_PER_CLASS / 2 + 1).await;
 
     let check = |api: Api| async move {
         let pool = api.events("MachineConfigPool/worker").await;
@@ -107,16 +98,7 @@ async fn the_log_takes_a_burst_of_node_events_and_counts_the_rest() {
     let token = bootstrap_token(&s, "worker");
     let w0 = api.enroll_done(&token, "w0").await;
     let config = w0.desired_name().await.unwrap();
-    for i in 0..10 {
-        w0.report(
-            "Working",
-            Some(&config),
-            Some(&config),
-            Some(&format!("step {i}")),
-        )
-        .await;
-        w0.report("Done", Some(&config), Some(&config), None).await;
-    }
+    working_then_done(&w0, &config, 10).await;
     let routine = api.events("Node/w0").await.len() as u64;
     assert!(routine > 20, "{routine}");
     let not_logged = |t: &'static str| {
@@ -132,4 +114,14 @@ async fn the_log_takes_a_burst_of_node_events_and_counts_the_rest() {
     assert_eq!(not_logged("Normal").await, routine - 5);
     assert_eq!(not_logged("Warning").await, 0);
     s.shutdown().await;
+}
+
+/// `rounds` reports of `Working` (a new reason each time) then `Done` in `config`: two events each.
+async fn working_then_done(node: &Api, config: &str, rounds: usize) {
+    for i in 0..rounds {
+        let step = format!("step {i}");
+        node.report("Working", Some(config), Some(config), Some(&step))
+            .await;
+        node.report("Done", Some(config), Some(config), None).await;
+    }
 }

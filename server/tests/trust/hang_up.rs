@@ -74,12 +74,7 @@ async fn an_earlier_apply_that_renders_longer_does_not_undo_a_later_one() {
         tokio::spawn(async move { api.apply_text("a.yaml", &worker_mc("10-a", "second")).await })
     };
     // It is at the server, waiting for its turn (the metric says so), not merely late.
-    guarded("a change waiting for its turn", async {
-        while metric(&api, "hearth_server_admin_changes_waiting").await != 1 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    g.one_change_waiting_for_its_turn().await;
     assert_eq!(
         content(api.clone()).await,
         "data:,one",
@@ -116,12 +111,7 @@ async fn a_pause_after_an_apply_that_renders_longer_is_not_undone_by_it() {
         tokio::spawn(async move { api.post("/api/v1/pools/worker/pause", &json!({})).await })
     };
     // It is at the server, waiting for its turn (the metric says so), not merely late.
-    guarded("a change waiting for its turn", async {
-        while metric(&api, "hearth_server_admin_changes_waiting").await != 1 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    g.one_change_waiting_for_its_turn().await;
     assert!(
         !pause.is_finished(),
         "the pause waits for the apply before it"

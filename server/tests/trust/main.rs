@@ -99,6 +99,16 @@ impl Gated {
         assert!(apply.await.unwrap_err().is_cancelled());
     }
 
+    /// Waits until one admin's change waits for its turn (`hearth_server_admin_changes_waiting`).
+    async fn one_change_waiting_for_its_turn(&self) {
+        guarded("a change waiting for its turn", async {
+            while metric(&self.api, "hearth_server_admin_changes_waiting").await != 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+
     /// Lets renders that start from now on through, while the held ones stay held.
     fn pass(&self) {
         std::fs::write(self.gate.path().join("pass"), b"").unwrap();

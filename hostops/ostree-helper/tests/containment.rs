@@ -6,7 +6,6 @@
 //! `kill -SEGV $$`; the production helper has no crash switch).
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -22,10 +21,24 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// An executable shell script, written by a child process rather than by this one: a file this
+/// process held open for writing could be inherited by a child that another test forks at that
+/// moment (until it execs), and the kernel refuses to run a file that some process has open for
+/// writing ("Text file busy"; seen once in CI).
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut sh = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(&p)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sh.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("#!/bin/sh\n{body}\n").as_bytes())
+        .unwrap();
+    assert!(sh.wait().unwrap().success(), "writing {}", p.display());
     p
 }
 

@@ -236,12 +236,10 @@ pub(crate) fn diff_kind<T: Record>(
     // O(k log n), not a walk of both maps (which at 10,000 nodes was most of a status report's
     // commit). Entries are compared by pointer first (`Rec` is `Eq`), then by value.
     let put = |name: &String, rec: &Rec<T>, expect: Expect, ops: &mut Vec<Op>| {
-        let value = serde_json::to_vec(&rec.value)
-            .map_err(|e| StoreError::Backend(format!("cannot encode {kind}/{name}: {e}")))?;
         ops.push(Op::Put {
             kind,
             name: name.clone(),
-            value: value.into(),
+            value: encode(kind, name, &rec.value)?,
             expect,
         });
         Ok::<(), StoreError>(())

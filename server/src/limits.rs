@@ -2,8 +2,9 @@
 //!
 //! Every request goes through [`front`], one layer before routing, which does three things:
 //!
-//! - headers over [`MAX_HEADER_BYTES`] are 431. (Hyper itself refuses headers over
-//!   [`HYPER_MAX_HEADER_BYTES`] with a bare 431 before any of this runs.)
+//! - headers over [`MAX_HEADER_BYTES`] are 431. (Over HTTP/1.1 hyper refuses a head over
+//!   [`HTTP1_MAX_BUF_BYTES`], the same size, with a bare 431 before any of this runs; over
+//!   HTTP/2 it refuses a header list over [`H2_MAX_HEADER_LIST_BYTES`].)
 //! - every request body is read in full before any handler (or authentication) sees the
 //!   request, within [`BODY_READ_TIMEOUT`] and up to the route's limit ([`body_limit`]): too big
 //!   is 413 (the excess is read and dropped, up to [`MAX_DRAIN`], so that the client gets to
@@ -25,11 +26,20 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
 use std::time::Duration;
 
-/// Request headers (names and values, all together) the API answers.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-/// What hyper buffers at most for a request head (HTTP/1.1) or a header list (HTTP/2): above
-/// this, hyper answers 431 itself (no body) and closes.
-pub const HYPER_MAX_HEADER_BYTES: usize = 1024 * 1024;
+/// Request line and headers (names and values, all together) the API answers; 431 above.
+/// hearth's own clients send a few hundred bytes (a token is 70 characters).
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// What hyper buffers of an HTTP/1.1 connection's input (`max_buf_size`, hyper's smallest): a
+/// request head over it is 431 from hyper itself (no body) and the connection ends; a body is
+/// read in pieces of at most this. Larger, hyper's read buffer grows with the largest read the
+/// connection made, up to this limit, and stays that large as long as the connection is open:
+/// at 1 MiB, 300 connections that each sent one body of 1 MB and then waited pinned 124 MB
+/// (12 MB at 8 KiB), and agents whose reports carry their history (9 KiB) held 8 KiB more each
+/// while they waited (docs/performance.md, "Buffers that do not grow").
+pub const HTTP1_MAX_BUF_BYTES: usize = 8 * 1024;
+/// The header list hyper takes on an HTTP/2 stream (`SETTINGS_MAX_HEADER_LIST_SIZE`): above it,
+/// HTTP/2's 431 and a refused stream; below it and over [`MAX_HEADER_BYTES`], the API's 431.
+pub const H2_MAX_HEADER_LIST_BYTES: u32 = 1024 * 1024;
 /// The largest apply (`POST /api/v1/manifests`).
 pub const MAX_APPLY_BODY: usize = 64 << 20;
 /// The largest body of every other request.
@@ -81,7 +91,7 @@ fn oversized_headers(req: &Request) -> Option<Response> {
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "RequestHeaderFieldsTooLarge",
             format!(
-                "the request line and headers are {size} bytes; the limit is {MAX_HEADER_BYTES}"
+                "the request line and headers are {size} bytes; the limit is {MAX_HEADER_BYTES}: send fewer or shorter headers"
             ),
         )
         .into_response()

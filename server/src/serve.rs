@@ -295,20 +295,20 @@ pub async fn start(config: Config) -> Result<Running> {
                         });
                         let mut builder = auto::Builder::new(TokioExecutor::new());
                         // A client gets 30 s to send a request's headers (no slow-loris);
-                        // headers are bounded (see limits.rs; the API answers 431 above
-                        // limits::MAX_HEADER_BYTES, hyper itself above this).
+                        // heads are bounded, and so is the buffer of a connection's input,
+                        // which hyper never shrinks while the connection is open (limits.rs).
                         builder
                             .http1()
                             .timer(TokioTimer::new())
                             .header_read_timeout(limits::HEADER_READ_TIMEOUT)
-                            .max_buf_size(limits::HYPER_MAX_HEADER_BYTES);
+                            .max_buf_size(limits::HTTP1_MAX_BUF_BYTES);
                         builder
                             .http2()
                             .timer(TokioTimer::new())
                             .keep_alive_interval(Duration::from_secs(60))
                             .keep_alive_timeout(Duration::from_secs(20))
                             .max_concurrent_streams(limits::H2_MAX_CONCURRENT_STREAMS)
-                            .max_header_list_size(limits::HYPER_MAX_HEADER_BYTES as u32);
+                            .max_header_list_size(limits::H2_MAX_HEADER_LIST_BYTES);
                         if let Err(e) = builder
                             .serve_connection(TokioIo::new(tls), service)
                             .await

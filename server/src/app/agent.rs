@@ -174,9 +174,11 @@ impl<S: Store> App<S> {
         if !self.snapshot().nodes.contains_key(node) {
             return Err(unknown_node(node));
         }
+        // Encoded here, in the request's task, so that the commit storing it does not.
+        let json = serde_json::to_vec(&status).ok().map(bytes::Bytes::from);
         let (node, status) = (node.to_string(), Arc::new(status));
         self.group_commit(Box::new(move |fleet, t| {
-            record_report(fleet, &node, &status, t)
+            record_report(fleet, &node, &status, json.as_ref(), t)
         }))
         .await
     }
@@ -308,6 +310,7 @@ fn record_report(
     fleet: &mut Fleet,
     node: &str,
     status: &Arc<AgentStatus>,
+    json: Option<&bytes::Bytes>,
     t: u64,
 ) -> Result<(), ApiError> {
     // What the report is compared with, read without copying the node (reports are the
@@ -358,6 +361,9 @@ fn record_report(
             n.release_slot(SlotHolder::Agent);
         }
     });
+    if let Some(json) = json {
+        fleet.encoded_reports.insert(node, status, json.clone());
+    }
     fleet.record_events(events);
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! headers are cut off.
 
 use super::*;
+use hearth_server::limits::MAX_HEADER_BYTES;
 
 // ---------------------------------------------------------------------------------------------
 // 2, 3, 4. HTTP limits, Status documents for every error, refusals over HTTP/2.
@@ -206,29 +207,44 @@ async fn refusals_are_status_documents_over_http1_and_http2() {
             "RequestEntityTooLarge",
         )
         .await;
-        let m = status_doc(
-            &api,
-            v,
-            c.get(url("/api/v1/pools"))
+        // Headers under the limit are answered; over it, 431: the API's Status document over
+        // HTTP/2, hyper's own 431 over HTTP/1.1 (it buffers no more of a connection's input
+        // than the limit, limits::HTTP1_MAX_BUF_BYTES) and the connection closed.
+        let under = c
+            .get(url("/api/v1/pools"))
+            .bearer_auth(&admin.token)
+            .header("x-fine", "y".repeat(MAX_HEADER_BYTES - 1024))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(under.status(), StatusCode::OK, "{v:?}");
+        for size in [MAX_HEADER_BYTES + 1024, 500 * 1024] {
+            let big = c
+                .get(url("/api/v1/pools"))
                 .bearer_auth(&admin.token)
-                .header("x-big", "y".repeat(100 * 1024)),
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "RequestHeaderFieldsTooLarge",
-        )
-        .await;
-        assert!(m.contains("65536"), "{m}");
-        status_doc(
-            &api,
-            v,
-            c.get(url("/api/v1/pools"))
-                .bearer_auth(&admin.token)
-                .header("x-big", "y".repeat(500 * 1024)),
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "RequestHeaderFieldsTooLarge",
-        )
-        .await;
-        // Above what hyper buffers: still 431 (hyper's own, no body) or, over HTTP/2, a
-        // refused stream; never a wait.
+                .header("x-big", "y".repeat(size));
+            if v == reqwest::Version::HTTP_2 {
+                let m = status_doc(
+                    &api,
+                    v,
+                    big,
+                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    "RequestHeaderFieldsTooLarge",
+                )
+                .await;
+                assert!(m.contains(&MAX_HEADER_BYTES.to_string()), "{m}");
+            } else {
+                // hyper answers and closes with the rest of the head unread, so the client
+                // may see the connection reset before it reads the 431: refused either way,
+                // never a wait.
+                match big.send().await {
+                    Ok(r) => assert_eq!(r.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
+                    Err(e) => assert!(!e.is_timeout(), "{size}: {e:?}"),
+                }
+            }
+        }
+        // Above HTTP/2's header list limit: a refused stream; over HTTP/1.1, hyper's 431 or
+        // the connection reset (above); never a wait.
         match c
             .get(url("/api/v1/pools"))
             .bearer_auth(&admin.token)
@@ -237,7 +253,7 @@ async fn refusals_are_status_documents_over_http1_and_http2() {
             .await
         {
             Ok(r) => assert_eq!(r.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE),
-            Err(e) => assert!(v == reqwest::Version::HTTP_2 && !e.is_timeout(), "{e:?}"),
+            Err(e) => assert!(!e.is_timeout(), "{e:?}"),
         }
         // The same connection settings serve normal requests.
         assert_eq!(
@@ -319,4 +335,70 @@ async fn slow_bodies_get_408_and_slow_headers_are_cut_off() {
     assert!(body.contains("\"reason\":\"RequestTimeout\""), "{body}");
     assert!(!headers.contains("200 OK"), "{headers}");
     s.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. What a connection keeps: a client that sent one large body and then waits holds no more of
+// the server's memory than any other waiting client.
+
+/// The resident memory of process `pid` (KiB).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+/// Unauthenticated clients that each send one body of 1 MB (read in full before the 401, as
+/// every body is) and keep their connection open. hyper's read buffer grew with the largest
+/// read of its connection and never shrank while the connection lived: at hyper's limit of
+/// 1 MiB, 200 such connections held 457 KiB each of this test's server (so the open-files
+/// limit's 20,000 connections some 9 GiB); at 8 KiB, 46–47 KiB each, TLS and the connection's
+/// task included. The server is the built binary, so the memory measured is its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sent_a_large_body_keeps_no_large_buffer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const CONNECTIONS: u64 = 200;
+    const BODY: usize = 1_000_000;
+    /// Well above what a connection keeps now (46–47 KiB), well below what it kept (457).
+    const MAX_KIB_PER_CONNECTION: u64 = 150;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-server"));
+    cmd.arg("--state-dir")
+        .arg(&state)
+        .args(["--listen", "127.0.0.1:0", "--san", "127.0.0.1"])
+        .env("RUST_LOG", "warn");
+    let server = common::binary::spawn(cmd);
+    let ca = std::fs::read(state.join("pki/ca.crt")).unwrap();
+    let pid = server.child.id();
+    // One connection first, so that what every connection shares (the runtime's threads, the
+    // TLS configuration) is in the baseline.
+    let mut open = vec![raw_tls(server.port, &ca).await];
+    let before = rss_kib(pid);
+    let head = format!(
+        "POST /api/v1/agent/status HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {BODY}\r\n\r\n"
+    );
+    let body = vec![b'x'; BODY];
+    for _ in 0..CONNECTIONS {
+        let mut c = raw_tls(server.port, &ca).await;
+        c.write_all(head.as_bytes()).await.unwrap();
+        c.write_all(&body).await.unwrap();
+        let mut answer = [0u8; 64];
+        let n = c.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        open.push(c);
+    }
+    let after = rss_kib(pid);
+    let per_connection = after.saturating_sub(before) / CONNECTIONS;
+    assert!(
+        per_connection < MAX_KIB_PER_CONNECTION,
+        "{CONNECTIONS} connections that each sent {BODY} bytes and wait: {before} KiB before, \
+         {after} KiB after, {per_connection} KiB each"
+    );
+    drop(open);
 }

@@ -103,16 +103,26 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
     fields.nth(22 - 4)?.parse().ok()
 }
 
+/// What cargo puts in a test's environment for its own builds, which the build scripts' tools
+/// read as theirs: Kubernetes' Makefile writes its tools to `$OUT_DIR` (cargo's, inside
+/// `target/`, so `make` failed when a test built kube-apiserver itself rather than
+/// `test-all.sh` beforehand), and `make` joins a jobserver named in `MAKEFLAGS`.
+const CARGO_BUILD_ENV: &[&str] = &["OUT_DIR", "MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
+
 /// Runs an embedded build script (`bash -c SCRIPT NAME ARG`) with no input and both output
-/// streams appended to `log`; returns its exit status.
+/// streams appended to `log`, without cargo's build variables ([`CARGO_BUILD_ENV`]); returns
+/// its exit status.
 pub(crate) fn run_build_script(
     script: &str,
     name: &str,
     arg: &Path,
     log: fs::File,
 ) -> Result<std::process::ExitStatus> {
-    std::process::Command::new("bash")
-        .arg("-c")
+    let mut cmd = std::process::Command::new("bash");
+    for var in CARGO_BUILD_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.arg("-c")
         .arg(script)
         .arg(name)
         .arg(arg)

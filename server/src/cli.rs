@@ -54,7 +54,7 @@ pub struct Cli {
     /// when its node is next heard from, or 250 to 375 ms after it was taken; the others wait
     /// for a turn (at most 20 s). An apply to a large pool then goes out as fast as the agents
     /// take it, and their reports do not queue behind thousands of others. 0: no pacing (also
-    /// while agents older than their acknowledgement remain). Default: 64 per core.
+    /// while agents older than their acknowledgement remain). Default: 32 per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000_000), conflicts_with = "kubernetes")]
     pub desired_answers_at_once: Option<u32>,
     /// Serve this ostree repository (archive mode) to enrolled nodes and admins under

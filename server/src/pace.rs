@@ -24,10 +24,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 /// Unacknowledged answers per core by default (`--desired-answers-at-once`: this times the
-/// cores). Chosen on the 2-core benchmark machine (docs/performance.md: 128 turns gave a p99 of
-/// 22 ms at 10,000 agents, 256 gave 56 ms, 512 gave 81 ms); that it scales with the cores is a
-/// guess, not a measurement.
-pub const TURNS_PER_CORE: usize = 64;
+/// cores). Chosen on the 2-core benchmark machine (docs/performance.md) with reports of a real
+/// agent's size (50 history items): at 10,000 agents 64 turns gave a p99 of 44-47 ms, 128 gave
+/// 76-105 ms (with the generator's empty reports 128 gave 22 ms, 256 56 ms, 512 81 ms); that it
+/// scales with the cores is a guess, not a measurement.
+pub const TURNS_PER_CORE: usize = 32;
 
 /// How long a turn lasts without its node being heard from (it ends within half as long again).
 pub const LEASE: Duration = Duration::from_millis(250);

@@ -41,7 +41,10 @@ pub(super) async fn ostree_file<S: Store>(
         .await
         .map_err(|e| ApiError::internal(format!("{}: {e}", file.display())))?
         .len();
-    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(f));
+    // Pieces of 64 KiB: hyper queues at most `limits::HTTP1_MAX_BUF_BYTES` (8 KiB) of a body
+    // before it writes, so ReaderStream's 4-KiB pieces would be written two or three at a time.
+    let body =
+        axum::body::Body::from_stream(tokio_util::io::ReaderStream::with_capacity(f, 64 * 1024));
     Ok((
         [
             (

@@ -9,29 +9,11 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// Starts the binary on 127.0.0.1:0.
 fn spawn(state: &Path) -> Server {
-    binary::spawn(command(state))
-}
-
-/// The binary's command line, on 127.0.0.1:0, logging warnings.
-fn command(state: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth-server"));
-    cmd.arg("--state-dir")
-        .arg(state)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--san",
-            "localhost",
-            "--san",
-            "127.0.0.1",
-        ])
-        .env("RUST_LOG", "warn");
-    cmd
+    binary::spawn(binary::command(state))
 }
 
 /// A flood of routine node events (an enrollment and an apply of more nodes than the event
@@ -46,7 +28,7 @@ async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_ar
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let log = dir.path().join("server.log");
-    let mut cmd = command(&state);
+    let mut cmd = binary::command(&state);
     cmd.env("RUST_LOG", "info")
         .stderr(std::fs::File::create(&log).unwrap());
     let started = std::time::Instant::now();

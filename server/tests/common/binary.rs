@@ -22,6 +22,24 @@ impl Drop for Server {
     }
 }
 
+/// The built binary's command line with state directory `state`, on 127.0.0.1:0, logging
+/// warnings.
+pub fn command(state: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth-server"));
+    cmd.arg("--state-dir")
+        .arg(state)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--san",
+            "localhost",
+            "--san",
+            "127.0.0.1",
+        ])
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
 /// Starts `cmd` (a `hearth-server` listening on 127.0.0.1:0) and reads the port from its first
 /// line of output; its stdout is drained from then on so that it never blocks on a full pipe.
 /// Its stderr (the log) is the test's unless `cmd` sends it elsewhere.

@@ -396,15 +396,11 @@ async fn a_connection_that_sent_a_large_body_keeps_no_large_buffer() {
     const MAX_KIB_PER_CONNECTION: u64 = 150;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-server"));
-    cmd.arg("--state-dir")
-        .arg(&state)
-        .args(["--listen", "127.0.0.1:0", "--san", "127.0.0.1"])
-        .env("RUST_LOG", "warn")
-        // As many runtime threads and malloc arenas on every machine: each arena that served a
-        // body keeps some of it resident, which on a machine of many cores would add to the
-        // measure a share that has nothing to do with the connections.
-        .env("TOKIO_WORKER_THREADS", "2")
+    let mut cmd = common::binary::command(&state);
+    // As many runtime threads and malloc arenas on every machine: each arena that served a
+    // body keeps some of it resident, which on a machine of many cores would add to the
+    // measure a share that has nothing to do with the connections.
+    cmd.env("TOKIO_WORKER_THREADS", "2")
         .env("MALLOC_ARENA_MAX", "2");
     let server = common::binary::spawn(cmd);
     let ca = std::fs::read(state.join("pki/ca.crt")).unwrap();

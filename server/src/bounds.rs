@@ -3,7 +3,7 @@
 //! Free text is cut (at a character boundary, saying so), lists keep their newest entries,
 //! names that must be exact are refused. The values are in docs/security.md.
 
-use crate::api::{AgentStatus, HistoryItem};
+use crate::api::AgentStatus;
 use crate::error::ApiError;
 use std::collections::BTreeMap;
 
@@ -33,6 +33,25 @@ pub const MAX_ACTION_RUNS: usize = 64;
 pub const MAX_ACTION_TAIL: usize = 4 * 1024;
 /// A FleetLock client's `id` and `group`.
 pub const MAX_FLEETLOCK_FIELD: usize = 256;
+
+/// [`cut`] of an owned string: `s` itself when it fits, without a copy (a report's strings
+/// nearly always fit: copying each one doubled the allocations of every report).
+pub fn fit(s: String, max: usize) -> String {
+    if s.len() <= max {
+        s
+    } else {
+        cut(&s, max)
+    }
+}
+
+/// [`cut_front`] of an owned string: `s` itself when it fits.
+fn fit_front(s: String, max: usize) -> String {
+    if s.len() <= max {
+        s
+    } else {
+        cut_front(&s, max)
+    }
+}
 
 /// Cuts `s` to at most `max` bytes at a character boundary, saying how much was cut.
 pub fn cut(s: &str, max: usize) -> String {
@@ -64,10 +83,10 @@ fn name(field: &str, v: &Option<String>) -> Result<(), ApiError> {
 pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
     name("current", &s.current)?;
     name("desired", &s.desired)?;
-    s.api_version = s.api_version.map(|v| cut(&v, MAX_NAME));
-    s.kind = s.kind.map(|v| cut(&v, MAX_NAME));
-    s.last_transition = s.last_transition.map(|v| cut(&v, MAX_NAME));
-    s.reason = s.reason.map(|r| cut(&r, MAX_REASON));
+    s.api_version = s.api_version.map(|v| fit(v, MAX_NAME));
+    s.kind = s.kind.map(|v| fit(v, MAX_NAME));
+    s.last_transition = s.last_transition.map(|v| fit(v, MAX_NAME));
+    s.reason = s.reason.map(|r| fit(r, MAX_REASON));
     if let Some(p) = &s.progress {
         let len = serde_json::to_vec(p).map(|b| b.len()).unwrap_or(usize::MAX);
         if len > MAX_PROGRESS {
@@ -79,7 +98,7 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
     let drift_total = s.drift.len();
     s.drift.truncate(MAX_DRIFT_LINES);
     for d in &mut s.drift {
-        *d = cut(d, MAX_LINE);
+        *d = fit(std::mem::take(d), MAX_LINE);
     }
     if drift_total > MAX_DRIFT_LINES {
         s.drift.push(format!(
@@ -90,33 +109,28 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
     if s.history.len() > MAX_HISTORY {
         s.history.drain(..s.history.len() - MAX_HISTORY);
     }
-    s.history = s
-        .history
-        .into_iter()
-        .map(|h| HistoryItem {
-            time: cut(&h.time, MAX_NAME),
-            state: h.state,
-            reason: h.reason.map(|r| cut(&r, MAX_LINE)),
-            desired: h.desired.map(|d| cut(&d, MAX_NAME)),
-        })
-        .collect();
+    for h in &mut s.history {
+        h.time = fit(std::mem::take(&mut h.time), MAX_NAME);
+        h.reason = h.reason.take().map(|r| fit(r, MAX_LINE));
+        h.desired = h.desired.take().map(|d| fit(d, MAX_NAME));
+    }
     if s.request_results.len() > MAX_REQUEST_RESULTS {
         s.request_results
             .drain(..s.request_results.len() - MAX_REQUEST_RESULTS);
     }
     for r in &mut s.request_results {
-        r.message = cut(&r.message, MAX_LINE);
-        r.path = r.path.as_ref().map(|p| cut(p, MAX_LINE));
+        r.message = fit(std::mem::take(&mut r.message), MAX_LINE);
+        r.path = r.path.take().map(|p| fit(p, MAX_LINE));
     }
     if s.actions.len() > MAX_ACTION_RUNS {
         s.actions.drain(..s.actions.len() - MAX_ACTION_RUNS);
     }
     for a in &mut s.actions {
-        a.name = cut(&a.name, MAX_NAME);
-        a.config = cut(&a.config, MAX_NAME);
-        a.script_digest = cut(&a.script_digest, MAX_NAME);
-        a.started_at = cut(&a.started_at, MAX_NAME);
-        a.output_tail = cut_front(&a.output_tail, MAX_ACTION_TAIL);
+        a.name = fit(std::mem::take(&mut a.name), MAX_NAME);
+        a.config = fit(std::mem::take(&mut a.config), MAX_NAME);
+        a.script_digest = fit(std::mem::take(&mut a.script_digest), MAX_NAME);
+        a.started_at = fit(std::mem::take(&mut a.started_at), MAX_NAME);
+        a.output_tail = fit_front(std::mem::take(&mut a.output_tail), MAX_ACTION_TAIL);
     }
     Ok(s)
 }

@@ -58,47 +58,6 @@ pub struct Fleet {
     pub credentials: Arc<HashMap<String, String>>,
     /// The store revision this snapshot reflects.
     pub revision: u64,
-    /// Reports encoded outside the writer lock, for the commit under way ([`EncodedReports`]).
-    pub encoded_reports: EncodedReports,
-}
-
-/// Status reports encoded by the requests that brought them, outside the writer lock, so that
-/// the commit that stores them does not encode them again: at 10,000 agents whose reports carry
-/// their history, encoding them was half of a group commit's work under the lock. By node: the
-/// report and its JSON. An entry is used only for the very report it holds (compared by pointer
-/// with the node's; held, so the pointer cannot be reused for another). Filled by a commit's
-/// changes and emptied before the fleet is published, so a snapshot holds none.
-#[derive(Debug, Clone, Default)]
-pub struct EncodedReports(HashMap<String, (Arc<hearth_api::AgentStatus>, bytes::Bytes)>);
-
-impl EncodedReports {
-    /// `json` is `report` encoded (`serde_json::to_vec`), for `node`'s next commit.
-    pub fn insert(
-        &mut self,
-        node: &str,
-        report: &Arc<hearth_api::AgentStatus>,
-        json: bytes::Bytes,
-    ) {
-        self.0.insert(node.to_string(), (Arc::clone(report), json));
-    }
-
-    /// `report`'s JSON, when it was encoded for `node`.
-    fn get(&self, node: &str, report: &Arc<hearth_api::AgentStatus>) -> Option<&bytes::Bytes> {
-        self.0
-            .get(node)
-            .filter(|(r, _)| Arc::ptr_eq(r, report))
-            .map(|(_, json)| json)
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Forgets them all.
-    pub fn clear(&mut self) {
-        self.0 = HashMap::new();
-    }
 }
 
 /// The name of the policies object.
@@ -150,7 +109,6 @@ impl Fleet {
             ),
             credentials: Arc::default(),
             revision,
-            encoded_reports: EncodedReports::default(),
         };
         fleet.index_credentials();
         Ok(fleet)
@@ -190,7 +148,7 @@ impl Fleet {
         let mut ops = Vec::new();
         diff_kind(Kind::MachineConfig, &old.mcs, &self.mcs, &mut ops)?;
         diff_kind(Kind::Pool, &old.pools, &self.pools, &mut ops)?;
-        diff_nodes(&old.nodes, &self.nodes, &self.encoded_reports, &mut ops)?;
+        diff_nodes(&old.nodes, &self.nodes, &mut ops)?;
         diff_kind(Kind::Rendered, &old.rendered, &self.rendered, &mut ops)?;
         diff_kind(Kind::Policies, &old.policies, &self.policies, &mut ops)?;
         diff_kind(Kind::Token, &old.tokens, &self.tokens, &mut ops)?;
@@ -314,7 +272,6 @@ pub(crate) fn diff_kind<T: Record>(
 fn diff_nodes(
     old: &Map<NodeRecord>,
     new: &Map<NodeRecord>,
-    encoded: &EncodedReports,
     ops: &mut Vec<Op>,
 ) -> Result<(), StoreError> {
     // The node's report as it is now: put, or deleted when it has none (any more).
@@ -329,21 +286,10 @@ fn diff_nodes(
             }
             return Ok::<(), StoreError>(());
         };
-        let value = match encoded.get(name, report) {
-            Some(json) => report_document(json, n.report_at),
-            None => encode(
-                Kind::Report,
-                name,
-                &ReportRecord {
-                    report: Arc::clone(report),
-                    report_at: n.report_at,
-                },
-            )?,
-        };
         ops.push(Op::Put {
             kind: Kind::Report,
             name: name.clone(),
-            value,
+            value: report_document(report.json(), n.report_at),
             // Whatever is stored: a report is the node's alone, written only with its node's
             // changes, which the writer lock (or etcd's fence) already orders; a revision to
             // compare with could only be stale (a report left by a deleted node, one a replica
@@ -405,8 +351,9 @@ fn encode<T: serde::Serialize>(kind: Kind, name: &str, v: &T) -> Result<bytes::B
         .map_err(|e| StoreError::Backend(format!("cannot encode {kind}/{name}: {e}")))
 }
 
-/// The stored document of a report already encoded: what [`encode`] makes of a
-/// [`ReportRecord`] (its fields in order, compact), without encoding the report again.
+/// The stored document of a report, from the report's JSON kept in memory
+/// ([`crate::report::Report::json`]): what [`encode`] makes of a [`ReportRecord`] (its fields
+/// in order, compact), without encoding the report again.
 fn report_document(report: &[u8], report_at: Option<u64>) -> bytes::Bytes {
     let mut doc = Vec::with_capacity(report.len() + 40);
     doc.extend_from_slice(b"{\"report\":");
@@ -529,8 +476,8 @@ mod tests {
                 (new, kinds(&ops))
             }
         };
-        let status = |state: NodeState| -> Arc<crate::api::AgentStatus> {
-            Arc::new(
+        let status = |state: NodeState| -> crate::report::Report {
+            crate::report::Report::new(
                 serde_json::from_value(serde_json::json!({
                     "state": state.as_str(), "current": "rendered-a", "desired": "rendered-a",
                 }))
@@ -588,7 +535,7 @@ mod tests {
         // written apart (with the node) the first time the node changes.
         let legacy = serde_json::json!({
             "name": "n2", "createdAt": 1, "desired": "rendered-a",
-            "report": *status(NodeState::Done), "reportAt": 5,
+            "report": status(NodeState::Done), "reportAt": 5,
         });
         store
             .commit(vec![Op::Put {
@@ -626,34 +573,31 @@ mod tests {
         assert!(store.get(Kind::Report, "n1").await.unwrap().is_none());
     }
 
-    /// A report encoded by its request is stored as the commit would have encoded it, and only
-    /// for the very report it was encoded from.
+    /// A report is stored as its JSON kept in memory, in the document serde would make of its
+    /// [`ReportRecord`].
     #[test]
-    fn a_report_encoded_outside_the_lock_is_stored_as_encoded_under_it_and_only_for_itself() {
-        let report: Arc<crate::api::AgentStatus> = Arc::new(
+    fn a_report_is_stored_as_the_document_serde_makes_of_it() {
+        let report = crate::report::Report::new(
             serde_json::from_value(serde_json::json!({
                 "state": "Done", "current": "rendered-a", "desired": "rendered-a",
                 "reason": "quote \" and ✓", "history": [{"time": "t", "state": "Working"}],
             }))
             .unwrap(),
         );
-        let values = |report_at: Option<u64>, encoded: Option<(&Arc<_>, &[u8])>| {
+        for report_at in [Some(1_764_000_000), None] {
             let mut new = Fleet::default();
             put(
                 &mut new.nodes,
                 "n1",
                 NodeRecord {
                     name: "n1".into(),
-                    report: Some(Arc::clone(&report)),
+                    report: Some(report.clone()),
                     report_at,
                     ..Default::default()
                 },
             );
-            if let Some((r, json)) = encoded {
-                new.encoded_reports
-                    .insert("n1", r, bytes::Bytes::copy_from_slice(json));
-            }
-            new.diff(&Fleet::default())
+            let stored: Vec<_> = new
+                .diff(&Fleet::default())
                 .unwrap()
                 .into_iter()
                 .filter_map(|op| match op {
@@ -664,22 +608,13 @@ mod tests {
                     } => Some(value),
                     _ => None,
                 })
-                .collect::<Vec<_>>()
-        };
-        let json = serde_json::to_vec(&*report).unwrap();
-        for at in [Some(1_764_000_000), None] {
-            let encoded_here = values(at, Some((&report, &json)));
-            assert_eq!(encoded_here, values(at, None), "{at:?}");
-            assert_eq!(encoded_here.len(), 1);
+                .collect();
+            let serde = serde_json::to_vec(&ReportRecord {
+                report: report.clone(),
+                report_at,
+            })
+            .unwrap();
+            assert_eq!(stored, [serde], "{report_at:?}");
         }
-        // An entry for another report (equal, but not the node's) is not used.
-        let other = Arc::new((*report).clone());
-        let stored = values(Some(1), Some((&other, b"{\"not\":\"this one\"}")));
-        assert_eq!(stored, values(Some(1), None));
-        // Emptied, a fleet holds none.
-        let mut f = Fleet::default();
-        f.encoded_reports.insert("n1", &report, json.into());
-        f.encoded_reports.clear();
-        assert!(f.encoded_reports.get("n1", &report).is_none());
     }
 }

@@ -38,6 +38,7 @@ pub mod pace;
 pub mod pki;
 pub mod records;
 pub mod render_memo;
+pub mod report;
 pub mod rollout;
 pub mod serve;
 pub mod served_agent;

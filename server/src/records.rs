@@ -1,7 +1,7 @@
 //! The documents the server stores, one type per [`Kind`](crate::store::Kind). Times are Unix
 //! seconds. Every type round-trips through JSON; the store holds nothing else.
 
-use crate::api::{AgentStatus, NodeState};
+use crate::api::NodeState;
 use hearth_config::ignition::SpecVersion;
 use hearth_config::model::{
     DisruptionPolicies, LabelSelector, MachineConfig, MachineConfigPool, MachineConfigSpec,
@@ -225,9 +225,10 @@ pub struct NodeRecord {
     /// and the report (history, drift, actions) is most of it. Stored apart, as a
     /// [`ReportRecord`] (`reports/<node>`), so that a change to the node (an apply hands every
     /// node of a pool its desired config) does not write its report again, nor a report the
-    /// node; read here from node documents written before that.
+    /// node; read here from node documents written before that. Kept as its JSON with a
+    /// decoded summary ([`crate::report`]).
     #[serde(default, skip_serializing)]
-    pub report: Option<std::sync::Arc<AgentStatus>>,
+    pub report: Option<crate::report::Report>,
     /// When it arrived (stored with the report).
     #[serde(default, skip_serializing)]
     pub report_at: Option<u64>,
@@ -255,7 +256,7 @@ pub struct NodeRecord {
 #[serde(rename_all = "camelCase")]
 pub struct ReportRecord {
     /// The report.
-    pub report: std::sync::Arc<AgentStatus>,
+    pub report: crate::report::Report,
     /// When it arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_at: Option<u64>,
@@ -315,7 +316,7 @@ impl NodeRecord {
     pub fn same_report(&self, other: &NodeRecord) -> bool {
         self.report_at == other.report_at
             && match (&self.report, &other.report) {
-                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+                (Some(a), Some(b)) => a == b,
                 (None, None) => true,
                 _ => false,
             }

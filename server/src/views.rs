@@ -270,6 +270,11 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
     let ready = is_ready(n, fresh);
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
     let r = n.report.as_ref();
+    // History, drift, actions and progress are kept as the report's JSON (`crate::report`).
+    let (progress, drift, history, actions) = match r.map(|r| r.full()) {
+        Some(f) => (f.progress, f.drift, f.history, f.actions),
+        None => Default::default(),
+    };
     NodeView {
         api_version: hearth_api::HEARTH_API_VERSION.into(),
         kind: "Node".into(),
@@ -299,9 +304,9 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
             pending_reboot: r.is_some_and(|r| r.pending_reboot),
             reboot_slot: n.reboot_slot.map(rfc3339),
             reboot_slot_holders: n.slot_holders.clone(),
-            progress: r.and_then(|r| r.progress.clone()),
-            drift: r.map(|r| r.drift.clone()).unwrap_or_default(),
-            history: r.map(|r| r.history.clone()).unwrap_or_default(),
+            progress,
+            drift,
+            history,
             error: n.error.clone(),
             pinned: n.pin.as_ref().map(|p| PinView {
                 config: p.config.clone(),
@@ -332,7 +337,7 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
                     message: q.finished.as_ref().map(|f| f.message.clone()),
                 })
                 .collect(),
-            actions: r.map(|r| r.actions.clone()).unwrap_or_default(),
+            actions,
         },
     }
 }

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::fleet::{put, update, Fleet, POLICIES_NAME};
 use crate::pki::{self};
 use crate::records::{EventRecord, NodeRecord, SlotHolder};
+use crate::report::Report;
 use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use hearth_config::render;
@@ -174,11 +175,11 @@ impl<S: Store> App<S> {
         if !self.snapshot().nodes.contains_key(node) {
             return Err(unknown_node(node));
         }
-        // Encoded here, in the request's task, so that the commit storing it does not.
-        let json = serde_json::to_vec(&status).ok().map(bytes::Bytes::from);
-        let (node, status) = (node.to_string(), Arc::new(status));
+        // Encoded here, in the request's task, so that the commit storing it does not; the
+        // decoded history, drift and actions are freed here too (`crate::report`).
+        let (node, report) = (node.to_string(), Report::new(status));
         self.group_commit(Box::new(move |fleet, t| {
-            record_report(fleet, &node, &status, json.as_ref(), t)
+            record_report(fleet, &node, &report, t)
         }))
         .await
     }
@@ -306,13 +307,7 @@ fn unknown_node(node: &str) -> ApiError {
 }
 
 /// Stores one status report in `fleet` (nothing when the node is unknown: an error).
-fn record_report(
-    fleet: &mut Fleet,
-    node: &str,
-    status: &Arc<AgentStatus>,
-    json: Option<&bytes::Bytes>,
-    t: u64,
-) -> Result<(), ApiError> {
+fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Result<(), ApiError> {
     // What the report is compared with, read without copying the node (reports are the
     // hottest path: the record is copied once, by the update below).
     let Some((changed, release)) = fleet.nodes.get(node).map(|n| {
@@ -355,15 +350,12 @@ fn record_report(
     }
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
-        n.report = Some(Arc::clone(status));
+        n.report = Some(status.clone());
         n.report_at = Some(t);
         if release {
             n.release_slot(SlotHolder::Agent);
         }
     });
-    if let Some(json) = json {
-        fleet.encoded_reports.insert(node, status, json.clone());
-    }
     fleet.record_events(events);
     Ok(())
 }

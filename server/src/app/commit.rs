@@ -298,12 +298,11 @@ impl<S: Store> App<S> {
             match self.store.commit(ops.clone()).await {
                 Ok(revision) => {
                     self.metrics.commit(decide, decided.elapsed());
-                    // Logged, and not kept in the snapshot; nor are the encoded reports.
+                    // Logged, and not kept in the snapshot.
                     crate::logging::committed_events(
                         &new.events.take_recorded(),
                         &self.node_event_log,
                     );
-                    new.encoded_reports.clear();
                     // The stamp changes revisions only; the pools' counts hold for the stamped
                     // map, which the index must not share while it is stamped.
                     let counted = self

@@ -245,10 +245,6 @@ impl<S: Store> App<S> {
         tokens: &[String],
         revision: u64,
     ) {
-        debug_assert!(
-            new.encoded_reports.is_empty(),
-            "a snapshot holds no encoded reports"
-        );
         let mut wake = Vec::new();
         let mut credentials = Vec::new();
         for name in nodes {

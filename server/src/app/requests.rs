@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::fleet::{update, Fleet};
 use crate::records::{EventRecord, Hold, NodeRecord, RequestFinish, RequestRecord};
 use crate::store::Store;
-use hearth_api::{AgentStatus, NodeRequest, RequestAction, RequestAnswer};
+use hearth_api::{NodeRequest, RequestAction, RequestAnswer};
 use hearth_config::ignition::Config;
 
 /// Requests a node may have pending: a node that does not take them (offline, or not
@@ -165,7 +165,7 @@ fn check_managed(fleet: &Fleet, node: &NodeRecord, path: &str) -> Result<(), Api
 pub(super) fn finish_requests(
     fleet: &mut Fleet,
     node: &str,
-    status: &AgentStatus,
+    status: &crate::report::Summary,
     t: u64,
 ) -> Vec<EventRecord> {
     let Some(n) = fleet.nodes.get(node) else {

@@ -343,14 +343,16 @@ mod tests {
                 });
                 m.remove("n010");
                 update(m, "n004", |n| {
-                    if let Some(r) = n.report.as_mut().map(std::sync::Arc::make_mut) {
-                        r.state = NodeState::Working;
-                    }
+                    n.report = n
+                        .report
+                        .as_ref()
+                        .map(|r| r.edited(|r| r.state = NodeState::Working));
                 });
                 update(m, "n008", |n| {
-                    if let Some(r) = n.report.as_mut().map(std::sync::Arc::make_mut) {
-                        r.state = NodeState::Degraded;
-                    }
+                    n.report = n
+                        .report
+                        .as_ref()
+                        .map(|r| r.edited(|r| r.state = NodeState::Degraded));
                 });
                 put(m, "new", node("new", Some("worker"), Some("r2")));
             }),

@@ -220,10 +220,12 @@ fn garbage_collection_keeps_what_is_referenced() {
             let d = f.nodes[n].value.desired.clone();
             if d != f.nodes[n].value.current().map(str::to_string) {
                 update(&mut f.nodes, n, |x| {
-                    if let Some(r) = x.report.as_mut().map(std::sync::Arc::make_mut) {
-                        r.state = NodeState::Degraded;
-                        r.desired = d.clone();
-                    }
+                    x.report = x.report.as_ref().map(|r| {
+                        r.edited(|r| {
+                            r.state = NodeState::Degraded;
+                            r.desired = d.clone();
+                        })
+                    });
                 });
             }
         }

@@ -208,6 +208,8 @@ pub(super) async fn report<S: Store>(
     let _heard = app.pacer.hearing(&me);
     let status: AgentStatus = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("not an agent status document: {e}")))?;
+    // Not held while the report waits for its commit: in the burst of an apply, thousands do.
+    drop(body);
     let status = crate::bounds::status_report(status)?;
     app.report(&me, status).await?;
     Ok(StatusCode::NO_CONTENT)

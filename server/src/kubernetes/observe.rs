@@ -296,7 +296,7 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
                 created_at: seconds(&v["metadata"]["creationTimestamp"]),
                 desired: draining.or(a.get(DESIRED_CONFIG)).cloned(),
                 report_at: report.as_ref().map(|_| now),
-                report: report.map(std::sync::Arc::new),
+                report: report.map(crate::report::Report::new),
                 ..Default::default()
             },
         );

@@ -7,55 +7,23 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_keeps_its_state_private_under_umask_022() {
-    use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "umask 022; exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_hearth-server"))
-        .arg("--state-dir")
-        .arg(&state)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--san",
-            "localhost",
-            "--san",
-            "127.0.0.1",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+    // The built server's own command line, started by a shell that sets the umask first.
+    let server = common::binary::command(&state);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "umask 022; exec \"$0\" \"$@\""])
+        .arg(server.get_program())
+        .args(server.get_args());
+    for (k, v) in server.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
     }
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let child = Kill(child);
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || for _ in lines {});
-    let port: u16 = first
-        .split_whitespace()
-        .nth(3)
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let api = Api {
-        base: format!("https://127.0.0.1:{port}"),
-        client: client(&std::fs::read(state.join("pki/ca.crt")).unwrap()),
-        token: std::fs::read_to_string(state.join("admin.token"))
-            .unwrap()
-            .trim()
-            .to_string(),
-    };
+    let server = common::binary::spawn(cmd);
+    let api = common::binary::api_for(&state, server.port);
     // Files written later too: a commit, a rotated token (and a token file for a new pool).
     assert_eq!(
         api.apply_text("a.yaml", &worker_mc("10-a", "one"))
@@ -67,7 +35,7 @@ async fn the_binary_keeps_its_state_private_under_umask_022() {
         .post("/api/v1/pools/worker/bootstrap-token", &json!({}))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    drop(child);
+    drop(server);
 
     let mut seen = Vec::new();
     let mut stack = vec![state.clone()];

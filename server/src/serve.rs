@@ -228,7 +228,10 @@ pub async fn start(config: Config) -> Result<Running> {
                         // both its reports at once: tens of thousands of short-lived buffers
                         // over the allocator's per-thread arenas, whose free pages glibc keeps
                         // (RSS some 18 KiB per agent above idle after each apply at 10,000
-                        // agents, docs/performance.md). Each tick gives them back.
+                        // agents, docs/performance.md). Each tick gives them back: all of them
+                        // when glibc is the allocator (built without the `jemalloc` feature);
+                        // with jemalloc, those of the C libraries (TLS), while jemalloc's
+                        // background threads purge its own (main.rs).
                         let took = hearth_daemon::memory::trim_heap();
                         tracing::debug!(took_ms = took.as_millis() as u64, "heap trimmed");
                         // The node events the log left out since it last said so.

@@ -3,7 +3,7 @@
 //! Free text is cut (at a character boundary, saying so), lists keep their newest entries,
 //! names that must be exact are refused. The values are in docs/security.md.
 
-use crate::api::AgentStatus;
+use crate::api::{AgentStatus, HistoryItem};
 use crate::error::ApiError;
 use std::collections::BTreeMap;
 
@@ -36,7 +36,7 @@ pub const MAX_FLEETLOCK_FIELD: usize = 256;
 
 /// [`cut`] of an owned string: `s` itself when it fits, without a copy (a report's strings
 /// nearly always fit: copying each one doubled the allocations of every report).
-pub fn fit(s: String, max: usize) -> String {
+fn fit(s: String, max: usize) -> String {
     if s.len() <= max {
         s
     } else {
@@ -110,9 +110,16 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
         s.history.drain(..s.history.len() - MAX_HISTORY);
     }
     for h in &mut s.history {
-        h.time = fit(std::mem::take(&mut h.time), MAX_NAME);
-        h.reason = h.reason.take().map(|r| fit(r, MAX_LINE));
-        h.desired = h.desired.take().map(|d| fit(d, MAX_NAME));
+        // Every field named, so that a new one cannot go unbounded.
+        let HistoryItem {
+            time,
+            state: _,
+            reason,
+            desired,
+        } = h;
+        *time = fit(std::mem::take(time), MAX_NAME);
+        *reason = reason.take().map(|r| fit(r, MAX_LINE));
+        *desired = desired.take().map(|d| fit(d, MAX_NAME));
     }
     if s.request_results.len() > MAX_REQUEST_RESULTS {
         s.request_results

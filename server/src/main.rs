@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 /// jemalloc, not glibc's allocator: an apply to a large fleet is a burst of short-lived
 /// allocations on every core (reports decoded, TLS records, store pages), and glibc's malloc
-/// and free were half of the server's CPU in it at 100,000 agents, searching bins fragmented by
-/// the long-lived records between them (docs/performance.md, "The allocator": the burst's
-/// reports answered 2-3 times sooner, less memory at its peak).
+/// and free were more than half of the server's CPU in it at 100,000 agents, searching bins
+/// fragmented by the long-lived records between them (docs/performance.md, "100,000 agents with
+/// real reports": every agent `Done` 1.6-1.7 times sooner there, less memory at the burst's
+/// peak, 2-4 KiB more per waiting agent; docs/server.md, "Memory: the allocator").
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -23,12 +24,6 @@ fn main() -> ExitCode {
         }
     };
     hearth_server::logging::init();
-    // Pages freed by a burst go back to the system while the server idles (jemalloc otherwise
-    // purges them only when it allocates again): its threads, one per core at most.
-    #[cfg(feature = "jemalloc")]
-    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
-        tracing::warn!(error = %e, "jemalloc's background purging is off: memory freed after a burst stays resident until the next");
-    }
     if let Some(command) = &cli.command {
         return match cli::run_command(&cli.state_dir, command) {
             Ok(()) => ExitCode::SUCCESS,
@@ -37,6 +32,12 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    // Pages freed by a burst go back to the system while the server idles (jemalloc otherwise
+    // purges them only when it allocates again): its threads, one per core at most.
+    #[cfg(feature = "jemalloc")]
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        tracing::warn!(error = %e, "jemalloc's background purging is off: memory freed after a burst stays resident until the next");
     }
     cli::raise_nofile();
     let rt = match tokio::runtime::Builder::new_multi_thread()

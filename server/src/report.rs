@@ -5,8 +5,8 @@
 //! server's decisions read none of that; it stores it and shows it. So a [`Report`] keeps what
 //! the decisions read decoded (its [`Summary`]) and the whole report as JSON: the very bytes the
 //! store is given ([`Report::json`]), decoded again only to be shown ([`Report::full`]).
-//! At 100,000 nodes that is some 430 MiB less with every agent waiting, and half the peak of an
-//! apply's burst (docs/performance.md, "100,000 agents with real reports").
+//! At 100,000 nodes that is some 430 MiB less with every agent waiting, and some 40% off the
+//! peak of an apply's burst (docs/performance.md, "100,000 agents with real reports").
 
 use hearth_api::{AgentStatus, NodeState, RequestResult};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -114,7 +114,7 @@ impl Report {
         }
     }
 
-    /// The report with `f` applied to it (tests and tools; a report is otherwise never changed).
+    /// The report with `f` applied to it (for tests: the server never changes a report).
     pub fn edited(&self, f: impl FnOnce(&mut AgentStatus)) -> Report {
         let mut s = self.full();
         f(&mut s);

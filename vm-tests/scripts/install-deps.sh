@@ -42,7 +42,8 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 # strace: the agent's tests count its system calls (agent/tests/syscall_counts.rs);
-# libssl-dev, gcc, libc6-dev: bench/agent-apply.sh builds the floor's converge.c.
+# libssl-dev, gcc, libc6-dev: bench/agent-apply.sh builds the floor's converge.c; gcc and make
+# also build jemalloc, hearth-server's allocator (tikv-jemalloc-sys).
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
     strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils chromium chromium-driver

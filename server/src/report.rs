@@ -55,27 +55,16 @@ impl Report {
             .expect("an AgentStatus always encodes")
             // Without the spare capacity of the encoder's doubling (up to half the allocation).
             .into_boxed_slice();
-        let AgentStatus {
-            state,
-            reason,
-            last_transition,
-            current,
-            desired,
-            pending_reboot,
-            requests_done,
-            request_results,
-            ..
-        } = status;
         Report(Arc::new(Held {
             summary: Summary {
-                state,
-                reason,
-                last_transition,
-                current,
-                desired,
-                pending_reboot,
-                requests_done,
-                request_results,
+                state: status.state,
+                reason: status.reason,
+                last_transition: status.last_transition,
+                current: status.current,
+                desired: status.desired,
+                pending_reboot: status.pending_reboot,
+                requests_done: status.requests_done,
+                request_results: status.request_results,
             },
             json: bytes::Bytes::from(json),
         }))

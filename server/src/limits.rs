@@ -32,8 +32,9 @@ pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 /// What hyper buffers of an HTTP/1.1 connection's input (`max_buf_size`, hyper's smallest): a
 /// request head over it is 431 from hyper itself (no body) and the connection ends; a body is
 /// read in pieces of at most this. (It also bounds what hyper queues of a response's body before
-/// writing it: a streamed body should come in pieces larger than this, as `http::ostree`'s do.) Larger, hyper's read buffer grows with the largest read the
-/// connection made, up to this limit, and stays that large as long as the connection is open:
+/// writing it: a streamed body should come in pieces larger than this, as `http::ostree`'s do.)
+/// Larger, hyper's read buffer grows with the largest read the connection made, up to this
+/// limit, and stays that large as long as the connection is open:
 /// at 1 MiB, 300 connections that each sent one body of 1 MB and then waited pinned 124 MB
 /// (12 MB at 8 KiB), and agents whose reports carry their history (9 KiB) held 8 KiB more each
 /// while they waited (docs/performance.md, "Buffers that do not grow").

@@ -175,6 +175,11 @@ impl Fleet {
                     Kind::Node => stamp_one(&mut self.nodes, name, revision),
                     Kind::Report => {
                         update(&mut self.nodes, name, |n| n.report_revision = revision);
+                        // The store has it now: its JSON need not be kept in memory.
+                        if let Some(r) = self.nodes.get(name).and_then(|n| n.value.report.as_ref())
+                        {
+                            r.release();
+                        }
                     }
                     Kind::Rendered => stamp_one(&mut self.rendered, name, revision),
                     Kind::Policies => stamp_one(&mut self.policies, name, revision),
@@ -286,10 +291,19 @@ fn diff_nodes(
             }
             return Ok::<(), StoreError>(());
         };
+        // A report no longer in memory is the one stored
+        // ([`crate::report::Report::release`]): nothing to write.
+        let Some(json) = report.json() else {
+            debug_assert!(
+                n.report_revision != 0,
+                "a report released before it was stored"
+            );
+            return Ok(());
+        };
         ops.push(Op::Put {
             kind: Kind::Report,
             name: name.clone(),
-            value: report_document(report.json(), n.report_at),
+            value: report_document(&json, n.report_at),
             // Whatever is stored: a report is the node's alone, written only with its node's
             // changes, which the writer lock (or etcd's fence) already orders; a revision to
             // compare with could only be stale (a report left by a deleted node, one a replica

@@ -307,6 +307,8 @@ impl NodeRecord {
 
     /// Takes the report stored apart (at `revision`), in place of what the node document had.
     pub fn take_report(&mut self, r: ReportRecord, revision: u64) {
+        // Stored: read from the store when shown ([`crate::report::Report::release`]).
+        r.report.release();
         self.report = Some(r.report);
         self.report_at = r.report_at;
         self.report_revision = revision;

@@ -3,24 +3,34 @@
 //! A real agent's report is mostly its history (its newest 50 transitions), drift lines and
 //! run-once action records: some 9 KiB of JSON, some 11 KiB and 150 allocations decoded. The
 //! server's decisions read none of that; it stores it and shows it. So a [`Report`] keeps what
-//! the decisions read decoded (its [`Summary`]) and the whole report as JSON: the very bytes the
-//! store is given ([`Report::json`]), decoded again only to be shown ([`Report::full`]).
-//! At 100,000 nodes that is some 430 MiB less with every agent waiting, and some 40% off the
-//! peak of an apply's burst (docs/performance.md, "100,000 agents with real reports").
+//! the decisions read decoded (its [`Summary`]), a SHA-256 of the whole (what reports compare
+//! by), and the whole report as JSON only until the store has it: the very bytes the store is
+//! given ([`Report::json`]). Once they are committed ([`Report::release`], called by
+//! [`crate::fleet::Fleet::stamp`] and for every report read from the store), the report's
+//! history, drift and actions are read back from the store when a node is shown
+//! (`crate::app::shown`), the only place that reads them.
+//!
+//! At 100,000 nodes with a real agent's reports, decoding only the summary saved some 430 MiB
+//! with every agent waiting; not keeping the JSON saves some 1 GiB more
+//! (docs/performance.md, "100,000 agents with real reports").
 
 use hearth_api::{AgentStatus, NodeState, RequestResult};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A node's last report: cheap to clone (shared), compared by its JSON.
+/// A node's last report: cheap to clone (shared), compared by its content's SHA-256.
 #[derive(Clone)]
 pub struct Report(Arc<Held>);
 
 struct Held {
     summary: Summary,
-    /// The whole report, as `serde_json::to_vec` encodes it (no spare capacity).
-    json: bytes::Bytes,
+    /// SHA-256 of the whole report's JSON.
+    sha256: [u8; 32],
+    /// The whole report, as `serde_json::to_vec` encodes it (no spare capacity), until it is
+    /// stored ([`Report::release`]).
+    json: Mutex<Option<bytes::Bytes>>,
 }
 
 /// What the server's decisions read of a report: the [`AgentStatus`] fields that are not lists
@@ -55,7 +65,9 @@ impl Report {
             .expect("an AgentStatus always encodes")
             // Without the spare capacity of the encoder's doubling (up to half the allocation).
             .into_boxed_slice();
+        let sha256 = Sha256::digest(&json).into();
         Report(Arc::new(Held {
+            sha256,
             summary: Summary {
                 state: status.state,
                 reason: status.reason,
@@ -66,46 +78,64 @@ impl Report {
                 requests_done: status.requests_done,
                 request_results: status.request_results,
             },
-            json: bytes::Bytes::from(json),
+            json: Mutex::new(Some(bytes::Bytes::from(json))),
         }))
     }
 
-    /// The report's JSON (what is stored, and what [`Report::full`] decodes).
-    pub fn json(&self) -> &bytes::Bytes {
-        &self.0.json
+    fn json_slot(&self) -> MutexGuard<'_, Option<bytes::Bytes>> {
+        // Held only to clone or take a `Bytes`: nothing can panic while it is held.
+        self.0.json.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The whole report, decoded (to be shown).
-    pub fn full(&self) -> AgentStatus {
-        match serde_json::from_slice(&self.0.json) {
+    /// The report's JSON (what is stored, and what [`Report::full`] decodes), until it is
+    /// stored: then `None`, and the store has it.
+    pub fn json(&self) -> Option<bytes::Bytes> {
+        self.json_slot().clone()
+    }
+
+    /// Forgets the JSON: the store has it now (at the node's `report_revision`), and a node's
+    /// view reads it from there. Every clone of this report forgets it.
+    pub fn release(&self) {
+        self.json_slot().take();
+    }
+
+    /// The whole report, decoded (to be shown), while it is in memory ([`Report::json`]).
+    pub fn full(&self) -> Option<AgentStatus> {
+        let json = self.json()?;
+        Some(match serde_json::from_slice(&json) {
             Ok(s) => s,
             // Not expected: the bytes were encoded from an `AgentStatus`. The summary then.
             Err(e) => {
                 tracing::error!(error = %e, "a report kept in memory does not decode; showing its summary");
-                let s = &self.0.summary;
-                AgentStatus {
-                    api_version: None,
-                    kind: None,
-                    state: s.state,
-                    reason: s.reason.clone(),
-                    last_transition: s.last_transition.clone(),
-                    current: s.current.clone(),
-                    desired: s.desired.clone(),
-                    pending_reboot: s.pending_reboot,
-                    progress: None,
-                    drift: Vec::new(),
-                    history: Vec::new(),
-                    requests_done: s.requests_done,
-                    request_results: s.request_results.clone(),
-                    actions: Vec::new(),
-                }
+                self.summary_only()
             }
+        })
+    }
+
+    /// The report as far as its summary goes: without progress, drift, history or actions.
+    pub fn summary_only(&self) -> AgentStatus {
+        let s = &self.0.summary;
+        AgentStatus {
+            api_version: None,
+            kind: None,
+            state: s.state,
+            reason: s.reason.clone(),
+            last_transition: s.last_transition.clone(),
+            current: s.current.clone(),
+            desired: s.desired.clone(),
+            pending_reboot: s.pending_reboot,
+            progress: None,
+            drift: Vec::new(),
+            history: Vec::new(),
+            requests_done: s.requests_done,
+            request_results: s.request_results.clone(),
+            actions: Vec::new(),
         }
     }
 
     /// The report with `f` applied to it (for tests: the server never changes a report).
     pub fn edited(&self, f: impl FnOnce(&mut AgentStatus)) -> Report {
-        let mut s = self.full();
+        let mut s = self.full().expect("a report edited in a test is in memory");
         f(&mut s);
         Report::new(s)
     }
@@ -132,7 +162,7 @@ impl From<AgentStatus> for Report {
 
 impl PartialEq for Report {
     fn eq(&self, other: &Report) -> bool {
-        Report::ptr_eq(self, other) || self.0.json == other.0.json
+        Report::ptr_eq(self, other) || self.0.sha256 == other.0.sha256
     }
 }
 
@@ -140,14 +170,19 @@ impl fmt::Debug for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Report")
             .field("summary", &self.0.summary)
-            .field("json_bytes", &self.0.json.len())
+            .field("json_bytes", &self.json().map(|j| j.len()))
             .finish()
     }
 }
 
 impl Serialize for Report {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.full().serialize(s)
+        match self.full() {
+            Some(full) => full.serialize(s),
+            None => Err(serde::ser::Error::custom(
+                "the report is stored and no longer in memory",
+            )),
+        }
     }
 }
 
@@ -181,8 +216,8 @@ mod tests {
     fn a_report_keeps_its_summary_decoded_and_the_whole_as_its_encoding() {
         let s = status();
         let r = Report::new(s.clone());
-        assert_eq!(&r.json()[..], &serde_json::to_vec(&s).unwrap()[..]);
-        assert_eq!(r.full(), s);
+        assert_eq!(&r.json().unwrap()[..], &serde_json::to_vec(&s).unwrap()[..]);
+        assert_eq!(r.full(), Some(s.clone()));
         assert_eq!(r.state, NodeState::Working);
         assert_eq!(r.reason, s.reason);
         assert_eq!(r.current.as_deref(), Some("rendered-a"));
@@ -211,5 +246,30 @@ mod tests {
         let c = a.edited(|s| s.state = NodeState::Done);
         assert_eq!(c.state, NodeState::Done);
         assert_ne!(a, c);
+    }
+
+    /// Once stored, a report keeps its summary and still compares by its whole content, but
+    /// holds no JSON: it is not shown or encoded from memory any more, in any of its clones.
+    #[test]
+    fn a_released_report_keeps_its_summary_and_identity_but_not_its_json() {
+        let a = Report::new(status());
+        let shared = a.clone();
+        let edited = a.edited(|s| s.drift.push("/etc/b: missing".into()));
+        a.release();
+        assert_eq!(shared.json(), None);
+        assert_eq!(shared.full(), None);
+        assert!(serde_json::to_vec(&shared).is_err());
+        assert_eq!(a.state, NodeState::Working);
+        assert_eq!(a.requests_done, 3);
+        assert_eq!(a.current.as_deref(), Some("rendered-a"));
+        // Equal to the same report still in memory, and not to another.
+        assert_eq!(a, Report::new(status()));
+        assert_ne!(a, edited);
+        let shown = a.summary_only();
+        assert_eq!(
+            (shown.state, shown.reason),
+            (NodeState::Working, status().reason)
+        );
+        assert!(shown.history.is_empty() && shown.drift.is_empty());
     }
 }

@@ -4,6 +4,7 @@
 //! rendered configs are manifests, as the MCO shows them.
 
 use crate::api::NodeState;
+use crate::app::ShownReport;
 use crate::fleet::{Fleet, Rec};
 use crate::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
 use crate::time::rfc3339;
@@ -263,18 +264,41 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
     }
 }
 
-/// A node; `fresh`: heard from recently (its `ready` is [`is_ready`]); `now` is the maintenance
+/// A node with its last report as read for it (`report`: [`crate::app::App::shown_reports`]);
+/// `fresh`: heard from recently (its `ready` is [`is_ready`]); `now` is the maintenance
 /// windows' clock.
-pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64) -> NodeView {
+pub fn node(
+    rec: &Rec<NodeRecord>,
+    report: Option<ShownReport>,
+    last_seen: Option<u64>,
+    fresh: bool,
+    now: u64,
+) -> NodeView {
     let n = &rec.value;
     let ready = is_ready(n, fresh);
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
-    let r = n.report.as_ref();
-    // History, drift, actions and progress are kept as the report's JSON (`crate::report`).
-    let (progress, drift, history, actions) = match r.map(|r| r.full()) {
-        Some(f) => (f.progress, f.drift, f.history, f.actions),
+    // Not read for it (not expected when the node has one): its summary.
+    let report = report.or_else(|| {
+        n.report.as_ref().map(|r| ShownReport {
+            status: r.summary_only(),
+            report_at: n.report_at,
+            revision: n.report_revision,
+        })
+    });
+    let (report_at, revision) = report
+        .as_ref()
+        .map_or((None, 0), |r| (r.report_at, r.revision));
+    let mut r = report.map(|r| r.status);
+    let (progress, drift, history, actions) = match r.as_mut() {
+        Some(s) => (
+            s.progress.take(),
+            std::mem::take(&mut s.drift),
+            std::mem::take(&mut s.history),
+            std::mem::take(&mut s.actions),
+        ),
         None => Default::default(),
     };
+    let r = r.as_ref();
     NodeView {
         api_version: hearth_api::HEARTH_API_VERSION.into(),
         kind: "Node".into(),
@@ -283,7 +307,7 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
             labels: n.labels.clone(),
             creation_timestamp: Some(rfc3339(n.created_at)),
             // The node's document or its report (stored apart), whichever changed last.
-            resource_version: Some(rec.mod_revision.max(n.report_revision).to_string()),
+            resource_version: Some(rec.mod_revision.max(revision).to_string()),
         },
         status: NodeStatus {
             pool: n.pool.clone(),
@@ -298,7 +322,7 @@ pub fn node(rec: &Rec<NodeRecord>, last_seen: Option<u64>, fresh: bool, now: u64
             enrolled: n.credential_sha256.is_some(),
             enrolled_at: n.enrolled_at.map(rfc3339),
             desired_at: n.desired_at.map(rfc3339),
-            last_report: n.report_at.map(rfc3339),
+            last_report: report_at.map(rfc3339),
             last_seen: last_seen.map(rfc3339),
             last_transition: r.and_then(|r| r.last_transition.clone()),
             pending_reboot: r.is_some_and(|r| r.pending_reboot),

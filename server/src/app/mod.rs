@@ -34,11 +34,13 @@ mod manifests;
 mod node_token;
 mod requests;
 mod rollback;
+mod shown;
 mod viewer;
 
 pub use background::{Background, MAX_DETACHED};
 pub(crate) use manifests::apply_manifests;
 pub use manifests::read_manifests;
+pub use shown::ShownReport;
 
 /// Server settings that are not the store's.
 #[derive(Debug, Clone)]

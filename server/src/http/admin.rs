@@ -240,9 +240,11 @@ pub(super) struct NodeListQuery {
 fn node_view<S: Store>(
     app: &App<S>,
     rec: &crate::fleet::Rec<crate::records::NodeRecord>,
+    report: Option<crate::app::ShownReport>,
 ) -> NodeView {
     views::node(
         rec,
+        report,
         app.last_seen(&rec.value),
         app.is_fresh(&rec.value),
         app.options.settings.window_clock.now(),
@@ -255,11 +257,17 @@ pub(super) async fn list_nodes<S: Store>(
     Query(q): Query<NodeListQuery>,
 ) -> Result<Json<List<NodeView>>, ApiError> {
     let f = app.snapshot();
+    let nodes: Vec<_> = f
+        .nodes
+        .values()
+        .filter(|n| q.pool.is_none() || n.value.pool == q.pool)
+        .map(|n| &**n)
+        .collect();
+    let mut reports = app.shown_reports(&nodes).await?;
     Ok(list(
-        f.nodes
-            .values()
-            .filter(|n| q.pool.is_none() || n.value.pool == q.pool)
-            .map(|n| node_view(&app, n))
+        nodes
+            .into_iter()
+            .map(|n| node_view(&app, n, reports.remove(&n.value.name)))
             .collect(),
     ))
 }
@@ -270,10 +278,12 @@ pub(super) async fn get_node<S: Store>(
     Path(name): Path<String>,
 ) -> Result<Json<NodeView>, ApiError> {
     let f = app.snapshot();
-    f.nodes
+    let n = f
+        .nodes
         .get(&name)
-        .map(|n| Json(node_view(&app, n)))
-        .ok_or_else(|| ApiError::not_found(format!("node {name:?} not found")))
+        .ok_or_else(|| ApiError::not_found(format!("node {name:?} not found")))?;
+    let report = app.shown_reports(&[n]).await?.remove(&name);
+    Ok(Json(node_view(&app, n, report)))
 }
 
 pub(super) async fn delete_node<S: Store>(

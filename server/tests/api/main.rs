@@ -8,7 +8,7 @@
 //! (maintenance windows), `holds` (an admin's pins and exclusions of nodes), `rollback` (a
 //! pool back to its previous rendered config), `requests` (an admin's force and restore-file
 //! requests to a node), `actions` (run-once actions: in the desired config, reported runs in
-//! the node view), `trial` (the pool's trial policy in the desired answer), `firstboot_node` and
+//! the node view), `reports` (a node's whole report, read back from the store to be shown), `trial` (the pool's trial policy in the desired answer), `firstboot_node` and
 //! `firstboot_cache` (kept first-boot answers never outlive their inputs).
 
 #[path = "../common/mod.rs"]
@@ -21,6 +21,7 @@ mod firstboot_cache;
 mod firstboot_node;
 mod holds;
 mod manifests;
+mod reports;
 mod requests;
 mod rollback;
 mod rollout;

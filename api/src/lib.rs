@@ -61,9 +61,9 @@ pub use status::{
 };
 pub use version::VersionInfo;
 pub use views::{
-    Condition, ConfigRef, EventView, HoldView, List, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView, SlotHolder,
-    SourceRef, WindowState,
+    Condition, ConfigRef, EventView, HoldView, List, ListMeta, Maintenance, NodeMeta, NodeStatus,
+    NodeView, PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView,
+    SlotHolder, SourceRef, WindowState,
 };
 
 /// The path every v1 endpoint starts with.

@@ -21,8 +21,19 @@ pub struct List<T> {
     pub api_version: String,
     /// `List`.
     pub kind: String,
+    /// Only in a page of a list asked for with `limit` that has more to come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ListMeta>,
     /// The objects.
     pub items: Vec<T>,
+}
+
+/// A list's metadata (Kubernetes' `ListMeta`): where the next page starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ListMeta {
+    /// Pass as `continue=` (URL-encoded) to get the next page; absent on the last page.
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_from: Option<String>,
 }
 
 impl<T> List<T> {
@@ -31,8 +42,24 @@ impl<T> List<T> {
         List {
             api_version: "v1".into(),
             kind: "List".into(),
+            metadata: None,
             items,
         }
+    }
+
+    /// One page of a list: `continue_from` is where the next one starts (none: the last page).
+    pub fn page(items: Vec<T>, continue_from: Option<String>) -> Self {
+        List {
+            metadata: continue_from.map(|c| ListMeta {
+                continue_from: Some(c),
+            }),
+            ..List::new(items)
+        }
+    }
+
+    /// Where the next page starts, if there is one.
+    pub fn continue_from(&self) -> Option<&str> {
+        self.metadata.as_ref()?.continue_from.as_deref()
     }
 }
 

@@ -223,6 +223,25 @@ function select(kind, name) {
   refresh();
 }
 
+// Every node, a page of 500 at a time (an older server answers all in the first), without the
+// history and action runs the table does not show (a node's detail reads them).
+async function nodePages() {
+  const items = [];
+  let from = null;
+  for (;;) {
+    const page = await api("/api/v1/nodes?limit=500" +
+      (from === null ? "" : "&continue=" + encodeURIComponent(from)));
+    for (const n of page.items || []) {
+      if (n.status) { delete n.status.history; delete n.status.actions; }
+      items.push(n);
+    }
+    const next = page.metadata && page.metadata.continue;
+    // Pages go by name: a position that does not move on would never end.
+    if (!next || (from !== null && next <= from)) return { items };
+    from = next;
+  }
+}
+
 async function refresh() {
   if (state.pending) {
     state.dirty = true;
@@ -232,7 +251,7 @@ async function refresh() {
   state.dirty = false;
   try {
     const [pools, nodes, events] = await Promise.all([
-      api("/api/v1/pools"), api("/api/v1/nodes"), api("/api/v1/events?limit=30"),
+      api("/api/v1/pools"), nodePages(), api("/api/v1/events?limit=30"),
     ]);
     renderPools(pools.items || []);
     renderNodes(nodes.items || []);

@@ -173,6 +173,21 @@ pub(super) fn fetch(c: &Client, a: &GetArgs, sel: &Selector) -> anyhow::Result<V
             items(&c.get(&path)?)
         }
         (Some(k), Some(n)) => vec![c.get(&format!("/api/v1/{}/{}", kind_path(k), enc(n)))?],
+        // In pages; for a table or names, without what only `-o json`/`-o yaml` show.
+        (Some(Kind::Node), None) => {
+            let whole = matches!(a.output, Some(Output::Json | Output::Yaml));
+            let mut all = Vec::new();
+            super::pages::nodes(c, None, |page| {
+                for mut node in page {
+                    if !whole {
+                        super::pages::light(&mut node);
+                    }
+                    all.push(node);
+                }
+                Ok(())
+            })?;
+            all
+        }
         (Some(Kind::Mc), None) => {
             let mut v = items(&c.get("/api/v1/machineconfigs")?);
             v.extend(items(&c.get("/api/v1/renderedconfigs")?));

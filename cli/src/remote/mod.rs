@@ -22,6 +22,7 @@ mod describe;
 mod describe_actions;
 mod failover;
 mod get;
+mod pages;
 mod rollout;
 mod select;
 mod state;

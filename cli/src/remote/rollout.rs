@@ -1,14 +1,15 @@
 //! `hearth rollout status`: how far a pool's rollout is, once or followed with `--watch`.
 
-use super::conn::{enc, Client, Conn};
+use super::conn::{enc, typed, Client, Conn};
 use super::state::{node_state, progress};
 use super::table::{opt, table, text};
 use crate::term::escape;
 use crate::InvalidInput;
 use anyhow::anyhow;
 use clap::Args;
-use hearth_api::views::{List, NodeView, PoolView};
+use hearth_api::views::{NodeView, PoolView};
 use hearth_api::NodeState;
+use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
 
@@ -56,8 +57,11 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
     let mut last_line = String::new();
     loop {
         let p: PoolView = c.get_as(&format!("/api/v1/pools/{}", enc(pool)))?;
-        let nodes: List<NodeView> = c.get_as(&format!("/api/v1/nodes?pool={}", enc(pool)))?;
-        let nodes = nodes.items;
+        let mut nodes: Vec<NodeView> = Vec::new();
+        super::pages::nodes(&c, Some(pool), |page| {
+            nodes.extend(typed::<Vec<NodeView>>(Value::Array(page), "/api/v1/nodes")?);
+            Ok(())
+        })?;
         let st = &p.status;
         let target = text(p.spec.configuration.name.as_deref().unwrap_or(""));
         let total = st.machine_count;

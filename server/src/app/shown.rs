@@ -1,7 +1,8 @@
 //! What a node's view shows of its last report: the whole report (history, drift, actions,
 //! progress). The server keeps a report's JSON only until the store has it
 //! ([`crate::report::Report::release`]), so it is read back from the store here: one read per
-//! node for a few nodes, one list of every report for more.
+//! node for a few nodes or a page of a list (at most [`CONCURRENT_GETS`] at once), one list of
+//! every report for a larger share of the fleet.
 
 use super::App;
 use crate::error::ApiError;
@@ -9,12 +10,16 @@ use crate::fleet::Rec;
 use crate::records::NodeRecord;
 use crate::report::Report;
 use crate::store::{Kind, Store};
+use futures_util::StreamExt;
 use hearth_api::AgentStatus;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 
-/// Up to this many nodes to show, their reports are read one by one; for more, all at once.
+/// Up to this many nodes to show, their reports are read one by one (also up to a quarter of
+/// the fleet: a page of a list); for more, all at once.
 const GETS_AT_MOST: usize = 16;
+/// Reads of single reports under way at once (on etcd, each is a request).
+const CONCURRENT_GETS: usize = 32;
 
 /// A node's last report as its view shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,9 +46,11 @@ impl<S: Store> App<S> {
     /// The last report of each of `nodes` that has one, by node name: from memory when it is
     /// still there, else from the store. The store may have a newer one than `nodes` (another
     /// replica's commit, or one since the snapshot): that one is shown, with its revision.
+    /// `fleet`: how many nodes there are (whether to read one by one or all at once).
     pub async fn shown_reports(
         &self,
         nodes: &[&Rec<NodeRecord>],
+        fleet: usize,
     ) -> Result<HashMap<String, ShownReport>, ApiError> {
         let mut out = HashMap::with_capacity(nodes.len());
         let mut stored: Vec<(&NodeRecord, &Report)> = Vec::new();
@@ -68,11 +75,22 @@ impl<S: Store> App<S> {
             return Ok(out);
         }
         let mut read: HashMap<String, ShownReport> = HashMap::with_capacity(stored.len());
-        if stored.len() <= GETS_AT_MOST {
-            for (n, _) in &stored {
-                if let Some(v) = self.store.get(Kind::Report, &n.name).await? {
-                    if let Some(shown) = decode(&n.name, &v.value, v.mod_revision) {
-                        read.insert(n.name.clone(), shown);
+        if stored.len() <= GETS_AT_MOST || stored.len().saturating_mul(4) <= fleet {
+            // Owned names: a future that borrows from the list's elements is not `Send` enough
+            // for a handler.
+            let names: Vec<String> = stored.iter().map(|(n, _)| n.name.clone()).collect();
+            let mut gets = futures_util::stream::iter(names.into_iter().map(|name| {
+                let store = &self.store;
+                async move {
+                    let got = store.get(Kind::Report, &name).await;
+                    (name, got)
+                }
+            }))
+            .buffer_unordered(CONCURRENT_GETS);
+            while let Some((name, got)) = gets.next().await {
+                if let Some(v) = got? {
+                    if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
+                        read.insert(name, shown);
                     }
                 }
             }

@@ -235,7 +235,16 @@ pub(super) async fn bootstrap_token<S: Store>(
 pub(super) struct NodeListQuery {
     #[serde(default)]
     pool: Option<String>,
+    /// At most this many nodes (0 or none: every one; capped at [`MAX_NODE_PAGE`]).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The nodes after this name (a page's `metadata.continue`).
+    #[serde(default, rename = "continue")]
+    continue_from: Option<String>,
 }
+
+/// The most nodes one page of `GET /api/v1/nodes?limit=` holds.
+pub const MAX_NODE_PAGE: usize = 1000;
 
 fn node_view<S: Store>(
     app: &App<S>,
@@ -256,20 +265,36 @@ pub(super) async fn list_nodes<S: Store>(
     _: Reader,
     Query(q): Query<NodeListQuery>,
 ) -> Result<Json<List<NodeView>>, ApiError> {
+    use std::ops::Bound;
     let f = app.snapshot();
-    let nodes: Vec<_> = f
+    let limit = match q.limit {
+        None | Some(0) => usize::MAX,
+        Some(l) => l.min(MAX_NODE_PAGE),
+    };
+    // By name, after the last one of the previous page (as of this snapshot: a node added or
+    // deleted between two pages is listed or not as it falls).
+    let from = match &q.continue_from {
+        Some(c) => Bound::Excluded(c.as_str()),
+        None => Bound::Unbounded,
+    };
+    let mut matching = f
         .nodes
-        .values()
-        .filter(|n| q.pool.is_none() || n.value.pool == q.pool)
-        .map(|n| &**n)
-        .collect();
-    let mut reports = app.shown_reports(&nodes).await?;
-    Ok(list(
+        .range::<_, str>((from, Bound::Unbounded))
+        .map(|(_, n)| &**n)
+        .filter(|n| q.pool.is_none() || n.value.pool == q.pool);
+    let nodes: Vec<_> = matching.by_ref().take(limit).collect();
+    let more = nodes.len() == limit && matching.next().is_some();
+    let continue_from = more
+        .then(|| nodes.last().map(|n| n.value.name.clone()))
+        .flatten();
+    let mut reports = app.shown_reports(&nodes, f.nodes.len()).await?;
+    Ok(Json(List::page(
         nodes
             .into_iter()
             .map(|n| node_view(&app, n, reports.remove(&n.value.name)))
             .collect(),
-    ))
+        continue_from,
+    )))
 }
 
 pub(super) async fn get_node<S: Store>(
@@ -282,7 +307,7 @@ pub(super) async fn get_node<S: Store>(
         .nodes
         .get(&name)
         .ok_or_else(|| ApiError::not_found(format!("node {name:?} not found")))?;
-    let report = app.shown_reports(&[n]).await?.remove(&name);
+    let report = app.shown_reports(&[n], f.nodes.len()).await?.remove(&name);
     Ok(Json(node_view(&app, n, report)))
 }
 

@@ -1,6 +1,7 @@
 //! A node's whole report in its view. The server keeps a report's history, drift, progress
 //! and actions only until the store has them, then reads them back from the store to show a
-//! node: one node, a list of many (one read of every report), and after a restart.
+//! node: one node, a list of many (one read of every report), after a restart, and a list in
+//! pages (`limit`, `continue`).
 
 use crate::common::*;
 use reqwest::StatusCode;
@@ -105,5 +106,91 @@ async fn a_nodes_whole_report_is_shown_from_the_store_alone_and_after_a_restart(
     for i in 0..NODES {
         assert_shows(&all[&format!("w{i}")], i, &config);
     }
+    s.shutdown().await;
+}
+
+/// Node names of a list answer, in order, and its `metadata.continue`.
+fn page(list: &Value) -> (Vec<String>, Option<String>) {
+    let names = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    (
+        names,
+        list["metadata"]["continue"].as_str().map(String::from),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply(&example_files()).await;
+    let token = bootstrap_token(&s, "worker");
+    let mut config = String::new();
+    for i in 0..NODES {
+        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
+        config = n.desired_name().await.unwrap();
+        let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    }
+    // The example fleet's own nodes (`infra-0`, …) and these, by name.
+    let (all, _) = page(&api.get("/api/v1/nodes").await.json);
+    let (workers, _) = page(&api.get("/api/v1/nodes?pool=worker").await.json);
+    assert!(all.len() > NODES && workers.len() >= NODES, "{all:?}");
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted);
+
+    // Pages of 7, by name, each node once, every page full but the last, which has no
+    // `continue`.
+    for (query, expected) in [("limit=7", &all), ("pool=worker&limit=7", &workers)] {
+        let mut seen = Vec::new();
+        let mut from: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let path = match &from {
+                None => format!("/api/v1/nodes?{query}"),
+                Some(c) => format!("/api/v1/nodes?{query}&continue={c}"),
+            };
+            let a = api.get(&path).await;
+            assert_eq!(a.status, StatusCode::OK, "{path}: {}", a.text);
+            let (names, next) = page(&a.json);
+            for (n, view) in names.iter().zip(a.json["items"].as_array().unwrap()) {
+                if let Some(i) = n.strip_prefix('w').and_then(|i| i.parse().ok()) {
+                    assert_shows(view, i, &config);
+                }
+            }
+            assert!(names.len() == 7 || next.is_none(), "{path}: {names:?}");
+            seen.extend(names);
+            pages += 1;
+            match next {
+                Some(c) => from = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(pages, expected.len().div_ceil(7), "{query}");
+        assert_eq!(&seen, expected, "{query}");
+    }
+    // No limit, limit 0, or over the most a page holds: every node, no `continue`.
+    for query in ["?limit=0", "?limit=5000"] {
+        let (names, next) = page(&api.get(&format!("/api/v1/nodes{query}")).await.json);
+        assert_eq!((names, next), (all.clone(), None), "{query}");
+    }
+    // A page exactly at the end says there is no more.
+    let n = all.len();
+    let (names, next) = page(&api.get(&format!("/api/v1/nodes?limit={n}")).await.json);
+    assert_eq!((names.len(), next), (n, None));
+    // `continue` is a position by name: one that is no node's starts after it.
+    let (names, _) = page(&api.get("/api/v1/nodes?limit=3&continue=w10x").await.json);
+    assert_eq!(names, vec!["w11", "w12", "w13"]);
+    // Another pool's page is empty, and says so.
+    let (names, next) = page(&api.get("/api/v1/nodes?pool=master&limit=3").await.json);
+    assert_eq!((names.len(), next), (0, None));
+    let bad = api.get("/api/v1/nodes?limit=-1").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
     s.shutdown().await;
 }

@@ -260,41 +260,124 @@ fn node_view<S: Store>(
     )
 }
 
-pub(super) async fn list_nodes<S: Store>(
-    State(app): AppState<S>,
-    _: Reader,
-    Query(q): Query<NodeListQuery>,
-) -> Result<Json<List<NodeView>>, ApiError> {
+/// Nodes of the whole list answered at once are read and written this many at a time.
+const STREAMED_PAGE: usize = 500;
+
+/// Up to `limit` nodes after `from` (by name; all from the first without it), of `pool` when
+/// given, as views; and the last one's name when more follow.
+async fn node_page<S: Store>(
+    app: &App<S>,
+    f: &crate::fleet::Fleet,
+    pool: Option<&str>,
+    from: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<NodeView>, Option<String>), ApiError> {
     use std::ops::Bound;
-    let f = app.snapshot();
-    let limit = match q.limit {
-        None | Some(0) => usize::MAX,
-        Some(l) => l.min(MAX_NODE_PAGE),
-    };
-    // By name, after the last one of the previous page (as of this snapshot: a node added or
-    // deleted between two pages is listed or not as it falls).
-    let from = match &q.continue_from {
-        Some(c) => Bound::Excluded(c.as_str()),
+    let from = match from {
+        Some(c) => Bound::Excluded(c),
         None => Bound::Unbounded,
     };
     let mut matching = f
         .nodes
         .range::<_, str>((from, Bound::Unbounded))
         .map(|(_, n)| &**n)
-        .filter(|n| q.pool.is_none() || n.value.pool == q.pool);
+        .filter(|n| pool.is_none() || n.value.pool.as_deref() == pool);
     let nodes: Vec<_> = matching.by_ref().take(limit).collect();
     let more = nodes.len() == limit && matching.next().is_some();
-    let continue_from = more
+    let next = more
         .then(|| nodes.last().map(|n| n.value.name.clone()))
         .flatten();
     let mut reports = app.shown_reports(&nodes, f.nodes.len()).await?;
-    Ok(Json(List::page(
-        nodes
-            .into_iter()
-            .map(|n| node_view(&app, n, reports.remove(&n.value.name)))
-            .collect(),
-        continue_from,
-    )))
+    let views = nodes
+        .into_iter()
+        .map(|n| node_view(app, n, reports.remove(&n.value.name)))
+        .collect();
+    Ok((views, next))
+}
+
+pub(super) async fn list_nodes<S: Store>(
+    State(app): AppState<S>,
+    _: Reader,
+    Query(q): Query<NodeListQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let f = app.snapshot();
+    let (pool, from) = (q.pool.as_deref(), q.continue_from.as_deref());
+    if let Some(limit) = q.limit.filter(|l| *l > 0) {
+        // A page, as of this snapshot: a node added or deleted between two pages is listed or
+        // not as its name falls.
+        let (views, next) = node_page(&app, &f, pool, from, limit.min(MAX_NODE_PAGE)).await?;
+        return Ok(Json(List::page(views, next)).into_response());
+    }
+    // Every node: written a page at a time from one snapshot, so that the server never holds
+    // more than a page's reports and views (a large fleet's whole list is some 10 KiB a node).
+    // The first page is read before answering, so that a store that cannot be read is a 503.
+    let (first, next) = node_page(&app, &f, pool, from, STREAMED_PAGE).await?;
+    let state = Streamed {
+        app,
+        fleet: f,
+        pool: q.pool,
+        page: Some((first, next)),
+        written: false,
+    };
+    let body = futures_util::stream::unfold(Some(state), |state| async move {
+        let mut st = state?;
+        let (views, next) = match st.page.take() {
+            Some(page) => page,
+            None => return None,
+        };
+        let mut chunk = Vec::new();
+        if !st.written {
+            chunk.extend_from_slice(br#"{"apiVersion":"v1","kind":"List","items":["#);
+        }
+        for v in &views {
+            if st.written {
+                chunk.push(b',');
+            }
+            st.written = true;
+            if let Err(e) = serde_json::to_writer(&mut chunk, v) {
+                return Some((Err(std::io::Error::other(e)), None));
+            }
+        }
+        st.written = true;
+        let Some(after) = next else {
+            chunk.extend_from_slice(b"]}");
+            return Some((Ok(Bytes::from(chunk)), None));
+        };
+        match node_page(
+            &st.app,
+            &st.fleet,
+            st.pool.as_deref(),
+            Some(&after),
+            STREAMED_PAGE,
+        )
+        .await
+        {
+            Ok(page) => st.page = Some(page),
+            Err(e) => {
+                // The answer has begun: it ends cut short, and the client sees it incomplete.
+                tracing::warn!(error = %e.message, after = %after, "a list of nodes ended early");
+                return Some((Err(std::io::Error::other(e.message)), None));
+            }
+        }
+        Some((Ok(Bytes::from(chunk)), Some(st)))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// Where the whole list of nodes is, as it is written.
+struct Streamed<S: Store> {
+    app: std::sync::Arc<App<S>>,
+    fleet: std::sync::Arc<crate::fleet::Fleet>,
+    pool: Option<String>,
+    /// The page to write next, and the name after which the one after it starts.
+    page: Option<(Vec<NodeView>, Option<String>)>,
+    /// Whether `[` (and items) were written.
+    written: bool,
 }
 
 pub(super) async fn get_node<S: Store>(

@@ -194,3 +194,79 @@ async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
     s.shutdown().await;
 }
+
+/// Every node at once (no `limit`) over more than the server writes at a time (500): one JSON
+/// document, each node once and in order, the same nodes and reports as the pages give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_list_is_one_document_written_a_page_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply(&example_files()).await;
+    let token = bootstrap_token(&s, "worker");
+    let mut config = String::new();
+    for i in 0..1_010 {
+        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
+        if i % 100 == 7 {
+            config = n.desired_name().await.unwrap();
+            let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
+            assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+        }
+    }
+    let whole = api.get("/api/v1/nodes").await;
+    assert_eq!(whole.status, StatusCode::OK, "{}", whole.text);
+    assert!(
+        whole.json.is_object(),
+        "not one JSON document: {}",
+        &whole.text[..200]
+    );
+    assert_eq!(whole.json["kind"], "List");
+    assert!(whole.json.get("metadata").is_none());
+    let (names, _) = page(&whole.json);
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(names, sorted, "each node once, by name");
+    assert!(names.len() > 1_010, "{}", names.len());
+    for view in whole.json["items"].as_array().unwrap() {
+        let name = view["metadata"]["name"].as_str().unwrap();
+        if let Some(i) = name.strip_prefix('w').and_then(|i| i.parse::<usize>().ok()) {
+            if i % 100 == 7 {
+                assert_shows(view, i, &config);
+            } else {
+                assert!(view["status"]["state"].is_null(), "{view}");
+            }
+        }
+    }
+    // The same as the pages, item for item (lastSeen aside: the clock moves).
+    let mut paged = Vec::new();
+    let mut from: Option<String> = None;
+    loop {
+        let path = match &from {
+            None => "/api/v1/nodes?limit=1000".to_string(),
+            Some(c) => format!("/api/v1/nodes?limit=1000&continue={c}"),
+        };
+        let a = api.get(&path).await;
+        paged.extend(a.json["items"].as_array().unwrap().iter().cloned());
+        match a.json["metadata"]["continue"].as_str() {
+            Some(c) => from = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let strip = |mut v: Value| {
+        v["status"]["lastSeen"] = Value::Null;
+        v
+    };
+    let whole: Vec<Value> = whole.json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .cloned()
+        .map(strip)
+        .collect();
+    assert_eq!(whole, paged.into_iter().map(strip).collect::<Vec<_>>());
+    // By pool, the same way.
+    let workers = api.get("/api/v1/nodes?pool=worker").await.json;
+    assert!(page(&workers).0.len() >= 1_010);
+    s.shutdown().await;
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{setup, JsonValue};
+use common::setup;
 use serde_json::{json, Value};
 
 /// More than a page (500).
@@ -38,20 +38,10 @@ fn get_nodes_reads_a_large_fleet_in_pages_every_node_once() {
     std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let http = env.http();
-    let token = std::fs::read_to_string(env.state("tokens/worker.token")).unwrap();
-    let mut names = Vec::new();
+    let names: Vec<String> = (0..NODES).map(|i| format!("n{i:04}")).collect();
     let mut credential = String::new();
-    for i in 0..NODES {
-        let name = format!("n{i:04}");
-        let r: Value = http
-            .post(format!("{}/api/v1/enroll", env.url))
-            .header("content-type", "application/json")
-            .body(json!({"node": name, "bootstrapToken": token.trim()}).to_string())
-            .send()
-            .unwrap()
-            .json_value();
-        credential = r["credential"].as_str().unwrap().to_string();
-        names.push(name);
+    for name in &names {
+        credential = env.enroll(name);
     }
     // The last node reports a history.
     let config = env.desired(&credential);

@@ -42,6 +42,29 @@ fn assert_shows(view: &Value, i: usize, config: &str) {
     assert!(s["lastReport"].is_string(), "{view}");
 }
 
+/// A server with the example fleet and `nodes` workers `w0`, `w1`, …, of which those `reports`
+/// picks report [`status`]: the server, an admin, and the config they report in.
+async fn fleet(
+    dir: &std::path::Path,
+    nodes: usize,
+    reports: impl Fn(usize) -> bool,
+) -> (hearth_server::serve::Running, Api, String) {
+    let s = start(dir, options(5)).await;
+    let api = Api::admin(&s);
+    api.apply(&example_files()).await;
+    let token = bootstrap_token(&s, "worker");
+    let mut config = String::new();
+    for i in 0..nodes {
+        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
+        if reports(i) {
+            config = n.desired_name().await.unwrap();
+            let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
+            assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+        }
+    }
+    (s, api, config)
+}
+
 fn by_name(list: &Value) -> std::collections::HashMap<String, Value> {
     list["items"]
         .as_array()
@@ -59,17 +82,7 @@ fn by_name(list: &Value) -> std::collections::HashMap<String, Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nodes_whole_report_is_shown_from_the_store_alone_and_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply(&example_files()).await;
-    let token = bootstrap_token(&s, "worker");
-    let mut config = String::new();
-    for i in 0..NODES {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        config = n.desired_name().await.unwrap();
-        let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
-        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-    }
+    let (s, api, config) = fleet(dir.path(), NODES, |_| true).await;
     // Stored, so not kept in memory: what follows is read back from the store.
     let f = s.app.snapshot();
     for i in 0..NODES {
@@ -88,7 +101,8 @@ async fn a_nodes_whole_report_is_shown_from_the_store_alone_and_after_a_restart(
         assert_shows(&pool[&format!("w{i}")], i, &config);
     }
     // A node that has not reported shows no report, whichever way it is listed.
-    api.enroll(&token, "quiet", json!({})).await;
+    api.enroll(&bootstrap_token(&s, "worker"), "quiet", json!({}))
+        .await;
     let quiet = api.get("/api/v1/nodes/quiet").await.json;
     assert!(quiet["status"]["state"].is_null(), "{quiet}");
     assert_eq!(quiet["status"]["history"], json!([]), "{quiet}");
@@ -109,6 +123,26 @@ async fn a_nodes_whole_report_is_shown_from_the_store_alone_and_after_a_restart(
     s.shutdown().await;
 }
 
+/// Every page of `GET /api/v1/nodes?{query}` (a query with a `limit`), followed by its
+/// `continue` to the last: each page's items.
+async fn all_pages(api: &Api, query: &str) -> Vec<Vec<Value>> {
+    let mut pages = Vec::new();
+    let mut from: Option<String> = None;
+    loop {
+        let path = match &from {
+            None => format!("/api/v1/nodes?{query}"),
+            Some(c) => format!("/api/v1/nodes?{query}&continue={c}"),
+        };
+        let a = api.get(&path).await;
+        assert_eq!(a.status, StatusCode::OK, "{path}: {}", a.text);
+        pages.push(a.json["items"].as_array().unwrap().clone());
+        match a.json["metadata"]["continue"].as_str() {
+            Some(c) => from = Some(c.to_string()),
+            None => return pages,
+        }
+    }
+}
+
 /// Node names of a list answer, in order, and its `metadata.continue`.
 fn page(list: &Value) -> (Vec<String>, Option<String>) {
     let names = list["items"]
@@ -126,17 +160,7 @@ fn page(list: &Value) -> (Vec<String>, Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply(&example_files()).await;
-    let token = bootstrap_token(&s, "worker");
-    let mut config = String::new();
-    for i in 0..NODES {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        config = n.desired_name().await.unwrap();
-        let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
-        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-    }
+    let (s, api, config) = fleet(dir.path(), NODES, |_| true).await;
     // The example fleet's own nodes (`infra-0`, …) and these, by name.
     let (all, _) = page(&api.get("/api/v1/nodes").await.json);
     let (workers, _) = page(&api.get("/api/v1/nodes?pool=worker").await.json);
@@ -148,31 +172,22 @@ async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
     // Pages of 7, by name, each node once, every page full but the last, which has no
     // `continue`.
     for (query, expected) in [("limit=7", &all), ("pool=worker&limit=7", &workers)] {
+        let pages = all_pages(&api, query).await;
+        assert_eq!(pages.len(), expected.len().div_ceil(7), "{query}");
         let mut seen = Vec::new();
-        let mut from: Option<String> = None;
-        let mut pages = 0;
-        loop {
-            let path = match &from {
-                None => format!("/api/v1/nodes?{query}"),
-                Some(c) => format!("/api/v1/nodes?{query}&continue={c}"),
-            };
-            let a = api.get(&path).await;
-            assert_eq!(a.status, StatusCode::OK, "{path}: {}", a.text);
-            let (names, next) = page(&a.json);
-            for (n, view) in names.iter().zip(a.json["items"].as_array().unwrap()) {
+        for (k, items) in pages.iter().enumerate() {
+            assert!(
+                items.len() == 7 || k == pages.len() - 1,
+                "{query}: page {k}"
+            );
+            for view in items {
+                let n = view["metadata"]["name"].as_str().unwrap();
                 if let Some(i) = n.strip_prefix('w').and_then(|i| i.parse().ok()) {
                     assert_shows(view, i, &config);
                 }
-            }
-            assert!(names.len() == 7 || next.is_none(), "{path}: {names:?}");
-            seen.extend(names);
-            pages += 1;
-            match next {
-                Some(c) => from = Some(c),
-                None => break,
+                seen.push(n.to_string());
             }
         }
-        assert_eq!(pages, expected.len().div_ceil(7), "{query}");
         assert_eq!(&seen, expected, "{query}");
     }
     // No limit, limit 0, or over the most a page holds: every node, no `continue`.
@@ -200,19 +215,7 @@ async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_list_is_one_document_written_a_page_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), options(5)).await;
-    let api = Api::admin(&s);
-    api.apply(&example_files()).await;
-    let token = bootstrap_token(&s, "worker");
-    let mut config = String::new();
-    for i in 0..1_010 {
-        let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
-        if i % 100 == 7 {
-            config = n.desired_name().await.unwrap();
-            let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
-            assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-        }
-    }
+    let (s, api, config) = fleet(dir.path(), 1_010, |i| i % 100 == 7).await;
     let whole = api.get("/api/v1/nodes").await;
     assert_eq!(whole.status, StatusCode::OK, "{}", whole.text);
     assert!(
@@ -239,20 +242,7 @@ async fn the_whole_list_is_one_document_written_a_page_at_a_time() {
         }
     }
     // The same as the pages, item for item (lastSeen aside: the clock moves).
-    let mut paged = Vec::new();
-    let mut from: Option<String> = None;
-    loop {
-        let path = match &from {
-            None => "/api/v1/nodes?limit=1000".to_string(),
-            Some(c) => format!("/api/v1/nodes?limit=1000&continue={c}"),
-        };
-        let a = api.get(&path).await;
-        paged.extend(a.json["items"].as_array().unwrap().iter().cloned());
-        match a.json["metadata"]["continue"].as_str() {
-            Some(c) => from = Some(c.to_string()),
-            None => break,
-        }
-    }
+    let paged: Vec<Value> = all_pages(&api, "limit=1000").await.concat();
     let strip = |mut v: Value| {
         v["status"]["lastSeen"] = Value::Null;
         v

@@ -294,10 +294,12 @@ fn diff_nodes(
         // A report no longer in memory is the one stored
         // ([`crate::report::Report::release`]): nothing to write.
         let Some(json) = report.json() else {
-            debug_assert!(
-                n.report_revision != 0,
-                "a report released before it was stored"
-            );
+            if n.report_revision == 0 {
+                tracing::error!(node = %name, "a report to store is no longer in memory and was never stored");
+                return Err(StoreError::Backend(format!(
+                    "the report of node {name} is no longer in memory and was never stored; it is written with the node's next report"
+                )));
+            }
             return Ok(());
         };
         ops.push(Op::Put {

@@ -225,8 +225,9 @@ pub struct NodeRecord {
     /// and the report (history, drift, actions) is most of it. Stored apart, as a
     /// [`ReportRecord`] (`reports/<node>`), so that a change to the node (an apply hands every
     /// node of a pool its desired config) does not write its report again, nor a report the
-    /// node; read here from node documents written before that. Kept as its JSON with a
-    /// decoded summary ([`crate::report`]).
+    /// node; read here from node documents written before that. Kept as a decoded summary
+    /// with a SHA-256 of the whole, and the whole as JSON only until it is stored
+    /// ([`crate::report::Report::release`]).
     #[serde(default, skip_serializing)]
     pub report: Option<crate::report::Report>,
     /// When it arrived (stored with the report).

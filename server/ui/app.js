@@ -236,8 +236,9 @@ async function nodePages() {
       items.push(n);
     }
     const next = page.metadata && page.metadata.continue;
+    if (!next) return { items };
     // Pages go by name: a position that does not move on would never end.
-    if (!next || (from !== null && next <= from)) return { items };
+    if (from !== null && next <= from) throw new Error("the server's pages of nodes do not move on");
     from = next;
   }
 }

@@ -350,8 +350,12 @@ fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Resu
     }
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
-        n.report = Some(status.clone());
-        n.report_at = Some(t);
+        // The same report again within the same second: the one stored stays (nothing is
+        // written, and a report is kept in memory only until it is stored).
+        if n.report.as_ref() != Some(status) || n.report_at != Some(t) {
+            n.report = Some(status.clone());
+            n.report_at = Some(t);
+        }
         if release {
             n.release_slot(SlotHolder::Agent);
         }
@@ -482,4 +486,51 @@ pub(super) fn pool_of(
     render::pool_for_node(&pools, &probe.to_model())
         .map(|p| p.name().to_string())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::put;
+
+    fn report(state: &str) -> Report {
+        Report::new(
+            serde_json::from_value(serde_json::json!({"state": state, "current": "rendered-a"}))
+                .unwrap(),
+        )
+    }
+
+    /// The same report again within the same second keeps the one stored (no write, and no
+    /// report held in memory after it was stored); another report, or another second, replaces it.
+    #[test]
+    fn the_same_report_in_the_same_second_keeps_the_stored_one() {
+        let mut fleet = Fleet::default();
+        let stored = report("Done");
+        stored.release();
+        put(
+            &mut fleet.nodes,
+            "n1",
+            NodeRecord {
+                name: "n1".into(),
+                report: Some(stored.clone()),
+                report_at: Some(100),
+                report_revision: 7,
+                ..Default::default()
+            },
+        );
+        record_report(&mut fleet, "n1", &report("Done"), 100).unwrap();
+        let kept = fleet.nodes["n1"].value.report.clone().unwrap();
+        assert!(Report::ptr_eq(&kept, &stored));
+        assert_eq!(kept.json(), None);
+        record_report(&mut fleet, "n1", &report("Done"), 101).unwrap();
+        let n = &fleet.nodes["n1"].value;
+        assert!(!Report::ptr_eq(n.report.as_ref().unwrap(), &stored));
+        assert_eq!(n.report_at, Some(101));
+        let working = report("Working");
+        record_report(&mut fleet, "n1", &working, 101).unwrap();
+        assert!(Report::ptr_eq(
+            fleet.nodes["n1"].value.report.as_ref().unwrap(),
+            &working
+        ));
+    }
 }

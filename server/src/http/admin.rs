@@ -301,6 +301,7 @@ pub(super) async fn list_nodes<S: Store>(
     Query(q): Query<NodeListQuery>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
+    use futures_util::StreamExt;
     let f = app.snapshot();
     let (pool, from) = (q.pool.as_deref(), q.continue_from.as_deref());
     if let Some(limit) = q.limit.filter(|l| *l > 0) {
@@ -318,50 +319,57 @@ pub(super) async fn list_nodes<S: Store>(
         fleet: f,
         pool: q.pool,
         page: Some((first, next)),
-        written: false,
+        after: None,
+        begun: false,
     };
+    // Each poll writes one page, and reads the next only when polled again (once the client
+    // took this one): one page of views and reports at a time.
     let body = futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
-        let (views, next) = match st.page.take() {
-            Some(page) => page,
-            None => return None,
+        let (views, next) = match (st.page.take(), st.after.take()) {
+            (Some(page), _) => page,
+            (None, Some(after)) => match node_page(
+                &st.app,
+                &st.fleet,
+                st.pool.as_deref(),
+                Some(&after),
+                STREAMED_PAGE,
+            )
+            .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    // The answer has begun: it ends cut short; the client sees it incomplete.
+                    tracing::warn!(error = %e.message, after = %after, "a list of nodes ended early");
+                    return Some((Err(std::io::Error::other(e.message)), None));
+                }
+            },
+            (None, None) => return None,
         };
         let mut chunk = Vec::new();
-        if !st.written {
-            chunk.extend_from_slice(br#"{"apiVersion":"v1","kind":"List","items":["#);
-        }
         for v in &views {
-            if st.written {
-                chunk.push(b',');
-            }
-            st.written = true;
+            chunk.push(if st.begun { b',' } else { b'[' });
+            st.begun = true;
             if let Err(e) = serde_json::to_writer(&mut chunk, v) {
                 return Some((Err(std::io::Error::other(e)), None));
             }
         }
-        st.written = true;
-        let Some(after) = next else {
-            chunk.extend_from_slice(b"]}");
-            return Some((Ok(Bytes::from(chunk)), None));
-        };
-        match node_page(
-            &st.app,
-            &st.fleet,
-            st.pool.as_deref(),
-            Some(&after),
-            STREAMED_PAGE,
-        )
-        .await
-        {
-            Ok(page) => st.page = Some(page),
-            Err(e) => {
-                // The answer has begun: it ends cut short, and the client sees it incomplete.
-                tracing::warn!(error = %e.message, after = %after, "a list of nodes ended early");
-                return Some((Err(std::io::Error::other(e.message)), None));
+        match next {
+            Some(after) => st.after = Some(after),
+            None => {
+                chunk.extend_from_slice(if st.begun { b"]}" } else { b"[]}" });
+                return Some((Ok(Bytes::from(chunk)), None));
             }
         }
         Some((Ok(Bytes::from(chunk)), Some(st)))
     });
+    // The document's head, then the items as they are read.
+    let head = futures_util::stream::once(async {
+        Ok::<_, std::io::Error>(Bytes::from_static(
+            br#"{"apiVersion":"v1","kind":"List","items":"#,
+        ))
+    });
+    let body = head.chain(body);
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         axum::body::Body::from_stream(body),
@@ -374,10 +382,12 @@ struct Streamed<S: Store> {
     app: std::sync::Arc<App<S>>,
     fleet: std::sync::Arc<crate::fleet::Fleet>,
     pool: Option<String>,
-    /// The page to write next, and the name after which the one after it starts.
+    /// The first page, read before the answer began (with where the next starts).
     page: Option<(Vec<NodeView>, Option<String>)>,
-    /// Whether `[` (and items) were written.
-    written: bool,
+    /// The name after which the next page starts.
+    after: Option<String>,
+    /// Whether `[` (and an item) was written.
+    begun: bool,
 }
 
 pub(super) async fn get_node<S: Store>(

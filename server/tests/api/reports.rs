@@ -190,8 +190,8 @@ async fn a_node_list_comes_in_pages_each_node_once_with_its_report() {
         }
         assert_eq!(&seen, expected, "{query}");
     }
-    // No limit, limit 0, or over the most a page holds: every node, no `continue`.
-    for query in ["?limit=0", "?limit=5000"] {
+    // Limit 0, or a limit over this fleet: every node, no `continue`.
+    for query in ["?limit=0", "?limit=900"] {
         let (names, next) = page(&api.get(&format!("/api/v1/nodes{query}")).await.json);
         assert_eq!((names, next), (all.clone(), None), "{query}");
     }
@@ -255,8 +255,22 @@ async fn the_whole_list_is_one_document_written_a_page_at_a_time() {
         .map(strip)
         .collect();
     assert_eq!(whole, paged.into_iter().map(strip).collect::<Vec<_>>());
-    // By pool, the same way.
+    // By pool, the same way; a pool without nodes is an empty list, still one document.
     let workers = api.get("/api/v1/nodes?pool=worker").await.json;
     assert!(page(&workers).0.len() >= 1_010);
+    let none = api.get("/api/v1/nodes?pool=master").await;
+    assert_eq!(none.json["items"], json!([]), "{}", none.text);
+    // `continue` without `limit`: every node after it.
+    let (after, next) = page(&api.get("/api/v1/nodes?continue=w500").await.json);
+    let expected: Vec<String> = names
+        .iter()
+        .filter(|n| n.as_str() > "w500")
+        .cloned()
+        .collect();
+    assert_eq!((after, next), (expected, None));
+    // A page holds at most 1,000 nodes, whatever the limit asked.
+    let (capped, next) = page(&api.get("/api/v1/nodes?limit=5000").await.json);
+    assert_eq!(capped, names[..1_000].to_vec());
+    assert_eq!(next.as_deref(), Some(names[999].as_str()));
     s.shutdown().await;
 }

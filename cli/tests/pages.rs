@@ -34,9 +34,7 @@ fn node_lists(env: &common::Env, http: &reqwest::blocking::Client) -> u64 {
 fn get_nodes_reads_a_large_fleet_in_pages_every_node_once() {
     let env = setup();
     env.login();
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    env.apply_worker_mc();
     let http = env.http();
     let names: Vec<String> = (0..NODES).map(|i| format!("n{i:04}")).collect();
     let mut credential = String::new();

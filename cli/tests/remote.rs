@@ -431,9 +431,7 @@ fn client_certificate_login_and_commands() {
 fn node_strings_never_reach_the_terminal_raw() {
     let env = setup();
     env.login();
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    env.apply_worker_mc();
     let hostile =
         "boom\x1b[2J\x1b]0;pwned\x07\r\nworker-9   Done   True\u{9b}31m\u{202e}txt.exe\u{7f}";
     let cred = env.enroll("w0");
@@ -496,9 +494,7 @@ fn node_strings_never_reach_the_terminal_raw() {
 fn node_reset_credential_lets_a_reinstalled_node_enroll_again() {
     let env = setup();
     env.login();
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    env.apply_worker_mc();
     let old = env.enroll("w0");
     let token = std::fs::read_to_string(env.state("tokens/worker.token")).unwrap();
     let enroll = || {
@@ -542,9 +538,7 @@ fn node_reset_credential_lets_a_reinstalled_node_enroll_again() {
 fn node_pin_and_exclude_show_in_describe() {
     let env = setup();
     env.login();
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    env.apply_worker_mc();
     let cred = env.enroll("w0");
     let config = env.desired(&cred);
     let out = env.ok(&["node", "pin", "w0", &config]);

@@ -279,11 +279,9 @@ pub fn node(
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
     // Not read for it (not expected when the node has one): its summary.
     let report = report.or_else(|| {
-        n.report.as_ref().map(|r| ShownReport {
-            status: r.summary_only(),
-            report_at: n.report_at,
-            revision: n.report_revision,
-        })
+        n.report
+            .as_ref()
+            .map(|r| ShownReport::of_node(n, r.summary_only()))
     });
     let (report_at, revision) = report
         .as_ref()

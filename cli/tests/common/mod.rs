@@ -96,6 +96,14 @@ impl Env {
         assert!(out.contains("Logged in"), "{out}");
     }
 
+    /// Applies `10-a`, a worker MachineConfig with nothing in it, so that the worker pool has a
+    /// rendered config for nodes to enroll into.
+    pub fn apply_worker_mc(&self) {
+        let file = self.dir.path().join("mc.yaml");
+        std::fs::write(&file, "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n").unwrap();
+        self.ok(&["apply", "-f", file.to_str().unwrap()]);
+    }
+
     /// A blocking HTTPS client for acting as a node.
     pub fn http(&self) -> reqwest::blocking::Client {
         let pem = std::fs::read(self.state("pki/ca.crt")).unwrap();

@@ -42,6 +42,17 @@ struct Stored {
     report_at: Option<u64>,
 }
 
+impl ShownReport {
+    /// `status` as `n`'s report from memory (its time and revision as the node has them).
+    pub fn of_node(n: &NodeRecord, status: AgentStatus) -> ShownReport {
+        ShownReport {
+            status,
+            report_at: n.report_at,
+            revision: n.report_revision,
+        }
+    }
+}
+
 impl<S: Store> App<S> {
     /// The last report of each of `nodes` that has one, by node name: from memory when it is
     /// still there, else from the store. The store may have a newer one than `nodes` (another
@@ -59,14 +70,7 @@ impl<S: Store> App<S> {
             let Some(r) = &n.report else { continue };
             match r.full() {
                 Some(status) => {
-                    out.insert(
-                        n.name.clone(),
-                        ShownReport {
-                            status,
-                            report_at: n.report_at,
-                            revision: n.report_revision,
-                        },
-                    );
+                    out.insert(n.name.clone(), ShownReport::of_node(n, status));
                 }
                 None => stored.push((n, r)),
             }
@@ -112,11 +116,7 @@ impl<S: Store> App<S> {
                 // which a commit leaves): what memory has, its summary.
                 _ => {
                     tracing::warn!(node = %n.name, revision = n.report_revision, "a node's stored report could not be read back; showing its summary only");
-                    ShownReport {
-                        status: r.summary_only(),
-                        report_at: n.report_at,
-                        revision: n.report_revision,
-                    }
+                    ShownReport::of_node(n, r.summary_only())
                 }
             };
             out.insert(n.name.clone(), shown);

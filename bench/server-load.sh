@@ -25,8 +25,8 @@
 # "--desired-answers-at-once 0"), APPLY_MS (how long each simulated agent takes to apply the
 # apply's config, between its Working and Done reports; default 0), HISTORY (history items in
 # each status report, up to 50 as a real agent sends; default 0), LISTS=1 (then time listing
-# the nodes: a page of 500 at the start and in the middle, and all at once, with the server's
-# peak RSS during each).
+# the nodes: a page of 500 at the start and in the middle, and all at once, in the full view
+# and in the summary view, with the server's peak RSS during each).
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -142,10 +142,12 @@ for (name, labels), b in sorted(rows.items()):
 EOF
 echo "== machine: load average $(cut -d' ' -f1-3 /proc/loadavg) after the agents run"
 # LISTS=1: what listing the nodes costs once they all reported: a page of 500, then every node
-# at once; the time, the answer's size, and the server's peak RSS during each (its high-water
+# at once, in the full view, then the same in the summary view (no report read back from the
+# store); the time, the answer's size, and the server's peak RSS during each (its high-water
 # mark reset before, through /proc/PID/clear_refs).
 if [ -n "${LISTS:-}" ]; then
-    for q in "limit=500" "limit=500&continue=loadgen-$(printf %05d $((AGENTS / 2)))" ""; do
+    MIDDLE="continue=loadgen-$(printf %05d $((AGENTS / 2)))"
+    for q in "limit=500" "limit=500&$MIDDLE" "" "view=summary&limit=500" "view=summary&limit=500&$MIDDLE" "view=summary"; do
         echo 5 >"/proc/$SPID/clear_refs" 2>/dev/null || true
         w=$(curl -sf --cacert "$CA" -H "Authorization: Bearer $(cat "$STATE/admin.token")" \
             -o /dev/null -w '%{time_total} s, %{size_download} bytes' "$URL/api/v1/nodes?$q")

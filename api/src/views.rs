@@ -156,10 +156,14 @@ pub struct NodeStatus {
     /// The apply in progress, as its agent reported it.
     #[serde(default)]
     pub progress: Option<serde_json::Value>,
-    /// Drift it reported, one line per path.
+    /// Drift it reported, one line per path (none in a list's summary view:
+    /// `GET /api/v1/nodes?view=summary`).
     #[serde(default)]
     pub drift: Vec<String>,
-    /// Its recent transitions, oldest first.
+    /// How many drift lines it reported (in every view: the summary view leaves the lines out).
+    #[serde(default)]
+    pub drift_count: usize,
+    /// Its recent transitions, oldest first (none in a list's summary view).
     #[serde(default)]
     pub history: Vec<HistoryItem>,
     /// A problem the server has with it (no pool, two pools, a failed overlay render).
@@ -178,7 +182,8 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<crate::request::RequestView>,
     /// The run-once actions its agent reported (how each ended, its exit status, when, how long,
-    /// the end of its output), oldest first. From the node: untrusted, escaped when printed.
+    /// the end of its output), oldest first (none in a list's summary view). From the node:
+    /// untrusted, escaped when printed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<crate::status::ActionRun>,
 }

@@ -83,6 +83,7 @@ pub struct Metrics {
     group_sizes: Histogram,
     conflicts: Counter,
     plans_under_lock: Counter,
+    reports_read_back: Counter,
 }
 
 /// Decrements the waiting long-polls when dropped.
@@ -120,6 +121,7 @@ impl Default for Metrics {
             group_sizes: Histogram::new(GROUP_BUCKETS),
             conflicts: Counter::default(),
             plans_under_lock: Counter::default(),
+            reports_read_back: Counter::default(),
         }
     }
 }
@@ -204,6 +206,11 @@ impl Metrics {
     /// A store conflict.
     pub fn conflict(&self) {
         self.conflicts.inc();
+    }
+
+    /// Nodes' reports read back from the store to be shown (a node's view, a list's full view).
+    pub fn reports_read_back(&self, n: u64) {
+        self.reports_read_back.inc_by(n);
     }
 
     /// The exposition (OpenMetrics text).
@@ -293,6 +300,11 @@ impl Metrics {
             "hearth_server_reboot_plans_under_lock",
             "Plans (does an update need a reboot, for maintenance windows) made under the writer lock, which status reports wait for; the rest are made outside it",
             self.plans_under_lock.clone(),
+        );
+        r.register(
+            "hearth_server_reports_read_back",
+            "Nodes' last reports read back from the store to be shown whole (a node's view, a list's full view; a list's summary view reads none)",
+            self.reports_read_back.clone(),
         );
         let revision = Gauge::<i64>::default();
         revision.set(fleet.revision as i64);

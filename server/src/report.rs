@@ -33,8 +33,10 @@ struct Held {
     json: Mutex<Option<bytes::Bytes>>,
 }
 
-/// What the server's decisions read of a report: the [`AgentStatus`] fields that are not lists
-/// of history, drift or actions (nor the progress document).
+/// What the server's decisions read of a report, and what a list's summary view shows
+/// (`GET /api/v1/nodes?view=summary`): the [`AgentStatus`] fields that are not lists of
+/// history, drift or actions, the progress document as JSON, and how many drift lines there
+/// are.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     /// The state.
@@ -54,6 +56,11 @@ pub struct Summary {
     /// The outcomes of the last requests it acted on (at most
     /// [`crate::bounds::MAX_REQUEST_RESULTS`]).
     pub request_results: Vec<RequestResult>,
+    /// The apply in progress, as JSON (at most [`crate::bounds::MAX_PROGRESS`] bytes; none
+    /// between applies, which is most of the time).
+    pub progress: Option<Box<str>>,
+    /// How many drift lines the report holds (at most [`crate::bounds::MAX_DRIFT_LINES`]).
+    pub drift_lines: u32,
 }
 
 impl Report {
@@ -66,6 +73,11 @@ impl Report {
             // Without the spare capacity of the encoder's doubling (up to half the allocation).
             .into_boxed_slice();
         let sha256 = Sha256::digest(&json).into();
+        let progress = status
+            .progress
+            .as_ref()
+            .map(|p| p.to_string().into_boxed_str());
+        let drift_lines = u32::try_from(status.drift.len()).unwrap_or(u32::MAX);
         Report(Arc::new(Held {
             sha256,
             summary: Summary {
@@ -77,6 +89,8 @@ impl Report {
                 pending_reboot: status.pending_reboot,
                 requests_done: status.requests_done,
                 request_results: status.request_results,
+                progress,
+                drift_lines,
             },
             json: Mutex::new(Some(bytes::Bytes::from(json))),
         }))
@@ -112,9 +126,15 @@ impl Report {
         })
     }
 
-    /// The report as far as its summary goes: without progress, drift, history or actions.
+    /// The report as far as its summary goes: its progress, no drift lines (see
+    /// [`Summary::drift_lines`]), history or actions.
     pub fn summary_only(&self) -> AgentStatus {
         let s = &self.0.summary;
+        // Encoded by serde_json from a `Value` in `Report::new`: it decodes.
+        let progress = s
+            .progress
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok());
         AgentStatus {
             api_version: None,
             kind: None,
@@ -124,7 +144,7 @@ impl Report {
             current: s.current.clone(),
             desired: s.desired.clone(),
             pending_reboot: s.pending_reboot,
-            progress: None,
+            progress,
             drift: Vec::new(),
             history: Vec::new(),
             requests_done: s.requests_done,
@@ -273,5 +293,13 @@ mod tests {
             (NodeState::Working, status().reason)
         );
         assert!(shown.history.is_empty() && shown.drift.is_empty());
+        // The progress and the count of drift lines stay in the summary.
+        assert_eq!(shown.progress, status().progress);
+        assert_eq!(a.drift_lines, 1);
+        assert_eq!(edited.drift_lines, 2);
+        assert_eq!(
+            a.edited(|s| s.progress = None).summary_only().progress,
+            None
+        );
     }
 }

@@ -277,15 +277,11 @@ pub fn node(
     let n = &rec.value;
     let ready = is_ready(n, fresh);
     let waiting = n.waiting.as_ref().map(|w| w.message(now));
-    // Not read for it (not expected when the node has one): its summary.
-    let report = report.or_else(|| {
-        n.report
-            .as_ref()
-            .map(|r| ShownReport::of_node(n, r.summary_only()))
-    });
-    let (report_at, revision) = report
+    // Not read for it (a list's summary view): its summary.
+    let report = report.or_else(|| n.report.as_ref().map(|r| ShownReport::summary(n, r)));
+    let (report_at, revision, drift_count) = report
         .as_ref()
-        .map_or((None, 0), |r| (r.report_at, r.revision));
+        .map_or((None, 0, 0), |r| (r.report_at, r.revision, r.drift_lines));
     let mut r = report.map(|r| r.status);
     let (progress, drift, history, actions) = match r.as_mut() {
         Some(s) => (
@@ -328,6 +324,7 @@ pub fn node(
             reboot_slot_holders: n.slot_holders.clone(),
             progress,
             drift,
+            drift_count,
             history,
             error: n.error.clone(),
             pinned: n.pin.as_ref().map(|p| PinView {

@@ -211,7 +211,21 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
         .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     let boot = bootstrap_token(&s, "worker");
-    let _w0 = api.enroll_done(&boot, "w0").await;
+    let w0 = api.enroll_done(&boot, "w0").await;
+    // Done, with three drift lines: the table (the summary view) shows how many.
+    let d0 = w0.desired_name().await.unwrap();
+    let drift = json!([
+        "/etc/a: content differs",
+        "/etc/b: missing",
+        "/etc/c: mode differs"
+    ]);
+    let r = w0
+        .post(
+            "/api/v1/agent/status",
+            &json!({"state": "Done", "current": d0, "desired": d0, "drift": drift}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
     let w1 = api.enroll(&boot, "w1", json!({})).await;
     let d1 = w1.desired_name().await.unwrap();
     w1.report("Degraded", None, Some(&d1), Some(REASON)).await;
@@ -252,6 +266,12 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
         })
         .await;
     assert!(browser.row("node", "w0").await.contains("Done"), "{text}");
+    assert_eq!(
+        browser
+            .js("return document.querySelector('tr[data-node=\"w0\"]').cells[5].textContent")
+            .await,
+        json!("3")
+    );
     assert!(
         browser.row("node", "w1").await.contains("Degraded"),
         "{text}"

@@ -90,7 +90,7 @@ function renderNodes(nodes) {
     const st = s.state || (s.enrolled ? "Enrolled" : "NotEnrolled");
     const tr = row([n.metadata.name, s.pool || "-", el("span", st, "state-" + st),
       el("span", short(s.current), "mono"), el("span", short(s.desired), "mono"),
-      (s.drift || []).length || "", firstLine(s.reason || s.error)]);
+      s.driftCount || "", firstLine(s.reason || s.error)]);
     tr.className = "clickable";
     tr.dataset.node = n.metadata.name;
     if (state.selected && state.selected.kind === "node" && state.selected.name === n.metadata.name) tr.classList.add("selected");
@@ -223,18 +223,16 @@ function select(kind, name) {
   refresh();
 }
 
-// Every node, a page of 500 at a time (an older server answers all in the first), without the
-// history and action runs the table does not show (a node's detail reads them).
+// Every node, a page of 500 at a time, in the summary view: without the history, drift lines
+// and action runs the table does not show (a node's detail reads them), which the server
+// answers from memory.
 async function nodePages() {
   const items = [];
   let from = null;
   for (;;) {
-    const page = await api("/api/v1/nodes?limit=500" +
+    const page = await api("/api/v1/nodes?view=summary&limit=500" +
       (from === null ? "" : "&continue=" + encodeURIComponent(from)));
-    for (const n of page.items || []) {
-      if (n.status) { delete n.status.history; delete n.status.actions; }
-      items.push(n);
-    }
+    for (const n of page.items || []) items.push(n);
     const next = page.metadata && page.metadata.continue;
     if (!next) return { items };
     // Pages go by name: a position that does not move on would never end.

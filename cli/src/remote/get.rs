@@ -173,17 +173,16 @@ pub(super) fn fetch(c: &Client, a: &GetArgs, sel: &Selector) -> anyhow::Result<V
             items(&c.get(&path)?)
         }
         (Some(k), Some(n)) => vec![c.get(&format!("/api/v1/{}/{}", kind_path(k), enc(n)))?],
-        // In pages; for a table or names, without what only `-o json`/`-o yaml` show.
+        // In pages; for a table or names, the summary view (without what only `-o json` and
+        // `-o yaml` show: history, drift lines, action runs).
         (Some(Kind::Node), None) => {
-            let whole = matches!(a.output, Some(Output::Json | Output::Yaml));
+            let view = match a.output {
+                Some(Output::Json | Output::Yaml) => super::pages::View::Full,
+                _ => super::pages::View::Summary,
+            };
             let mut all = Vec::new();
-            super::pages::nodes(c, None, |page| {
-                for mut node in page {
-                    if !whole {
-                        super::pages::light(&mut node);
-                    }
-                    all.push(node);
-                }
+            super::pages::nodes(c, None, view, |page| {
+                all.extend(page);
                 Ok(())
             })?;
             all

@@ -57,11 +57,6 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
     let mut last_line = String::new();
     loop {
         let p: PoolView = c.get_as(&format!("/api/v1/pools/{}", enc(pool)))?;
-        let mut nodes: Vec<NodeView> = Vec::new();
-        super::pages::nodes(&c, Some(pool), |page| {
-            nodes.extend(typed::<Vec<NodeView>>(Value::Array(page), "/api/v1/nodes")?);
-            Ok(())
-        })?;
         let st = &p.status;
         let target = text(p.spec.configuration.name.as_deref().unwrap_or(""));
         let total = st.machine_count;
@@ -90,6 +85,13 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
                 crate::outln!("reboots {}", escape(w));
             }
+            // The table: the pool's nodes in the summary view (no history: nothing read back
+            // from the server's store).
+            let mut nodes: Vec<NodeView> = Vec::new();
+            super::pages::nodes(&c, Some(pool), super::pages::View::Summary, |page| {
+                nodes.extend(typed::<Vec<NodeView>>(Value::Array(page), "/api/v1/nodes")?);
+                Ok(())
+            })?;
             let rows: Vec<Vec<String>> = nodes
                 .iter()
                 .map(|n| {
@@ -153,11 +155,11 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             if tty {
                 crate::outln!();
             }
-            let reason = nodes
-                .iter()
-                .find(|x| x.metadata.name == n)
-                .map(|x| opt(x.status.reason.as_deref()))
-                .unwrap_or_default();
+            // The watch reads the pool's counts alone; the halting node is read once, here.
+            let reason = match c.get_as::<NodeView>(&format!("/api/v1/nodes/{}", enc(&n))) {
+                Ok(node) => opt(node.status.reason.as_deref()),
+                Err(e) => format!("(its reason could not be read: {e:#})"),
+            };
             eprintln!(
                 "error: the rollout of pool {pool} halted: node {} is degraded: {reason}",
                 escape(&n)

@@ -30,6 +30,8 @@ pub struct ShownReport {
     pub report_at: Option<u64>,
     /// The store revision it was written at (0: not stored yet).
     pub revision: u64,
+    /// How many drift lines it holds (those of `status`, unless it is a summary).
+    pub drift_lines: usize,
 }
 
 /// A stored report, as [`crate::records::ReportRecord`] encodes it, decoded in full (not into
@@ -46,9 +48,21 @@ impl ShownReport {
     /// `status` as `n`'s report from memory (its time and revision as the node has them).
     pub fn of_node(n: &NodeRecord, status: AgentStatus) -> ShownReport {
         ShownReport {
+            drift_lines: status.drift.len(),
             status,
             report_at: n.report_at,
             revision: n.report_revision,
+        }
+    }
+
+    /// The summary of `n`'s report `r` (a list's summary view; or what memory has when the
+    /// store does not): no history, drift lines or actions, only how many drift lines.
+    pub fn summary(n: &NodeRecord, r: &Report) -> ShownReport {
+        ShownReport {
+            status: r.summary_only(),
+            report_at: n.report_at,
+            revision: n.report_revision,
+            drift_lines: r.drift_lines as usize,
         }
     }
 }
@@ -92,6 +106,7 @@ impl<S: Store> App<S> {
             }))
             .buffer_unordered(CONCURRENT_GETS);
             while let Some((name, got)) = gets.next().await {
+                self.metrics.reports_read_back(1);
                 if let Some(v) = got? {
                     if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
                         read.insert(name, shown);
@@ -101,7 +116,9 @@ impl<S: Store> App<S> {
         } else {
             let wanted: HashSet<&str> = stored.iter().map(|(n, _)| n.name.as_str()).collect();
             // Consumed as it is decoded: each stored document is dropped once decoded.
-            for (name, v) in self.store.list(Kind::Report).await? {
+            let all = self.store.list(Kind::Report).await?;
+            self.metrics.reports_read_back(all.len() as u64);
+            for (name, v) in all {
                 if wanted.contains(name.as_str()) {
                     if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
                         read.insert(name, shown);
@@ -116,7 +133,7 @@ impl<S: Store> App<S> {
                 // which a commit leaves): what memory has, its summary.
                 _ => {
                     tracing::warn!(node = %n.name, revision = n.report_revision, "a node's stored report could not be read back; showing its summary only");
-                    ShownReport::of_node(n, r.summary_only())
+                    ShownReport::summary(n, r)
                 }
             };
             out.insert(n.name.clone(), shown);
@@ -128,6 +145,7 @@ impl<S: Store> App<S> {
 fn decode(name: &str, value: &[u8], revision: u64) -> Option<ShownReport> {
     match serde_json::from_slice::<Stored>(value) {
         Ok(s) => Some(ShownReport {
+            drift_lines: s.report.drift.len(),
             status: s.report,
             report_at: s.report_at,
             revision,

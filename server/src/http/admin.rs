@@ -241,6 +241,22 @@ pub(super) struct NodeListQuery {
     /// The nodes after this name (a page's `metadata.continue`).
     #[serde(default, rename = "continue")]
     continue_from: Option<String>,
+    /// `summary`: each node without its history, drift lines and action runs, answered from
+    /// memory (no store read); `full` (the default): whole.
+    #[serde(default)]
+    view: NodeListView,
+}
+
+/// How much of each node a list shows (`GET /api/v1/nodes?view=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum NodeListView {
+    /// Whole: its last report read back from the store.
+    #[default]
+    Full,
+    /// What the server holds in memory: no history, drift lines or action runs (`driftCount`
+    /// says how many drift lines), so no store read.
+    Summary,
 }
 
 /// The most nodes one page of `GET /api/v1/nodes?limit=` holds.
@@ -271,6 +287,7 @@ async fn node_page<S: Store>(
     pool: Option<&str>,
     from: Option<&str>,
     limit: usize,
+    view: NodeListView,
 ) -> Result<(Vec<NodeView>, Option<String>), ApiError> {
     use std::ops::Bound;
     let from = match from {
@@ -287,7 +304,11 @@ async fn node_page<S: Store>(
     let next = more
         .then(|| nodes.last().map(|n| n.value.name.clone()))
         .flatten();
-    let mut reports = app.shown_reports(&nodes, f.nodes.len()).await?;
+    // A summary is what memory holds: `views::node` makes it when given no report.
+    let mut reports = match view {
+        NodeListView::Full => app.shown_reports(&nodes, f.nodes.len()).await?,
+        NodeListView::Summary => Default::default(),
+    };
     let views = nodes
         .into_iter()
         .map(|n| node_view(app, n, reports.remove(&n.value.name)))
@@ -307,17 +328,19 @@ pub(super) async fn list_nodes<S: Store>(
     if let Some(limit) = q.limit.filter(|l| *l > 0) {
         // A page, as of this snapshot: a node added or deleted between two pages is listed or
         // not as its name falls.
-        let (views, next) = node_page(&app, &f, pool, from, limit.min(MAX_NODE_PAGE)).await?;
+        let (views, next) =
+            node_page(&app, &f, pool, from, limit.min(MAX_NODE_PAGE), q.view).await?;
         return Ok(Json(List::page(views, next)).into_response());
     }
     // Every node: written a page at a time from one snapshot, so that the server never holds
     // more than a page's reports and views (a large fleet's whole list is some 10 KiB a node).
     // The first page is read before answering, so that a store that cannot be read is a 503.
-    let (first, next) = node_page(&app, &f, pool, from, STREAMED_PAGE).await?;
+    let (first, next) = node_page(&app, &f, pool, from, STREAMED_PAGE, q.view).await?;
     let state = Streamed {
         app,
         fleet: f,
         pool: q.pool,
+        view: q.view,
         page: Some((first, next)),
         after: None,
         begun: false,
@@ -334,6 +357,7 @@ pub(super) async fn list_nodes<S: Store>(
                 st.pool.as_deref(),
                 Some(&after),
                 STREAMED_PAGE,
+                st.view,
             )
             .await
             {
@@ -382,6 +406,7 @@ struct Streamed<S: Store> {
     app: std::sync::Arc<App<S>>,
     fleet: std::sync::Arc<crate::fleet::Fleet>,
     pool: Option<String>,
+    view: NodeListView,
     /// The first page, read before the answer began (with where the next starts).
     page: Option<(Vec<NodeView>, Option<String>)>,
     /// The name after which the next page starts.

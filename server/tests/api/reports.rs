@@ -1,7 +1,7 @@
 //! A node's whole report in its view. The server keeps a report's history, drift, progress
 //! and actions only until the store has them, then reads them back from the store to show a
 //! node: one node, a list of many (one read of every report), after a restart, and a list in
-//! pages (`limit`, `continue`).
+//! pages (`limit`, `continue`). A list's summary view (`view=summary`) reads none back.
 
 use crate::common::*;
 use reqwest::StatusCode;
@@ -16,7 +16,10 @@ fn status(i: usize, config: &str) -> Value {
         "state": "Done", "current": config, "desired": config,
         "lastTransition": "2026-11-25T09:00:00Z", "pendingReboot": false,
         "progress": {"phase": "files", "step": i, "total": 7},
-        "drift": [format!("/etc/drift-{i}: content differs")],
+        "drift": [format!("/etc/drift-{i}: content differs"), "/etc/other: missing"],
+        "actions": [{"name": "migrate", "config": config, "scriptDigest": "ab", "when": "AfterFiles",
+            "failure": "Degrade", "startedAt": "2026-11-25T08:30:00Z", "outcome": "Succeeded",
+            "exitStatus": 0, "durationMs": 5, "outputTail": format!("node {i} migrated")}],
         "history": [
             {"time": "2026-11-25T08:00:00Z", "state": "Working", "desired": config, "reason": format!("node {i} step")},
             {"time": "2026-11-25T09:00:00Z", "state": "Done", "desired": config},
@@ -31,9 +34,14 @@ fn assert_shows(view: &Value, i: usize, config: &str) {
     assert_eq!(s["current"], config, "{view}");
     assert_eq!(
         s["drift"],
-        json!([format!("/etc/drift-{i}: content differs")]),
+        json!([
+            format!("/etc/drift-{i}: content differs"),
+            "/etc/other: missing"
+        ]),
         "{view}"
     );
+    assert_eq!(s["driftCount"], 2, "{view}");
+    assert_eq!(s["actions"][0]["outputTail"], format!("node {i} migrated"));
     assert_eq!(s["progress"]["step"], i, "{view}");
     let history = s["history"].as_array().unwrap();
     assert_eq!(history.len(), 2, "{view}");
@@ -272,5 +280,70 @@ async fn the_whole_list_is_one_document_written_a_page_at_a_time() {
     let (capped, next) = page(&api.get("/api/v1/nodes?limit=5000").await.json);
     assert_eq!(capped, names[..1_000].to_vec());
     assert_eq!(next.as_deref(), Some(names[999].as_str()));
+    s.shutdown().await;
+}
+
+/// The summary view is the full view without history, drift lines and action runs (with how
+/// many drift lines there are), in pages and whole, and the server reads no report back from
+/// its store for it; the full view does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_view_reads_nothing_back_and_leaves_out_history_drift_and_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, api, config) = fleet(dir.path(), NODES, |i| i != 5).await;
+    let read_back = "hearth_server_reports_read_back_total";
+    let before = metric(&api, read_back).await;
+    let whole = api.get("/api/v1/nodes?view=summary").await;
+    assert_eq!(whole.status, StatusCode::OK, "{}", whole.text);
+    let paged: Vec<Value> = all_pages(&api, "view=summary&limit=7").await.concat();
+    let by_pool = api.get("/api/v1/nodes?view=summary&pool=worker").await;
+    assert_eq!(
+        metric(&api, read_back).await,
+        before,
+        "the summary view read reports back"
+    );
+
+    let full = by_name(&api.get("/api/v1/nodes").await.json);
+    assert!(metric(&api, read_back).await >= before + NODES as u64 - 1);
+    let summary = by_name(&whole.json);
+    assert_eq!(summary.len(), full.len());
+    let paged: std::collections::HashMap<String, Value> = paged
+        .into_iter()
+        .map(|n| (n["metadata"]["name"].as_str().unwrap().to_string(), n))
+        .collect();
+    let pool = by_name(&by_pool.json);
+    // lastSeen ticks with the clock.
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        v["status"]["lastSeen"] = Value::Null;
+        v
+    };
+    for i in 0..NODES {
+        let name = format!("w{i}");
+        let sum = &summary[&name];
+        assert_eq!(strip(sum), strip(&paged[&name]), "{name}");
+        assert_eq!(strip(sum), strip(&pool[&name]), "{name}");
+        if i == 5 {
+            assert!(sum["status"]["state"].is_null(), "{sum}");
+            assert_eq!(sum["status"]["driftCount"], 0, "{sum}");
+            continue;
+        }
+        let st = &sum["status"];
+        assert_eq!(st["history"], json!([]), "{sum}");
+        assert_eq!(st["drift"], json!([]), "{sum}");
+        assert!(st.get("actions").is_none(), "{sum}");
+        assert_eq!(st["driftCount"], 2, "{sum}");
+        assert_eq!(st["progress"]["step"], i, "{sum}");
+        assert_eq!(st["current"], config.as_str(), "{sum}");
+        // Everything else is the full view's.
+        let mut f = strip(&full[&name]);
+        f["status"]["history"] = json!([]);
+        f["status"]["drift"] = json!([]);
+        f["status"].as_object_mut().unwrap().remove("actions");
+        assert_eq!(strip(sum), f, "{name}");
+    }
+    // A view it does not know is refused, and says which.
+    let bad = api.get("/api/v1/nodes?view=brief").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
+    assert!(bad.text.contains("summary"), "{}", bad.text);
     s.shutdown().await;
 }

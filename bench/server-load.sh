@@ -26,7 +26,8 @@
 # apply's config, between its Working and Done reports; default 0), HISTORY (history items in
 # each status report, up to 50 as a real agent sends; default 0), LISTS=1 (then time listing
 # the nodes: a page of 500 at the start and in the middle, and all at once, in the full view
-# and in the summary view, with the server's peak RSS during each).
+# and in the summary view, with the server's peak RSS during each), RESTART=1 (then stop the
+# server and start it again on the same state: the time until it answers, and its RSS then).
 # As root it raises the open-files limit (hard too) to what AGENTS needs.
 # Installs nginx with apt-get when it is missing (this script only; CI never runs it).
 set -euo pipefail
@@ -153,6 +154,20 @@ if [ -n "${LISTS:-}" ]; then
             -o /dev/null -w '%{time_total} s, %{size_download} bytes' "$URL/api/v1/nodes?$q")
         echo "  GET /api/v1/nodes?$q: $w; server RSS peak $(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$SPID/status"), now $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$SPID/status")"
     done
+fi
+# RESTART=1: what a restart costs with every node's report stored: SIGTERM, then the time from
+# the start until /healthz answers (the fleet loaded), and the server's RSS then.
+if [ -n "${RESTART:-}" ]; then
+    kill "$SPID"; wait "$SPID" 2>/dev/null || true
+    STARTED=$(date +%s.%N)
+    "${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
+        --max-wait 300 ${SERVER_ARGS:-} >>"$WORK/server.out" 2>>"$WORK/server.log" &
+    SPID=$!
+    until curl -sf --cacert "$CA" "$URL/healthz" >/dev/null 2>&1; do
+        kill -0 "$SPID" 2>/dev/null || { echo "error: the restarted server exited" >&2; exit 1; }
+        sleep 0.05
+    done
+    echo "  restart: answering after $(awk -v a="$STARTED" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}') s; server RSS $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' "/proc/$SPID/status"), peak $(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$SPID/status")"
 fi
 if [ -n "${SKIP_THROUGHPUT:-}" ]; then
     echo "results in $OUT"

@@ -22,10 +22,14 @@ impl Store for Backend {
         }
     }
 
-    async fn list(&self, kind: Kind) -> Result<Vec<(String, Versioned)>, StoreError> {
+    async fn list_each(
+        &self,
+        kind: Kind,
+        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
         match self {
-            Backend::Embedded(s) => s.list(kind).await,
-            Backend::Etcd(s) => s.list(kind).await,
+            Backend::Embedded(s) => s.list_each(kind, each).await,
+            Backend::Etcd(s) => s.list_each(kind, each).await,
         }
     }
 

@@ -193,23 +193,28 @@ impl Fleet {
 }
 
 /// The nodes, each with its last report (stored apart; a node document written before that
-/// carries its own, which a stored report replaces).
+/// carries its own, which a stored report replaces). The reports are read one at a time, each
+/// kept as its summary: 100,000 nodes' reports are some 1 GB stored.
 async fn load_nodes<S: Store>(store: &S) -> Result<Map<NodeRecord>, StoreError> {
     let mut nodes: Map<NodeRecord> = load_kind(store, Kind::Node).await?;
-    for (name, v) in store.list(Kind::Report).await? {
-        // A report is the node's status, not configuration: one that cannot be read (or whose
-        // node is gone) is left out, said, and replaced by the node's next report.
-        match serde_json::from_slice::<ReportRecord>(&v.value) {
-            Ok(r) => {
-                if !update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision)) {
-                    tracing::warn!(node = %name, "a stored report has no node; left out");
+    store
+        .list_each(Kind::Report, &mut |name, v| {
+            // A report is the node's status, not configuration: one that cannot be read (or
+            // whose node is gone) is left out, said, and replaced by the node's next report.
+            // (Seen again, on etcd: the later one replaces it.)
+            match serde_json::from_slice::<ReportRecord>(&v.value) {
+                Ok(r) => {
+                    if !update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision)) {
+                        tracing::warn!(node = %name, "a stored report has no node; left out");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "a stored report is unreadable; left out until the node reports again");
                 }
             }
-            Err(e) => {
-                tracing::warn!(node = %name, error = %e, "a stored report is unreadable; left out until the node reports again");
-            }
-        }
-    }
+            Ok(())
+        })
+        .await?;
     Ok(nodes)
 }
 

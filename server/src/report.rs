@@ -15,7 +15,9 @@
 //! (docs/performance.md, "100,000 agents with real reports").
 
 use hearth_api::{AgentStatus, NodeState, RequestResult};
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -94,6 +96,36 @@ impl Report {
             },
             json: Mutex::new(Some(bytes::Bytes::from(json))),
         }))
+    }
+
+    /// A report as it was stored: `json` is what [`Report::json`] held when it was stored
+    /// (within a node's stored report document). Only the summary is decoded (history, drift
+    /// lines and action runs are passed over, not kept), and its SHA-256 is that of these very
+    /// bytes, so nothing is encoded again: loading 100,000 reports at a start costs their
+    /// reading. What is passed over is checked only when it is shown (`crate::app::shown`).
+    pub fn from_json(json: &[u8]) -> Result<Report, serde_json::Error> {
+        Report::from_bytes(bytes::Bytes::copy_from_slice(json))
+    }
+
+    /// [`Report::from_json`], keeping `json` itself.
+    fn from_bytes(json: bytes::Bytes) -> Result<Report, serde_json::Error> {
+        let s: StoredSummary = serde_json::from_slice(&json)?;
+        Ok(Report(Arc::new(Held {
+            sha256: Sha256::digest(&json).into(),
+            summary: Summary {
+                state: s.state,
+                reason: s.reason,
+                last_transition: s.last_transition,
+                current: s.current,
+                desired: s.desired,
+                pending_reboot: s.pending_reboot,
+                requests_done: s.requests_done,
+                request_results: s.request_results,
+                progress: s.progress.map(|p| Box::<str>::from(p.get())),
+                drift_lines: s.drift.0,
+            },
+            json: Mutex::new(Some(json.clone())),
+        })))
     }
 
     fn json_slot(&self) -> MutexGuard<'_, Option<bytes::Bytes>> {
@@ -209,8 +241,63 @@ impl Serialize for Report {
 }
 
 impl<'de> Deserialize<'de> for Report {
+    /// From JSON only (the store's documents): [`Report::from_json`] of the report's bytes.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
-        AgentStatus::deserialize(d).map(Report::new)
+        let raw = Box::<RawValue>::deserialize(d)?;
+        // The bytes as read, kept without a copy.
+        let json = bytes::Bytes::from(Box::<str>::from(raw).into_boxed_bytes());
+        Report::from_bytes(json).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What [`Report::from_json`] decodes of a report: the summary's fields of an [`AgentStatus`]
+/// (their names and defaults as there), the progress document as it is written, and how many
+/// drift lines there are.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredSummary<'a> {
+    state: NodeState,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    last_transition: Option<String>,
+    #[serde(default)]
+    current: Option<String>,
+    #[serde(default)]
+    desired: Option<String>,
+    #[serde(default)]
+    pending_reboot: bool,
+    #[serde(default)]
+    requests_done: u64,
+    #[serde(default)]
+    request_results: Vec<RequestResult>,
+    #[serde(default, borrow)]
+    progress: Option<&'a RawValue>,
+    #[serde(default)]
+    drift: Count,
+}
+
+/// The length of a JSON array, its items passed over.
+#[derive(Default)]
+struct Count(u32);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        struct Counter;
+        impl<'de> Visitor<'de> for Counter {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0u32;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n = n.saturating_add(1);
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_seq(Counter)
     }
 }
 
@@ -252,6 +339,38 @@ mod tests {
         let back: Report = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         assert!(!Report::ptr_eq(&back, &r));
+    }
+
+    /// A report read back from its stored JSON is the same report, its summary (progress and
+    /// the count of drift lines included) decoded from the very bytes, which it keeps; whatever
+    /// the summary does not hold is passed over (checked only when shown).
+    #[test]
+    fn a_report_read_back_from_its_json_is_the_same_report() {
+        for s in [
+            status(),
+            AgentStatus {
+                progress: None,
+                drift: Vec::new(),
+                history: Vec::new(),
+                request_results: Vec::new(),
+                ..status()
+            },
+        ] {
+            let r = Report::new(s.clone());
+            let json = r.json().unwrap();
+            let back = Report::from_json(&json).unwrap();
+            assert_eq!(back, r);
+            assert!(!Report::ptr_eq(&back, &r));
+            assert_eq!(*back, *r, "the summaries");
+            assert_eq!(back.json().as_deref(), Some(&json[..]));
+            assert_eq!(back.full(), Some(s));
+        }
+        assert_eq!(Report::new(status()).drift_lines, 1);
+        assert!(Report::from_json(b"{\"state\": \"Done\"").is_err());
+        assert!(Report::from_json(b"{\"state\": \"Sleeping\"}").is_err());
+        let odd = br#"{"state": "Done", "history": [{"unexpected": true}], "drift": [1, 2]}"#;
+        let r = Report::from_json(odd).unwrap();
+        assert_eq!((r.state, r.drift_lines), (NodeState::Done, 2));
     }
 
     /// Equal reports are equal whatever their allocation; a change to any part, history

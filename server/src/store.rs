@@ -178,11 +178,37 @@ pub trait Store: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<Option<Versioned>, StoreError>> + Send;
 
-    /// Every object of a kind, by name.
+    /// Every object of a kind, by name, in one list.
     fn list(
         &self,
         kind: Kind,
-    ) -> impl Future<Output = Result<Vec<(String, Versioned)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<(String, Versioned)>, StoreError>> + Send {
+        async move {
+            let mut out: Vec<(String, Versioned)> = Vec::new();
+            self.list_each(kind, &mut |name, v| {
+                // Names come in order: one that does not follow the last starts the list again
+                // (a snapshot compacted on etcd, see `list_each`).
+                if out.last().is_some_and(|(last, _)| name <= *last) {
+                    out.clear();
+                }
+                out.push((name, v));
+                Ok(())
+            })
+            .await?;
+            Ok(out)
+        }
+    }
+
+    /// Every object of a kind, by name, given to `each` one at a time as it is read: nothing is
+    /// held but the one `each` has (a kind may be large: 100,000 nodes' reports are some 1 GB).
+    /// One snapshot; on etcd, a snapshot compacted between two pages of the list starts it
+    /// again from the first, so `each` may see names again, from the first, in order. An error
+    /// from `each` ends the list with it.
+    fn list_each(
+        &self,
+        kind: Kind,
+        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Applies every op atomically if every precondition holds; returns the new revision (the
     /// `mod_revision` of everything written). An empty commit returns the current revision.
@@ -384,19 +410,22 @@ impl Store for RedbStore {
         }
     }
 
-    async fn list(&self, kind: Kind) -> Result<Vec<(String, Versioned)>, StoreError> {
+    async fn list_each(
+        &self,
+        kind: Kind,
+        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let table = txn.open_table(OBJECTS).map_err(backend)?;
         // Keys are "kind/name": the range ["kind/", "kind0") holds exactly that kind.
         let start = format!("{}/", kind.as_str());
         let end = format!("{}0", kind.as_str());
-        let mut out = Vec::new();
         for entry in table.range(start.as_str()..end.as_str()).map_err(backend)? {
             let (k, v) = entry.map_err(backend)?;
             let name = k.value()[start.len()..].to_string();
-            out.push((name, decode(v.value())?));
+            each(name, decode(v.value())?)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {
@@ -533,6 +562,31 @@ pub(crate) mod tests {
         assert_eq!(pools.len(), 1);
         assert_eq!(pools[0].1.value, b"p");
         assert!(s.list(Kind::Event).await.unwrap().is_empty());
+        // One at a time: the same objects in the same order; an error from `each` ends it.
+        let mut each = Vec::new();
+        s.list_each(Kind::Node, &mut |n, v| {
+            each.push((n, v.value));
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let whole: Vec<(String, Vec<u8>)> = s
+            .list(Kind::Node)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (n, v.value))
+            .collect();
+        assert_eq!(each, whole);
+        let mut calls = 0;
+        let e = s
+            .list_each(Kind::Node, &mut |_, _| {
+                calls += 1;
+                Err(StoreError::Backend("enough".into()))
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((calls, e.to_string().contains("enough")), (1, true));
         // Deletes: a missing object under Any is not an error.
         let before = s.revision();
         let r3 = s
@@ -556,6 +610,62 @@ pub(crate) mod tests {
         // An empty commit changes nothing.
         assert_eq!(s.commit(Vec::new()).await.unwrap(), s.revision());
         assert!(*w.borrow_and_update() >= r3);
+    }
+
+    /// A real store whose lists start again once partway, as an etcd list does when its
+    /// snapshot is compacted between two pages (which cannot be timed against a real etcd).
+    struct StartsAgain(RedbStore);
+
+    impl Store for StartsAgain {
+        async fn get(&self, kind: Kind, name: &str) -> Result<Option<Versioned>, StoreError> {
+            self.0.get(kind, name).await
+        }
+        async fn list_each(
+            &self,
+            kind: Kind,
+            each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+        ) -> Result<(), StoreError> {
+            let mut first = 0;
+            let _ = self
+                .0
+                .list_each(kind, &mut |n, v| {
+                    first += 1;
+                    if first > 2 {
+                        return Err(StoreError::Backend("compacted".into()));
+                    }
+                    each(n, v)
+                })
+                .await;
+            self.0.list_each(kind, each).await
+        }
+        async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {
+            self.0.commit(ops).await
+        }
+        fn revision(&self) -> u64 {
+            self.0.revision()
+        }
+        fn watch(&self) -> watch::Receiver<u64> {
+            self.0.watch()
+        }
+    }
+
+    /// A list that starts again partway holds each object once, from the last pass.
+    #[tokio::test]
+    async fn a_list_started_again_holds_the_last_pass_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StartsAgain(RedbStore::open(&dir.path().join("db.redb")).unwrap());
+        let ops = ["a", "b", "c", "d"]
+            .map(|n| put(Kind::Node, n, n, Expect::Absent))
+            .to_vec();
+        s.commit(ops).await.unwrap();
+        let listed: Vec<String> = s
+            .list(Kind::Node)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(listed, ["a", "b", "c", "d"]);
     }
 
     #[tokio::test]

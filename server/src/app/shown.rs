@@ -114,17 +114,21 @@ impl<S: Store> App<S> {
                 }
             }
         } else {
-            let wanted: HashSet<&str> = stored.iter().map(|(n, _)| n.name.as_str()).collect();
-            // Consumed as it is decoded: each stored document is dropped once decoded.
-            let all = self.store.list(Kind::Report).await?;
-            self.metrics.reports_read_back(all.len() as u64);
-            for (name, v) in all {
-                if wanted.contains(name.as_str()) {
-                    if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
-                        read.insert(name, shown);
+            let wanted: HashSet<String> = stored.iter().map(|(n, _)| n.name.clone()).collect();
+            // One at a time: each stored document is dropped once decoded (or passed over).
+            let mut seen = 0u64;
+            self.store
+                .list_each(Kind::Report, &mut |name, v| {
+                    seen += 1;
+                    if wanted.contains(name.as_str()) {
+                        if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
+                            read.insert(name, shown);
+                        }
                     }
-                }
-            }
+                    Ok(())
+                })
+                .await?;
+            self.metrics.reports_read_back(seen);
         }
         for (n, r) in stored {
             let shown = match read.remove(&n.name) {

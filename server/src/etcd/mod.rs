@@ -328,11 +328,15 @@ impl Store for EtcdStore {
         })
     }
 
-    async fn list(&self, kind: Kind) -> Result<Vec<(String, Versioned)>, StoreError> {
+    async fn list_each(
+        &self,
+        kind: Kind,
+        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+    ) -> Result<(), StoreError> {
         let start = format!("{}{}/", self.prefix, kind.as_str());
         let end = prefix_end(start.as_bytes());
-        let mut out: Vec<(String, Versioned)> = Vec::new();
-        let mut bytes = 0usize;
+        // What one pass read: bounded.
+        let (mut count, mut bytes) = (0usize, 0usize);
         let mut from = start.clone().into_bytes();
         // Every page is read at the revision of the first, so the list is one snapshot.
         let mut at: i64 = 0;
@@ -371,7 +375,7 @@ impl Store for EtcdStore {
                     if message.contains("compacted") && at > 0 && restarts < 3 =>
                 {
                     restarts += 1;
-                    (out, bytes, at) = (Vec::new(), 0, 0);
+                    (count, bytes, at) = (0, 0, 0);
                     from = start.clone().into_bytes();
                     continue;
                 }
@@ -389,13 +393,14 @@ impl Store for EtcdStore {
                     ))
                 })?;
                 bytes += kv.value().len();
-                if out.len() >= MAX_LIST_OBJECTS || bytes > MAX_LIST_BYTES {
+                count += 1;
+                if count > MAX_LIST_OBJECTS || bytes > MAX_LIST_BYTES {
                     return Err(EtcdError::Bound(format!(
                         "{kind}: more than {MAX_LIST_OBJECTS} objects or {MAX_LIST_BYTES} bytes under {start}"
                     ))
                     .into());
                 }
-                out.push((name, self.versioned(kv)?));
+                each(name, self.versioned(kv)?)?;
             }
             match resp.kvs().last() {
                 Some(last) if resp.more() => {
@@ -406,7 +411,7 @@ impl Store for EtcdStore {
             }
         }
         self.saw(to_u64(at));
-        Ok(out)
+        Ok(())
     }
 
     async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {

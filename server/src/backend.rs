@@ -2,7 +2,7 @@
 //! (`--etcd-endpoints`), behind one type so that the rest of the server is the same for both.
 
 use crate::etcd::EtcdStore;
-use crate::store::{Changes, Kind, Op, RedbStore, Store, StoreError, Versioned};
+use crate::store::{Changes, Kind, Listed, Op, RedbStore, Store, StoreError, Versioned};
 use tokio::sync::watch;
 
 /// One of the two stores.
@@ -25,7 +25,7 @@ impl Store for Backend {
     async fn list_each(
         &self,
         kind: Kind,
-        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+        each: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send),
     ) -> Result<(), StoreError> {
         match self {
             Backend::Embedded(s) => s.list_each(kind, each).await,

@@ -11,7 +11,7 @@ use crate::records::{
     EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, Record, RenderedRecord,
     ReportRecord, TokenRecord,
 };
-use crate::store::{Expect, Kind, Op, Store, StoreError};
+use crate::store::{Expect, Kind, Listed, Op, Store, StoreError};
 use imbl::ordmap::DiffItem;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -196,12 +196,20 @@ impl Fleet {
 /// carries its own, which a stored report replaces). The reports are read one at a time, each
 /// kept as its summary: 100,000 nodes' reports are some 1 GB stored.
 async fn load_nodes<S: Store>(store: &S) -> Result<Map<NodeRecord>, StoreError> {
-    let mut nodes: Map<NodeRecord> = load_kind(store, Kind::Node).await?;
+    let documents: Map<NodeRecord> = load_kind(store, Kind::Node).await?;
+    // A copy shares the map (`imbl`): what the list starts again from, if it does.
+    let mut nodes = documents.clone();
     store
-        .list_each(Kind::Report, &mut |name, v| {
+        .list_each(Kind::Report, &mut |listed| {
+            let (name, v) = match listed {
+                Listed::Object(name, v) => (name, v),
+                Listed::Again => {
+                    nodes = documents.clone();
+                    return Ok(());
+                }
+            };
             // A report is the node's status, not configuration: one that cannot be read (or
             // whose node is gone) is left out, said, and replaced by the node's next report.
-            // (Seen again, on etcd: the later one replaces it.)
             match serde_json::from_slice::<ReportRecord>(&v.value) {
                 Ok(r) => {
                     if !update(&mut nodes, &name, |n| n.take_report(r, v.mod_revision)) {
@@ -592,6 +600,54 @@ mod tests {
         let (_, ops) = commit(f, new).await;
         assert_eq!(ops[1], "delete reports/n1");
         assert!(store.get(Kind::Report, "n1").await.unwrap().is_none());
+    }
+
+    /// A start whose list of reports starts again partway (etcd, a compaction between two
+    /// pages) holds the reports of the last pass only: a report deleted before it started again
+    /// is not kept.
+    #[tokio::test]
+    async fn a_start_whose_list_of_reports_starts_again_keeps_the_last_pass() {
+        use crate::store::tests::StartsAgain;
+        use crate::store::RedbStore;
+        let dir = tempfile::tempdir().unwrap();
+        let put = |kind: Kind, name: &str, value: serde_json::Value| Op::Put {
+            kind,
+            name: name.into(),
+            value: serde_json::to_vec(&value).unwrap().into(),
+            expect: Expect::Any,
+        };
+        let store = StartsAgain {
+            store: RedbStore::open(&dir.path().join("fleet.redb")).unwrap(),
+            kind: Kind::Report,
+            between: std::sync::Mutex::new(vec![Op::Delete {
+                kind: Kind::Report,
+                name: "a".into(),
+                expect: Expect::Any,
+            }]),
+        };
+        let mut ops = Vec::new();
+        for n in ["a", "b", "c", "d"] {
+            ops.push(put(
+                Kind::Node,
+                n,
+                serde_json::json!({"name": n, "createdAt": 1}),
+            ));
+            ops.push(put(
+                Kind::Report,
+                n,
+                serde_json::json!({"report": {"state": "Done"}, "reportAt": 5}),
+            ));
+        }
+        store.commit(ops).await.unwrap();
+        let f = Fleet::load(&store).await.unwrap();
+        let reported: Vec<&str> = f
+            .nodes
+            .values()
+            .filter(|n| n.value.report.is_some())
+            .map(|n| n.value.name.as_str())
+            .collect();
+        assert_eq!(reported, ["b", "c", "d"]);
+        assert_eq!(f.nodes.len(), 4);
     }
 
     /// A report is stored as its JSON kept in memory, in the document serde would make of its

@@ -30,8 +30,9 @@ struct Held {
     summary: Summary,
     /// SHA-256 of the whole report's JSON.
     sha256: [u8; 32],
-    /// The whole report, as `serde_json::to_vec` encodes it (no spare capacity), until it is
-    /// stored ([`Report::release`]).
+    /// The whole report, until it is stored ([`Report::release`]): as `serde_json::to_vec`
+    /// encodes it (no spare capacity), or as it was read from the store (the same bytes).
+    /// What [`Report::full`] decodes.
     json: Mutex<Option<bytes::Bytes>>,
 }
 
@@ -58,10 +59,12 @@ pub struct Summary {
     /// The outcomes of the last requests it acted on (at most
     /// [`crate::bounds::MAX_REQUEST_RESULTS`]).
     pub request_results: Vec<RequestResult>,
-    /// The apply in progress, as JSON (at most [`crate::bounds::MAX_PROGRESS`] bytes; none
-    /// between applies, which is most of the time).
+    /// The apply in progress, as JSON ([`summary_progress`]: at most
+    /// [`MAX_SUMMARY_PROGRESS`] bytes, where the report may hold up to
+    /// [`crate::bounds::MAX_PROGRESS`]; none between applies, which is most of the time).
     pub progress: Option<Box<str>>,
-    /// How many drift lines the report holds (at most [`crate::bounds::MAX_DRIFT_LINES`]).
+    /// How many drift lines the report holds: at most [`crate::bounds::MAX_DRIFT_LINES`] of
+    /// the node's, and then one of the server's saying how many more it did not keep.
     pub drift_lines: u32,
 }
 
@@ -78,7 +81,7 @@ impl Report {
         let progress = status
             .progress
             .as_ref()
-            .map(|p| p.to_string().into_boxed_str());
+            .map(|p| summary_progress(&p.to_string()));
         let drift_lines = u32::try_from(status.drift.len()).unwrap_or(u32::MAX);
         Report(Arc::new(Held {
             sha256,
@@ -110,21 +113,22 @@ impl Report {
     /// [`Report::from_json`], keeping `json` itself.
     fn from_bytes(json: bytes::Bytes) -> Result<Report, serde_json::Error> {
         let s: StoredSummary = serde_json::from_slice(&json)?;
+        let summary = Summary {
+            state: s.state,
+            reason: s.reason,
+            last_transition: s.last_transition,
+            current: s.current,
+            desired: s.desired,
+            pending_reboot: s.pending_reboot,
+            requests_done: s.requests_done,
+            request_results: s.request_results,
+            progress: s.progress.map(|p| summary_progress(p.get())),
+            drift_lines: s.drift.0,
+        };
         Ok(Report(Arc::new(Held {
             sha256: Sha256::digest(&json).into(),
-            summary: Summary {
-                state: s.state,
-                reason: s.reason,
-                last_transition: s.last_transition,
-                current: s.current,
-                desired: s.desired,
-                pending_reboot: s.pending_reboot,
-                requests_done: s.requests_done,
-                request_results: s.request_results,
-                progress: s.progress.map(|p| Box::<str>::from(p.get())),
-                drift_lines: s.drift.0,
-            },
-            json: Mutex::new(Some(json.clone())),
+            summary,
+            json: Mutex::new(Some(json)),
         })))
     }
 
@@ -146,23 +150,25 @@ impl Report {
     }
 
     /// The whole report, decoded (to be shown), while it is in memory ([`Report::json`]).
+    /// None, too, for one that does not decode whole (a node document written by an older
+    /// server may hold one whose history or actions are not an agent's): its summary is what
+    /// can be shown of it.
     pub fn full(&self) -> Option<AgentStatus> {
         let json = self.json()?;
-        Some(match serde_json::from_slice(&json) {
-            Ok(s) => s,
-            // Not expected: the bytes were encoded from an `AgentStatus`. The summary then.
+        match serde_json::from_slice(&json) {
+            Ok(s) => Some(s),
             Err(e) => {
-                tracing::error!(error = %e, "a report kept in memory does not decode; showing its summary");
-                self.summary_only()
+                tracing::warn!(error = %e, "a report kept in memory does not decode whole; showing its summary");
+                None
             }
-        })
+        }
     }
 
     /// The report as far as its summary goes: its progress, no drift lines (see
     /// [`Summary::drift_lines`]), history or actions.
     pub fn summary_only(&self) -> AgentStatus {
         let s = &self.0.summary;
-        // Encoded by serde_json from a `Value` in `Report::new`: it decodes.
+        // JSON, as serde_json encoded or read it (`summary_progress`): it decodes.
         let progress = s
             .progress
             .as_deref()
@@ -241,12 +247,64 @@ impl Serialize for Report {
 }
 
 impl<'de> Deserialize<'de> for Report {
-    /// From JSON only (the store's documents): [`Report::from_json`] of the report's bytes.
+    /// [`Report::from_json`] of the report's bytes as serde_json reads them (a stored document,
+    /// or a `serde_json::Value`). It needs serde_json's own deserializer: another format, or
+    /// serde's buffering around a `Report` (`#[serde(flatten)]`, untagged or internally tagged
+    /// enums), cannot give it a `RawValue` and fails.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Report, D::Error> {
         let raw = Box::<RawValue>::deserialize(d)?;
         // The bytes as read, kept without a copy.
         let json = bytes::Bytes::from(Box::<str>::from(raw).into_boxed_bytes());
         Report::from_bytes(json).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The most of a progress document a node's summary keeps in memory (the report itself may
+/// hold [`crate::bounds::MAX_PROGRESS`]): 100,000 nodes' summaries hold at most some 50 MiB of
+/// progress, however large their agents make it.
+pub const MAX_SUMMARY_PROGRESS: usize = 512;
+
+/// A report's progress document `json` as its summary keeps it: itself when it is at most
+/// [`MAX_SUMMARY_PROGRESS`] bytes (a real agent's: `phase`, `step`, `total`, `failure`), else
+/// the `phase`, `step` and `total` it has and its `failure`, cut short, with `cut` saying so;
+/// never more than [`MAX_SUMMARY_PROGRESS`] bytes.
+pub fn summary_progress(json: &str) -> Box<str> {
+    if json.len() <= MAX_SUMMARY_PROGRESS {
+        return json.into();
+    }
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let text = |key: &str, max: usize| {
+        v.get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(|s| serde_json::Value::from(crate::bounds::cut(s, max)))
+    };
+    let number = |key: &str| {
+        v.get(key)
+            .and_then(serde_json::Value::as_u64)
+            .map(serde_json::Value::from)
+    };
+    let note = format!(
+        "the progress document is {} bytes; a node's own view shows it whole",
+        json.len()
+    );
+    // Whatever escaping makes of the strings, the least kept fits: the note and two numbers.
+    let mut fields = vec![
+        ("cut", Some(serde_json::Value::from(note))),
+        ("step", number("step")),
+        ("total", number("total")),
+        ("phase", text("phase", 48)),
+        ("failure", text("failure", 160)),
+    ];
+    loop {
+        let kept: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+            .collect();
+        let out = serde_json::Value::Object(kept).to_string();
+        if out.len() <= MAX_SUMMARY_PROGRESS || fields.len() <= 3 {
+            return out.into_boxed_str();
+        }
+        fields.pop();
     }
 }
 
@@ -371,6 +429,43 @@ mod tests {
         let odd = br#"{"state": "Done", "history": [{"unexpected": true}], "drift": [1, 2]}"#;
         let r = Report::from_json(odd).unwrap();
         assert_eq!((r.state, r.drift_lines), (NodeState::Done, 2));
+    }
+
+    /// A summary keeps a small progress document as it is, and of a large one what a person
+    /// reads (phase, step, total, the failure cut short) in at most 512 bytes, whatever
+    /// escaping its strings need; the report itself keeps it whole.
+    #[test]
+    fn a_summary_keeps_at_most_512_bytes_of_progress() {
+        let small = r#"{"phase":"applying","step":2,"total":7}"#;
+        assert_eq!(&*summary_progress(small), small);
+        let big = serde_json::json!({
+            "phase": "rollingBack", "step": 3, "total": 7,
+            "failure": "x".repeat(3000), "extra": "y".repeat(500),
+        });
+        let r = Report::new(AgentStatus {
+            progress: Some(big.clone()),
+            ..status()
+        });
+        let kept = r.progress.as_deref().unwrap();
+        assert!(kept.len() <= MAX_SUMMARY_PROGRESS, "{}", kept.len());
+        let shown = r.summary_only().progress.unwrap();
+        assert_eq!(
+            (&shown["phase"], &shown["step"], &shown["total"]),
+            (&big["phase"], &big["step"], &big["total"])
+        );
+        assert!(shown["failure"].as_str().unwrap().starts_with("xxx"));
+        assert!(shown["cut"].as_str().unwrap().contains("bytes"), "{shown}");
+        assert!(shown.get("extra").is_none());
+        assert_eq!(r.full().unwrap().progress, Some(big));
+        // Strings that escaping makes six times longer.
+        let hostile = serde_json::json!({
+            "phase": "\u{1}".repeat(400), "step": 1, "total": 2, "failure": "\u{2}".repeat(400),
+        })
+        .to_string();
+        let kept = summary_progress(&hostile);
+        assert!(kept.len() <= MAX_SUMMARY_PROGRESS, "{}", kept.len());
+        let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
+        assert_eq!((&kept["step"], &kept["total"]), (&1.into(), &2.into()));
     }
 
     /// Equal reports are equal whatever their allocation; a change to any part, history

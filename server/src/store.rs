@@ -168,6 +168,16 @@ pub type Changes = (
     watch::Receiver<crate::etcd::changes::Link>,
 );
 
+/// What [`Store::list_each`] gives its callback.
+#[derive(Debug)]
+pub enum Listed {
+    /// The next object: its name and document.
+    Object(String, Versioned),
+    /// The list starts again from its first object, at a newer snapshot: what was given before
+    /// is to be forgotten.
+    Again,
+}
+
 /// The store interface. Small on purpose: get, list, an atomic commit with compare-and-swap,
 /// the current revision and a watch, which is what etcd offers too.
 pub trait Store: Send + Sync + 'static {
@@ -185,13 +195,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<(String, Versioned)>, StoreError>> + Send {
         async move {
             let mut out: Vec<(String, Versioned)> = Vec::new();
-            self.list_each(kind, &mut |name, v| {
-                // Names come in order: one that does not follow the last starts the list again
-                // (a snapshot compacted on etcd, see `list_each`).
-                if out.last().is_some_and(|(last, _)| name <= *last) {
-                    out.clear();
+            self.list_each(kind, &mut |listed| {
+                match listed {
+                    Listed::Object(name, v) => out.push((name, v)),
+                    Listed::Again => out.clear(),
                 }
-                out.push((name, v));
                 Ok(())
             })
             .await?;
@@ -202,12 +210,13 @@ pub trait Store: Send + Sync + 'static {
     /// Every object of a kind, by name, given to `each` one at a time as it is read: nothing is
     /// held but the one `each` has (a kind may be large: 100,000 nodes' reports are some 1 GB).
     /// One snapshot; on etcd, a snapshot compacted between two pages of the list starts it
-    /// again from the first, so `each` may see names again, from the first, in order. An error
-    /// from `each` ends the list with it.
+    /// again from the first at a newer one: `each` is then told so ([`Listed::Again`]) and must
+    /// forget what it was given before (objects deleted meanwhile are not given again). An
+    /// error from `each` ends the list with it.
     fn list_each(
         &self,
         kind: Kind,
-        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+        each: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send),
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Applies every op atomically if every precondition holds; returns the new revision (the
@@ -413,7 +422,7 @@ impl Store for RedbStore {
     async fn list_each(
         &self,
         kind: Kind,
-        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+        each: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send),
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_read().map_err(backend)?;
         let table = txn.open_table(OBJECTS).map_err(backend)?;
@@ -423,7 +432,7 @@ impl Store for RedbStore {
         for entry in table.range(start.as_str()..end.as_str()).map_err(backend)? {
             let (k, v) = entry.map_err(backend)?;
             let name = k.value()[start.len()..].to_string();
-            each(name, decode(v.value())?)?;
+            each(Listed::Object(name, decode(v.value())?))?;
         }
         Ok(())
     }
@@ -460,6 +469,12 @@ pub(crate) mod tests {
             value: value.as_bytes().to_vec().into(),
             expect,
         }
+    }
+
+    /// The names `s` lists of `kind`.
+    async fn names<S: Store>(s: &S, kind: Kind) -> Vec<String> {
+        let listed = s.list(kind).await.unwrap();
+        listed.into_iter().map(|(n, _)| n).collect()
     }
 
     fn conflict(e: StoreError) -> (Kind, String, Expect, Option<u64>) {
@@ -550,22 +565,17 @@ pub(crate) mod tests {
         ])
         .await
         .unwrap();
-        let nodes: Vec<String> = s
-            .list(Kind::Node)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(nodes, ["a", "a.b-c", "b"]);
+        assert_eq!(names(s, Kind::Node).await, ["a", "a.b-c", "b"]);
         let pools = s.list(Kind::Pool).await.unwrap();
         assert_eq!(pools.len(), 1);
         assert_eq!(pools[0].1.value, b"p");
         assert!(s.list(Kind::Event).await.unwrap().is_empty());
         // One at a time: the same objects in the same order; an error from `each` ends it.
         let mut each = Vec::new();
-        s.list_each(Kind::Node, &mut |n, v| {
-            each.push((n, v.value));
+        s.list_each(Kind::Node, &mut |listed| {
+            if let Listed::Object(n, v) = listed {
+                each.push((n, v.value));
+            }
             Ok(())
         })
         .await
@@ -580,7 +590,7 @@ pub(crate) mod tests {
         assert_eq!(each, whole);
         let mut calls = 0;
         let e = s
-            .list_each(Kind::Node, &mut |_, _| {
+            .list_each(Kind::Node, &mut |_| {
                 calls += 1;
                 Err(StoreError::Backend("enough".into()))
             })
@@ -612,60 +622,86 @@ pub(crate) mod tests {
         assert!(*w.borrow_and_update() >= r3);
     }
 
-    /// A real store whose lists start again once partway, as an etcd list does when its
-    /// snapshot is compacted between two pages (which cannot be timed against a real etcd).
-    struct StartsAgain(RedbStore);
+    /// A real store whose lists of one kind start again once partway, after two objects, as an
+    /// etcd list does when its snapshot is compacted between two pages (which cannot be timed
+    /// against a real etcd); `between` is committed before the list starts again.
+    pub(crate) struct StartsAgain {
+        pub store: RedbStore,
+        pub kind: Kind,
+        pub between: std::sync::Mutex<Vec<Op>>,
+    }
 
     impl Store for StartsAgain {
         async fn get(&self, kind: Kind, name: &str) -> Result<Option<Versioned>, StoreError> {
-            self.0.get(kind, name).await
+            self.store.get(kind, name).await
         }
         async fn list_each(
             &self,
             kind: Kind,
-            each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+            each: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send),
         ) -> Result<(), StoreError> {
+            if kind != self.kind {
+                return self.store.list_each(kind, each).await;
+            }
             let mut first = 0;
             let _ = self
-                .0
-                .list_each(kind, &mut |n, v| {
+                .store
+                .list_each(kind, &mut |listed| {
                     first += 1;
                     if first > 2 {
                         return Err(StoreError::Backend("compacted".into()));
                     }
-                    each(n, v)
+                    each(listed)
                 })
                 .await;
-            self.0.list_each(kind, each).await
+            let between = std::mem::take(&mut *self.between.lock().unwrap());
+            self.store.commit(between).await?;
+            each(Listed::Again)?;
+            self.store.list_each(kind, each).await
         }
         async fn commit(&self, ops: Vec<Op>) -> Result<u64, StoreError> {
-            self.0.commit(ops).await
+            self.store.commit(ops).await
         }
         fn revision(&self) -> u64 {
-            self.0.revision()
+            self.store.revision()
         }
         fn watch(&self) -> watch::Receiver<u64> {
-            self.0.watch()
+            self.store.watch()
         }
     }
 
-    /// A list that starts again partway holds each object once, from the last pass.
+    /// A list that starts again partway holds the last pass only: each object once, and none
+    /// deleted before it started again, whether the last pass starts with the same first name,
+    /// after the names the first pass gave, or is empty.
     #[tokio::test]
     async fn a_list_started_again_holds_the_last_pass_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = StartsAgain(RedbStore::open(&dir.path().join("db.redb")).unwrap());
-        let ops = ["a", "b", "c", "d"]
-            .map(|n| put(Kind::Node, n, n, Expect::Absent))
-            .to_vec();
-        s.commit(ops).await.unwrap();
-        let listed: Vec<String> = s
-            .list(Kind::Node)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(listed, ["a", "b", "c", "d"]);
+        let delete = |names: &[&str]| -> Vec<Op> {
+            names
+                .iter()
+                .map(|n| Op::Delete {
+                    kind: Kind::Node,
+                    name: n.to_string(),
+                    expect: Expect::Any,
+                })
+                .collect()
+        };
+        for (between, expected) in [
+            (Vec::new(), vec!["a", "b", "c", "d"]),
+            (delete(&["a", "b", "c"]), vec!["d"]),
+            (delete(&["a", "b", "c", "d"]), vec![]),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = StartsAgain {
+                store: RedbStore::open(&dir.path().join("db.redb")).unwrap(),
+                kind: Kind::Node,
+                between: std::sync::Mutex::new(between),
+            };
+            let ops = ["a", "b", "c", "d"]
+                .map(|n| put(Kind::Node, n, n, Expect::Absent))
+                .to_vec();
+            s.commit(ops).await.unwrap();
+            assert_eq!(names(&s, Kind::Node).await, expected);
+        }
     }
 
     #[tokio::test]

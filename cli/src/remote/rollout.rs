@@ -67,6 +67,13 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         let halted = st.rollout_halted_by.clone();
         let paused = p.spec.paused;
         if !*watch {
+            // The table's nodes, read before anything is printed (a failed read prints nothing):
+            // the pool's nodes in the summary view (nothing read back from the server's store).
+            let mut nodes: Vec<NodeView> = Vec::new();
+            super::pages::nodes(&c, Some(pool), super::pages::View::Summary, |page| {
+                nodes.extend(typed::<Vec<NodeView>>(Value::Array(page), "/api/v1/nodes")?);
+                Ok(())
+            })?;
             crate::outln!(
                 "pool {pool}: {updated} of {total} node(s) run {} ({unavailable} updating, {degraded} degraded){}",
                 if target.is_empty() { "no config yet" } else { &target },
@@ -85,13 +92,6 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
                 crate::outln!("reboots {}", escape(w));
             }
-            // The table: the pool's nodes in the summary view (no history: nothing read back
-            // from the server's store).
-            let mut nodes: Vec<NodeView> = Vec::new();
-            super::pages::nodes(&c, Some(pool), super::pages::View::Summary, |page| {
-                nodes.extend(typed::<Vec<NodeView>>(Value::Array(page), "/api/v1/nodes")?);
-                Ok(())
-            })?;
             let rows: Vec<Vec<String>> = nodes
                 .iter()
                 .map(|n| {

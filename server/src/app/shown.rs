@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::fleet::Rec;
 use crate::records::NodeRecord;
 use crate::report::Report;
-use crate::store::{Kind, Store};
+use crate::store::{Kind, Listed, Store};
 use futures_util::StreamExt;
 use hearth_api::AgentStatus;
 use serde::Deserialize;
@@ -106,8 +106,8 @@ impl<S: Store> App<S> {
             }))
             .buffer_unordered(CONCURRENT_GETS);
             while let Some((name, got)) = gets.next().await {
-                self.metrics.reports_read_back(1);
                 if let Some(v) = got? {
+                    self.metrics.reports_read_back(1);
                     if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
                         read.insert(name, shown);
                     }
@@ -117,8 +117,16 @@ impl<S: Store> App<S> {
             let wanted: HashSet<String> = stored.iter().map(|(n, _)| n.name.clone()).collect();
             // One at a time: each stored document is dropped once decoded (or passed over).
             let mut seen = 0u64;
-            self.store
-                .list_each(Kind::Report, &mut |name, v| {
+            let listed = self
+                .store
+                .list_each(Kind::Report, &mut |listed| {
+                    let (name, v) = match listed {
+                        Listed::Object(name, v) => (name, v),
+                        Listed::Again => {
+                            read.clear();
+                            return Ok(());
+                        }
+                    };
                     seen += 1;
                     if wanted.contains(name.as_str()) {
                         if let Some(shown) = decode(&name, &v.value, v.mod_revision) {
@@ -127,8 +135,9 @@ impl<S: Store> App<S> {
                     }
                     Ok(())
                 })
-                .await?;
+                .await;
             self.metrics.reports_read_back(seen);
+            listed?;
         }
         for (n, r) in stored {
             let shown = match read.remove(&n.name) {

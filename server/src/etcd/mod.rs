@@ -29,7 +29,7 @@ mod watcher;
 
 pub use endpoints::{Endpoints, CALL_TIMEOUT, MAX_ATTEMPTS, PROBE_INTERVAL};
 
-use crate::store::{Kind, Op, Store, StoreError, Versioned};
+use crate::store::{Kind, Listed, Op, Store, StoreError, Versioned};
 use etcd_client::{Certificate, ConnectOptions, GetOptions, Identity, KeyValue, TlsOptions};
 use std::fmt;
 use std::sync::Arc;
@@ -331,7 +331,7 @@ impl Store for EtcdStore {
     async fn list_each(
         &self,
         kind: Kind,
-        each: &mut (dyn FnMut(String, Versioned) -> Result<(), StoreError> + Send),
+        each: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send),
     ) -> Result<(), StoreError> {
         let start = format!("{}{}/", self.prefix, kind.as_str());
         let end = prefix_end(start.as_bytes());
@@ -376,6 +376,7 @@ impl Store for EtcdStore {
                 {
                     restarts += 1;
                     (count, bytes, at) = (0, 0, 0);
+                    each(Listed::Again)?;
                     from = start.clone().into_bytes();
                     continue;
                 }
@@ -400,7 +401,7 @@ impl Store for EtcdStore {
                     ))
                     .into());
                 }
-                each(name, self.versioned(kv)?)?;
+                each(Listed::Object(name, self.versioned(kv)?))?;
             }
             match resp.kvs().last() {
                 Some(last) if resp.more() => {

@@ -74,9 +74,13 @@ fi
 PORT=$((20000 + RANDOM % 10000))
 URL=https://127.0.0.1:$PORT
 STATE=$WORK/state
-"${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
-    --max-wait 300 ${SERVER_ARGS:-} >"$WORK/server.out" 2>"$WORK/server.log" &
-SPID=$!
+# The server on $STATE, its output appended to server.out and server.log; its pid in SPID.
+start_server() {
+    "${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
+        --max-wait 300 ${SERVER_ARGS:-} >>"$WORK/server.out" 2>>"$WORK/server.log" &
+    SPID=$!
+}
+start_server
 for _ in $(seq 100); do
     curl -sf --cacert "$STATE/pki/ca.crt" "$URL/healthz" >/dev/null 2>&1 && break
     sleep 0.1
@@ -160,9 +164,7 @@ fi
 if [ -n "${RESTART:-}" ]; then
     kill "$SPID"; wait "$SPID" 2>/dev/null || true
     STARTED=$(date +%s.%N)
-    "${SERVER_BIN:-$BIN/hearth-server}" --state-dir "$STATE" --listen "127.0.0.1:$PORT" --san localhost --san 127.0.0.1 \
-        --max-wait 300 ${SERVER_ARGS:-} >>"$WORK/server.out" 2>>"$WORK/server.log" &
-    SPID=$!
+    start_server
     until curl -sf --cacert "$CA" "$URL/healthz" >/dev/null 2>&1; do
         kill -0 "$SPID" 2>/dev/null || { echo "error: the restarted server exited" >&2; exit 1; }
         sleep 0.05

@@ -106,12 +106,8 @@ impl Report {
     /// lines and action runs are passed over, not kept), and its SHA-256 is that of these very
     /// bytes, so nothing is encoded again: loading 100,000 reports at a start costs their
     /// reading. What is passed over is checked only when it is shown (`crate::app::shown`).
-    pub fn from_json(json: &[u8]) -> Result<Report, serde_json::Error> {
-        Report::from_bytes(bytes::Bytes::copy_from_slice(json))
-    }
-
-    /// [`Report::from_json`], keeping `json` itself.
-    fn from_bytes(json: bytes::Bytes) -> Result<Report, serde_json::Error> {
+    /// `json` itself is kept (until [`Report::release`]).
+    pub fn from_json(json: bytes::Bytes) -> Result<Report, serde_json::Error> {
         let s: StoredSummary = serde_json::from_slice(&json)?;
         let summary = Summary {
             state: s.state,
@@ -255,7 +251,7 @@ impl<'de> Deserialize<'de> for Report {
         let raw = Box::<RawValue>::deserialize(d)?;
         // The bytes as read, kept without a copy.
         let json = bytes::Bytes::from(Box::<str>::from(raw).into_boxed_bytes());
-        Report::from_bytes(json).map_err(serde::de::Error::custom)
+        Report::from_json(json).map_err(serde::de::Error::custom)
     }
 }
 
@@ -416,7 +412,7 @@ mod tests {
         ] {
             let r = Report::new(s.clone());
             let json = r.json().unwrap();
-            let back = Report::from_json(&json).unwrap();
+            let back = Report::from_json(json.clone()).unwrap();
             assert_eq!(back, r);
             assert!(!Report::ptr_eq(&back, &r));
             assert_eq!(*back, *r, "the summaries");
@@ -424,10 +420,11 @@ mod tests {
             assert_eq!(back.full(), Some(s));
         }
         assert_eq!(Report::new(status()).drift_lines, 1);
-        assert!(Report::from_json(b"{\"state\": \"Done\"").is_err());
-        assert!(Report::from_json(b"{\"state\": \"Sleeping\"}").is_err());
-        let odd = br#"{"state": "Done", "history": [{"unexpected": true}], "drift": [1, 2]}"#;
-        let r = Report::from_json(odd).unwrap();
+        let from = |s: &'static [u8]| Report::from_json(bytes::Bytes::from_static(s));
+        assert!(from(b"{\"state\": \"Done\"").is_err());
+        assert!(from(b"{\"state\": \"Sleeping\"}").is_err());
+        let r = from(br#"{"state": "Done", "history": [{"unexpected": true}], "drift": [1, 2]}"#)
+            .unwrap();
         assert_eq!((r.state, r.drift_lines), (NodeState::Done, 2));
     }
 

@@ -219,13 +219,8 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
         "/etc/b: missing",
         "/etc/c: mode differs"
     ]);
-    let r = w0
-        .post(
-            "/api/v1/agent/status",
-            &json!({"state": "Done", "current": d0, "desired": d0, "drift": drift}),
-        )
+    w0.post_status(&json!({"state": "Done", "current": d0, "desired": d0, "drift": drift}))
         .await;
-    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
     let w1 = api.enroll(&boot, "w1", json!({})).await;
     let d1 = w1.desired_name().await.unwrap();
     w1.report("Degraded", None, Some(&d1), Some(REASON)).await;

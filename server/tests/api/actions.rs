@@ -3,7 +3,6 @@
 //! of the output) reaches the node view, bounded as every other part of a report.
 
 use crate::common::*;
-use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const MC: &str = "apiVersion: machineconfiguration.openshift.io/v1
@@ -52,13 +51,10 @@ async fn action_runs_reach_the_node_view_bounded() {
     let mut runs: Vec<Value> = (0..69).map(|i| run(i, &current, "ok\n")).collect();
     let long = format!("{}\u{1b}[31mthe end\n", "x".repeat(10 * 1024));
     runs.push(run(69, &current, &long));
-    let r = w0
-        .post(
-            "/api/v1/agent/status",
-            &json!({"state": "Done", "current": current, "desired": current, "actions": runs}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    w0.post_status(
+        &json!({"state": "Done", "current": current, "desired": current, "actions": runs}),
+    )
+    .await;
     let view = api.get("/api/v1/nodes/w0").await.json;
     let actions = view["status"]["actions"].as_array().unwrap();
     // The newest 64 are kept.

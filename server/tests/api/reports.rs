@@ -66,8 +66,7 @@ async fn fleet(
         let n = api.enroll(&token, &format!("w{i}"), json!({})).await;
         if reports(i) {
             config = n.desired_name().await.unwrap();
-            let r = n.post("/api/v1/agent/status", &status(i, &config)).await;
-            assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+            n.post_status(&status(i, &config)).await;
         }
     }
     (s, api, config)

@@ -221,17 +221,18 @@ impl Api {
         desired: Option<&str>,
         reason: Option<&str>,
     ) {
-        let a = self
-            .post(
-                "/api/v1/agent/status",
-                &serde_json::json!({
-                    "apiVersion": "hearth.io/v1", "kind": "AgentStatus",
-                    "state": state, "current": current, "desired": desired, "reason": reason,
-                    "lastTransition": "2026-01-01T00:00:00Z", "pendingReboot": false,
-                    "progress": null, "drift": [], "history": [],
-                }),
-            )
-            .await;
+        self.post_status(&serde_json::json!({
+            "apiVersion": "hearth.io/v1", "kind": "AgentStatus",
+            "state": state, "current": current, "desired": desired, "reason": reason,
+            "lastTransition": "2026-01-01T00:00:00Z", "pendingReboot": false,
+            "progress": null, "drift": [], "history": [],
+        }))
+        .await;
+    }
+
+    /// Posts `status` (an `AgentStatus` document) as a node's report; the server takes it.
+    pub async fn post_status(&self, status: &Value) {
+        let a = self.post("/api/v1/agent/status", status).await;
         assert_eq!(a.status, StatusCode::NO_CONTENT, "report: {}", a.text);
     }
 

@@ -24,7 +24,8 @@
 # reaches every agent at once), SERVER_ARGS (more arguments for hearth-server, e.g.
 # "--desired-answers-at-once 0"), APPLY_MS (how long each simulated agent takes to apply the
 # apply's config, between its Working and Done reports; default 0), HISTORY (history items in
-# each status report, up to 50 as a real agent sends; default 0), LISTS=1 (then time listing
+# each status report, up to 50 as a real agent sends; default 0), DEFER=false (agents that do not
+# hold their reports when the server asks, as before deferred reports: paced by turns), LISTS=1 (then time listing
 # the nodes: a page of 500 at the start and in the middle, and all at once, in the full view
 # and in the summary view, with the server's peak RSS during each), RESTART=1 (then stop the
 # server and start it again on the same state: the time until it answers, and its RSS then).
@@ -96,6 +97,7 @@ echo "== $AGENTS agents against hearth-server (pid $SPID) on $URL"
     ${STEADY:+--steady "$STEADY"} \
     ${APPLY_MS:+--apply-ms "$APPLY_MS"} \
     ${HISTORY:+--history "$HISTORY"} \
+    ${DEFER:+--defer "$DEFER"} \
     --json >"$OUT/agents.json"
 python3 - "$OUT/agents.json" <<'EOF'
 import json, sys

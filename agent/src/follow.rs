@@ -18,6 +18,25 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// Runs `apply` with the acknowledgement of its config, `ack`: first when the answer asked for
+/// nothing (`at` is `None`); else at `at`, while the apply goes on, and not at all when the
+/// apply is over by then (the report after it, held until `at` too, says where the node is).
+async fn acknowledged<T>(
+    at: Option<tokio::time::Instant>,
+    ack: impl std::future::Future<Output = ()>,
+    apply: impl std::future::Future<Output = T>,
+) -> T {
+    let Some(at) = at else {
+        ack.await;
+        return apply.await;
+    };
+    tokio::pin!(apply);
+    tokio::select! {
+        done = &mut apply => done,
+        _ = tokio::time::sleep_until(at) => tokio::join!(ack, &mut apply).1,
+    }
+}
+
 /// Where the agent keeps its server credential (0600).
 pub const SERVER_STATE: &str = "/var/lib/hearth/server.json";
 
@@ -305,6 +324,8 @@ impl Daemon<'_> {
         let (mut remote, mut state) = connect(self.agent.root(), &server).await?;
         notify.status(&Summary::load(self.agent.root())?.status_line());
         let mut backoff = Duration::from_secs(1);
+        // When the server asked for the next report (an answer in a burst, `Answer::report_after`).
+        let mut hold: Option<tokio::time::Instant> = None;
         loop {
             crate::watchdog::beat();
             // A force request whose apply a crash interrupted (finished by the resume) or
@@ -332,17 +353,30 @@ impl Daemon<'_> {
                     let control = drift.clone();
                     tokio::task::spawn_blocking(move || control.pause()).await?;
                 }
+                // A trial's reports decide whether the change stays: they never wait.
+                hold = None;
                 if self.trial_turn(&server, &remote, &doc, window).await? {
                     drift.set_expected(self.expected());
                     drift.resume();
                 }
                 continue;
             }
-            // A report and a reboot-slot call take up to 30 s each per server tried.
+            // An answer in a burst asked for this report later (at most
+            // `hearth_api::MAX_REPORT_AFTER`): the config is applied meanwhile; the server hears
+            // of it when it asked to. A report and a reboot-slot call take up to 30 s each per
+            // server tried.
+            let held = hold
+                .take()
+                .map(|at| at.saturating_duration_since(tokio::time::Instant::now()))
+                .unwrap_or_default();
             let talking = crate::watchdog::busy(
                 "reporting to the server",
-                through_all(&server, Duration::from_secs(60)),
+                held + through_all(&server, Duration::from_secs(60)),
             );
+            if !held.is_zero() {
+                tracing::debug!(?held, "reporting when the server asked to");
+                tokio::time::sleep(held).await;
+            }
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
@@ -366,14 +400,21 @@ impl Daemon<'_> {
             );
             tokio::select! {
                 r = remote.desired_and_requests(known.as_deref(), Some(done), wait) => match r {
-                    Ok(Some(desired)) => {
+                    Ok(Some(answer)) => {
                         drop(idle);
                         backoff = Duration::from_secs(1);
+                        let desired = answer.config;
                         let name = desired.name.clone();
-                        self.acknowledge(&remote, &name).await;
+                        hold = answer
+                            .report_after
+                            .map(|after| tokio::time::Instant::now() + after);
                         let control = drift.clone();
-                        tokio::task::spawn_blocking(move || control.pause()).await?;
-                        let outcome = apply(self.agent, desired, &self.drift).await;
+                        let applying = async {
+                            tokio::task::spawn_blocking(move || control.pause()).await?;
+                            Ok::<_, anyhow::Error>(apply(self.agent, desired, &self.drift).await)
+                        };
+                        let outcome =
+                            acknowledged(hold, self.acknowledge(&remote, &name), applying).await?;
                         if !matches!(outcome, Ok(Some(Outcome::Trial(_)))) {
                             drift.set_expected(self.expected());
                             drift.resume();
@@ -413,6 +454,8 @@ impl Daemon<'_> {
     /// unacknowledged (`server/src/pace.rs`), hands the next one out at once rather than when
     /// this apply ends. Bounded by [`ACK_TIMEOUT`]: a server that does not answer delays the
     /// apply by that much at most, and the report after the apply says where the node is.
+    /// An answer that asked for the reports later (`Answer::report_after`) is acknowledged at
+    /// that time, while the apply runs, and not at all when the apply is over by then.
     async fn acknowledge(&self, remote: &Remote, name: &str) {
         let doc = match Journal::load(self.agent.root()) {
             Ok(j) => crate::status::acknowledgement(&j, name),
@@ -527,3 +570,59 @@ const TRIAL_SETTLE_SECS: i64 = 5;
 const TRIAL_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the agent waits between two reports during a trial.
 const TRIAL_RETRY: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::acknowledged;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// What happened, and when (paused time, from the start).
+    type Log = Arc<Mutex<Vec<(&'static str, Duration)>>>;
+
+    fn note(log: &Log, start: Instant, what: &'static str) {
+        log.lock().unwrap().push((what, start.elapsed()));
+    }
+
+    /// The order of the acknowledgement and the apply: at once and before it when nothing is
+    /// held; when the server asked for the reports at 1 s, none for an apply of 200 ms, and at
+    /// 1 s for an apply of 3 s, which goes on meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn a_held_acknowledgement_goes_at_its_time_and_only_while_applying() {
+        let run = |hold: Option<Duration>, takes: Duration| async move {
+            let log: Log = Arc::default();
+            let start = Instant::now();
+            let ack = {
+                let log = log.clone();
+                async move { note(&log, start, "ack") }
+            };
+            let apply = {
+                let log = log.clone();
+                async move {
+                    note(&log, start, "apply starts");
+                    tokio::time::sleep(takes).await;
+                    note(&log, start, "apply ends");
+                    7
+                }
+            };
+            assert_eq!(acknowledged(hold.map(|h| start + h), ack, apply).await, 7);
+            let log = log.lock().unwrap().clone();
+            log
+        };
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(
+            run(None, s(3)).await,
+            [("ack", s(0)), ("apply starts", s(0)), ("apply ends", s(3))]
+        );
+        assert_eq!(
+            run(Some(s(1)), ms(200)).await,
+            [("apply starts", s(0)), ("apply ends", ms(200))]
+        );
+        assert_eq!(
+            run(Some(s(1)), s(3)).await,
+            [("apply starts", s(0)), ("ack", s(1)), ("apply ends", s(3))]
+        );
+    }
+}

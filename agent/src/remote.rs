@@ -175,6 +175,31 @@ async fn read_capped(
 }
 
 /// [`read_capped`], read as `T`: `what` (e.g. "an enrollment answer") names it in an error.
+/// A desired-config answer, and when the server asks for the next status report.
+#[derive(Debug)]
+pub struct Answer {
+    /// The desired config.
+    pub config: DesiredConfig,
+    /// Hold the next status report until this long after the answer
+    /// (`hearth_api::REPORT_AFTER_HEADER`, at most `hearth_api::MAX_REPORT_AFTER`); `None`:
+    /// report at once.
+    pub report_after: Option<Duration>,
+}
+
+/// The wait an answer asks for before the next report: its `x-hearth-report-after` header in
+/// milliseconds, at most `hearth_api::MAX_REPORT_AFTER` whatever it says; `None` when absent,
+/// zero or not a number (then the agent reports at once, as to an older server).
+fn report_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let ms: u64 = headers
+        .get(hearth_api::REPORT_AFTER_HEADER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (ms > 0).then(|| Duration::from_millis(ms).min(hearth_api::MAX_REPORT_AFTER))
+}
+
 async fn read_json<T: serde::de::DeserializeOwned>(
     url: &str,
     resp: reqwest::Response,
@@ -439,18 +464,33 @@ impl Remote {
         known: Option<&str>,
         wait: Duration,
     ) -> Result<Option<DesiredConfig>, RemoteError> {
-        self.desired_and_requests(known, None, wait).await
+        Ok(self
+            .fetch_desired(known, None, wait, false)
+            .await?
+            .map(|a| a.config))
     }
 
     /// [`Remote::desired`], also asking for the admin's requests to this node with an id above
     /// `done` (`DesiredConfig::requests`): the answer comes at once (not 304) while there is
-    /// one.
+    /// one. The agent holds its reports when the answer asks it to ([`Answer::report_after`]),
+    /// so the server sends it the config at once in a burst instead of when it has room for
+    /// the report (`hearth_api::DEFER_PARAM`).
     pub async fn desired_and_requests(
         &self,
         known: Option<&str>,
         done: Option<u64>,
         wait: Duration,
-    ) -> Result<Option<DesiredConfig>, RemoteError> {
+    ) -> Result<Option<Answer>, RemoteError> {
+        self.fetch_desired(known, done, wait, true).await
+    }
+
+    async fn fetch_desired(
+        &self,
+        known: Option<&str>,
+        done: Option<u64>,
+        wait: Duration,
+        defer: bool,
+    ) -> Result<Option<Answer>, RemoteError> {
         let timeout = wait + Duration::from_secs(30);
         self.servers
             .call("desired config", |base| async move {
@@ -465,6 +505,9 @@ impl Remote {
                         q.append_pair("done", &done.to_string());
                     }
                     q.append_pair("wait", &wait.as_secs().to_string());
+                    if defer {
+                        q.append_pair(hearth_api::DEFER_PARAM, "true");
+                    }
                 }
                 let shown = url.to_string();
                 let resp = self
@@ -477,15 +520,23 @@ impl Remote {
                     .map_err(|e| transport(&shown, e))?;
                 match resp.status().as_u16() {
                     304 => Ok(None),
-                    200 => read_json(
-                        &shown,
-                        resp,
-                        crate::limits::MAX_CONFIG_BYTES,
-                        "a desired config",
-                        timeout,
-                    )
-                    .await
-                    .map(Some),
+                    200 => {
+                        let report_after = report_after(resp.headers());
+                        read_json(
+                            &shown,
+                            resp,
+                            crate::limits::MAX_CONFIG_BYTES,
+                            "a desired config",
+                            timeout,
+                        )
+                        .await
+                        .map(|config| {
+                            Some(Answer {
+                                config,
+                                report_after,
+                            })
+                        })
+                    }
                     _ => Err(error_from(resp).await),
                 }
             })
@@ -625,5 +676,26 @@ mod tests {
             "no hearth-server answered: https://a:1: cannot reach hearth-server at https://a:1: refused; https://b:2: cannot reach hearth-server at https://b:2: refused"
         );
         assert!(Servers::new(&[]).is_err());
+    }
+
+    /// The server's wait before the next report: milliseconds, bounded by
+    /// `MAX_REPORT_AFTER`; anything else (absent, zero, not a number) is no wait.
+    #[test]
+    fn report_after_is_bounded_and_optional() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                hearth_api::REPORT_AFTER_HEADER,
+                HeaderValue::from_str(v).unwrap(),
+            );
+            report_after(&h)
+        };
+        assert_eq!(with("1500"), Some(Duration::from_millis(1500)));
+        assert_eq!(with("86400000"), Some(hearth_api::MAX_REPORT_AFTER));
+        for none in ["0", "-5", "soon", "1.5", ""] {
+            assert_eq!(with(none), None, "{none:?}");
+        }
+        assert_eq!(report_after(&HeaderMap::new()), None);
     }
 }

@@ -5,6 +5,24 @@ use hearth_config::trial::TrialPolicy;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
+/// The header of a 200 answer that names the rendered config it carries.
+pub const DESIRED_HEADER: &str = "x-hearth-desired";
+
+/// The query parameter (`defer=true`) by which an agent says it holds its status reports when
+/// an answer asks it to ([`REPORT_AFTER_HEADER`]). An agent that does not send it is paced the
+/// older way: its answer waits until the server has room for its report.
+pub const DEFER_PARAM: &str = "defer";
+
+/// The header of a 200 answer, to an agent that sent [`DEFER_PARAM`], during an apply to many
+/// nodes at once: milliseconds (a decimal integer) the agent waits before its next status
+/// report. The agent applies the config at once; only its reports wait, so that a burst of
+/// answers does not come back as a burst of reports. Absent: report at once.
+pub const REPORT_AFTER_HEADER: &str = "x-hearth-report-after";
+
+/// The longest a server asks an agent to hold its reports ([`REPORT_AFTER_HEADER`]); an agent
+/// holds them no longer, whatever the header says.
+pub const MAX_REPORT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `GET /api/v1/agent/desired` response (200; 304 when the agent's `known` config is still the
 /// desired one after `wait` seconds).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

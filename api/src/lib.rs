@@ -50,7 +50,9 @@ pub mod text;
 pub mod version;
 pub mod views;
 
-pub use desired::DesiredConfig;
+pub use desired::{
+    DesiredConfig, DEFER_PARAM, DESIRED_HEADER, MAX_REPORT_AFTER, REPORT_AFTER_HEADER,
+};
 pub use enroll::{EnrollRequest, EnrollResponse};
 pub use request::{
     NodeRequest, RequestAction, RequestAnswer, RequestResult, RequestView, RestoreFileRequest,

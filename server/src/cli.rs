@@ -57,6 +57,15 @@ pub struct Cli {
     /// while agents older than their acknowledgement remain). Default: 32 per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000_000), conflicts_with = "kubernetes")]
     pub desired_answers_at_once: Option<u32>,
+    /// How many status reports a second are asked of the agents answered in a burst, for
+    /// agents that can hold their reports (hearth-agent can): such an agent takes no turn; its
+    /// answer goes at once with the time it reports after (at most 60 s ahead; beyond, it waits
+    /// for a turn). The agent applies at once, so an apply reaches a large pool as fast as the
+    /// answers can be sent, and its reports come back no faster than this. 0: no deferral (every
+    /// agent is paced by turns). Default: 2,000 per core. No effect with
+    /// --desired-answers-at-once 0.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10_000_000), conflicts_with = "kubernetes")]
+    pub deferred_reports_per_second: Option<u32>,
     /// Serve this ostree repository (archive mode) to enrolled nodes and admins under
     /// /ostree/repo/, for OS image pivots in disconnected sites.
     #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
@@ -321,6 +330,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             desired_answers_at_once: cli
                 .desired_answers_at_once
                 .map_or_else(crate::pace::Pacer::turns_for_this_machine, |n| n as usize),
+            deferred_reports_per_second: cli
+                .deferred_reports_per_second
+                .unwrap_or_else(crate::pace::Pacer::deferred_reports_for_this_machine),
             pace_lease: crate::pace::LEASE,
             pace_wait_limit: crate::pace::WAIT_LIMIT,
             node_events_budget: Options::default().node_events_budget,

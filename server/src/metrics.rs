@@ -106,14 +106,18 @@ fn commit_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
+        let long_polls_waiting = Gauge::default();
         Metrics {
             requests: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
-            long_polls_waiting: Gauge::default(),
+            long_polls_waiting: long_polls_waiting.clone(),
             admin_changes_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
-            pace: crate::pace::PaceMetrics::default(),
+            pace: crate::pace::PaceMetrics {
+                long_polls_waiting,
+                ..Default::default()
+            },
             events_not_logged: Family::default(),
             applies: Counter::default(),
             commits: Counter::default(),
@@ -245,6 +249,11 @@ impl Metrics {
             "hearth_server_desired_configs_served",
             "Desired configs sent to agents",
             self.desired_served.clone(),
+        );
+        r.register(
+            "hearth_server_desired_answers_deferred",
+            "Desired-config answers sent at once to an agent told when to report (--deferred-reports-per-second)",
+            self.pace.deferred.clone(),
         );
         r.register(
             "hearth_server_desired_answers_waited",

@@ -9,6 +9,15 @@
 //! answers no longer run ahead of what the server can take back, so reports do not queue
 //! behind thousands of others.
 //!
+//! **Deferred reports.** An agent that says it can (`defer=true`, hearth-agent does) takes no
+//! turn: its answer goes at once, with the time it waits before its next status report
+//! (`x-hearth-report-after`), taken from a schedule of `--deferred-reports-per-second`. It
+//! applies the config meanwhile. So an apply to 100,000 nodes reaches every agent as fast as the
+//! answers can be written, and the reports still come back no faster than the schedule, and
+//! not before the burst's answers are out (`Pacer::defer`). The schedule looks at most
+//! [`hearth_api::MAX_REPORT_AFTER`] ahead; an answer beyond that waits for a turn as an older
+//! agent's does.
+//!
 //! Bounds: a node holds at most one turn (its other answers go without one, and only its own
 //! requests end its turn); a turn ends between [`LEASE`] and 1.5 × [`LEASE`] after it was taken
 //! at the latest (a sweep every half lease); an answer waits at most [`WAIT_LIMIT`] for a turn and
@@ -38,9 +47,28 @@ pub const LEASE: Duration = Duration::from_millis(250);
 /// answer held back this long still reaches the agent.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
-/// What the pacer counts (shared with the server's `/metrics`).
+/// Deferred reports per second per core by default (`--deferred-reports-per-second`: this
+/// times the cores). Chosen on the 2-core benchmark machine (docs/performance.md, "Answers at
+/// once, reports on a schedule"), where the server took some 5,000 reports of a real agent's
+/// size a second while the load generator shared its cores (4,000 kept the burst's reports
+/// within 50 ms at 10,000 agents).
+pub const DEFERRED_REPORTS_PER_CORE: u32 = 2_000;
+
+/// Desired-config answers a second per core the server is taken to send in a burst, for the
+/// wait before a burst's first deferred report (the time to answer the long-polls waiting when
+/// it began). On the 2-core benchmark machine, with the load generator beside it, 10,000 answers
+/// went in 0.65-0.71 s and 100,000 in 5.4-6.3 s: 7,000-9,000 a second per core.
+pub const ANSWERS_PER_CORE: u32 = 6_000;
+
+/// What the pacer counts (shared with the server's `/metrics`), and the long-polls waiting,
+/// which it reads.
 #[derive(Debug, Clone, Default)]
 pub struct PaceMetrics {
+    /// The long-polls waiting now (`hearth_server_long_polls_waiting`; the pacer only reads
+    /// it).
+    pub long_polls_waiting: Gauge,
+    /// Answers that went at once with a time to report after (deferred reports).
+    pub deferred: Counter,
     /// Answers that waited for a turn.
     pub waited: Counter,
     /// Answers that went without a turn after waiting the limit.
@@ -61,6 +89,11 @@ pub struct Pacer {
     held: Mutex<HashMap<String, (Instant, OwnedSemaphorePermit)>>,
     lease: Duration,
     wait_limit: Duration,
+    /// Deferred reports: the time between two of them (`None`: no deferral), and the
+    /// schedule.
+    deferral: Option<(Duration, Mutex<Schedule>)>,
+    /// Answers a second taken to go out in a burst ([`ANSWERS_PER_CORE`] per core).
+    answers_per_second: f64,
     metrics: PaceMetrics,
 }
 
@@ -74,6 +107,8 @@ pub enum Turn {
     },
     /// At once, without a turn: pacing is off, or the node already holds a turn.
     Unpaced,
+    /// At once, without a turn; the agent reports after this long (a deferred report).
+    Deferred(Duration),
     /// Without a turn, after waiting the wait limit.
     GaveUp,
 }
@@ -96,6 +131,15 @@ impl Turned<'_> {
         matches!(self.turn, Turn::Taken { waited: true } | Turn::GaveUp)
     }
 
+    /// How long the agent is asked to wait before its next report (a deferred report of at
+    /// least a millisecond).
+    pub fn report_after(&self) -> Option<Duration> {
+        match self.turn {
+            Turn::Deferred(d) if d >= Duration::from_millis(1) => Some(d),
+            _ => None,
+        }
+    }
+
     /// The answer went: the turn lasts until the node is heard from.
     pub fn keep(mut self) {
         self.kept = true;
@@ -112,13 +156,16 @@ impl Drop for Turned<'_> {
 
 impl Pacer {
     /// At most `turns` unacknowledged answers (0: no pacing), each turn about `lease` long at
-    /// most; an answer waits at most `wait_limit` for a turn. Inside a Tokio runtime (the
+    /// most; an answer waits at most `wait_limit` for a turn. Agents that can wait
+    /// ([`Pacer::turn`] with `defers`) are asked for at most `deferred_per_second` reports a
+    /// second instead (0: no deferral). Inside a Tokio runtime (the
     /// server's `App::new` is async), a task ends the turns that outlive their lease; it stops
     /// when the pacer is dropped. Outside one nothing ends them but their nodes (tests only).
     pub fn new(
         turns: usize,
         lease: Duration,
         wait_limit: Duration,
+        deferred_per_second: u32,
         metrics: PaceMetrics,
     ) -> Arc<Self> {
         let turns = turns.min(Semaphore::MAX_PERMITS);
@@ -128,6 +175,16 @@ impl Pacer {
             held: Mutex::new(HashMap::new()),
             lease,
             wait_limit,
+            deferral: (deferred_per_second > 0 && turns > 0).then(|| {
+                (
+                    Duration::from_secs(1) / deferred_per_second,
+                    Mutex::new(Schedule {
+                        next: Instant::now(),
+                        burst: false,
+                    }),
+                )
+            }),
+            answers_per_second: f64::from(ANSWERS_PER_CORE) * cores() as f64,
             metrics,
         });
         if turns > 0 {
@@ -140,7 +197,47 @@ impl Pacer {
 
     /// The default for this machine: [`TURNS_PER_CORE`] per core.
     pub fn turns_for_this_machine() -> usize {
-        TURNS_PER_CORE * std::thread::available_parallelism().map_or(1, |n| n.get())
+        TURNS_PER_CORE * cores()
+    }
+
+    /// The default for this machine: [`DEFERRED_REPORTS_PER_CORE`] per core.
+    pub fn deferred_reports_for_this_machine() -> u32 {
+        DEFERRED_REPORTS_PER_CORE.saturating_mul(cores() as u32)
+    }
+
+    /// The next deferred report's time from now, taken from the schedule; `None` when the
+    /// schedule is full up to [`hearth_api::MAX_REPORT_AFTER`] (or there is none).
+    ///
+    /// An answer while the schedule is idle reports at once. An answer within an interval of
+    /// the one before starts a burst (an apply waking many long-polls at once): its report, and
+    /// those of the burst's answers after it, begin once the long-polls waiting now may have
+    /// been answered (at [`ANSWERS_PER_CORE`]; at most a quarter of the horizon), since reports
+    /// that come while the burst's answers still go out wait behind them. Answers that come
+    /// no faster than the schedule (enrollments, a change to a few nodes) report at once.
+    fn defer(&self) -> Option<Duration> {
+        let (every, schedule) = self.deferral.as_ref()?;
+        let now = Instant::now();
+        let mut s = schedule.lock().unwrap_or_else(|e| e.into_inner());
+        if s.next <= now {
+            s.next = now + *every;
+            s.burst = false;
+            self.metrics.deferred.inc();
+            return Some(Duration::ZERO);
+        }
+        if !s.burst {
+            s.burst = true;
+            let waiting = self.metrics.long_polls_waiting.get().max(0) as f64;
+            let grace = Duration::from_secs_f64(waiting / self.answers_per_second)
+                .min(hearth_api::MAX_REPORT_AFTER / 4);
+            s.next = s.next.max(now + grace);
+        }
+        let after = s.next - now;
+        if after > hearth_api::MAX_REPORT_AFTER {
+            return None;
+        }
+        s.next += *every;
+        self.metrics.deferred.inc();
+        Some(after)
     }
 
     fn held(&self) -> MutexGuard<'_, HashMap<String, (Instant, OwnedSemaphorePermit)>> {
@@ -148,8 +245,9 @@ impl Pacer {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for `node`'s turn to answer.
-    pub async fn turn<'a>(&'a self, node: &'a str) -> Turned<'a> {
+    /// Waits for `node`'s turn to answer. An agent that `defers` its reports gets none: it
+    /// goes at once with the time of its next report, while the schedule has one.
+    pub async fn turn<'a>(&'a self, node: &'a str, defers: bool) -> Turned<'a> {
         let turned = |turn| Turned {
             pacer: self,
             node,
@@ -158,6 +256,9 @@ impl Pacer {
         };
         if self.size == 0 || self.held().contains_key(node) {
             return turned(Turn::Unpaced);
+        }
+        if let Some(after) = defers.then(|| self.defer()).flatten() {
+            return turned(Turn::Deferred(after));
         }
         let (permit, waited) = match self.turns.clone().try_acquire_owned() {
             Ok(p) => (p, false),
@@ -212,6 +313,20 @@ impl Pacer {
     }
 }
 
+/// When the next deferred report may come.
+#[derive(Debug)]
+struct Schedule {
+    /// The next free time.
+    next: Instant,
+    /// Whether the answers since the schedule was last idle came faster than it (the wait for
+    /// the burst's answers was added).
+    burst: bool,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Ends a node's turn when dropped ([`Pacer::hearing`]).
 #[derive(Debug)]
 pub struct Hearing<'a> {
@@ -244,12 +359,21 @@ mod tests {
     use super::*;
 
     fn pacer(turns: usize, lease: Duration, wait_limit: Duration) -> Arc<Pacer> {
-        Pacer::new(turns, lease, wait_limit, PaceMetrics::default())
+        deferring(turns, lease, wait_limit, 0)
+    }
+
+    fn deferring(
+        turns: usize,
+        lease: Duration,
+        wait_limit: Duration,
+        per_second: u32,
+    ) -> Arc<Pacer> {
+        Pacer::new(turns, lease, wait_limit, per_second, PaceMetrics::default())
     }
 
     /// Takes `node`'s turn and keeps it (as an answer that went).
     async fn answer(p: &Pacer, node: &str) -> Turn {
-        let t = p.turn(node).await;
+        let t = p.turn(node, false).await;
         let turn = t.turn;
         t.keep();
         turn
@@ -280,7 +404,7 @@ mod tests {
         assert_eq!(answer(&p, "d").await, Turn::GaveUp);
         p.heard_from("b");
         // A turn taken for an answer that did not go is given back at once.
-        drop(p.turn("e").await);
+        drop(p.turn("e", false).await);
         assert_eq!(answer(&p, "d").await, Turn::Taken { waited: false });
         assert_eq!(p.metrics.waited.get(), 1);
         assert_eq!(p.metrics.gave_up.get(), 1);
@@ -303,8 +427,94 @@ mod tests {
 
     #[tokio::test]
     async fn zero_turns_is_no_pacing() {
-        let p = pacer(0, LEASE, WAIT_LIMIT);
+        let p = deferring(0, LEASE, WAIT_LIMIT, 1000);
         assert_eq!(answer(&p, "a").await, Turn::Unpaced);
         assert_eq!(answer(&p, "b").await, Turn::Unpaced);
+        let t = p.turn("c", true).await;
+        assert_eq!((t.turn, t.report_after()), (Turn::Unpaced, None));
+    }
+
+    /// Agents that defer their reports take no turn, however many answers are out: each goes
+    /// at once, told to report one interval after the one before (the first at once), until the
+    /// schedule is full [`hearth_api::MAX_REPORT_AFTER`] ahead; after that an answer waits for
+    /// a turn. An agent that does not defer is paced by the turns, as before.
+    #[tokio::test(start_paused = true)]
+    async fn deferred_reports_follow_the_schedule_up_to_its_horizon() {
+        // 10 a second: 100 ms apart; one turn.
+        let p = deferring(1, Duration::from_secs(3600), Duration::from_millis(300), 10);
+        let mut afters = Vec::new();
+        for i in 0..5 {
+            let node = format!("n{i}");
+            let t = p.turn(&node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        let ms = |n| Some(Duration::from_millis(n));
+        assert_eq!(afters, vec![None, ms(100), ms(200), ms(300), ms(400)]);
+        assert_eq!(p.metrics.deferred.get(), 5);
+        // No turn was taken: an agent that does not defer takes the one turn at once.
+        assert_eq!(answer(&p, "old").await, Turn::Taken { waited: false });
+        // Time passes: the schedule's next time is now 500 ms from its start, 200 from now.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        let t = p.turn("n5", true).await;
+        assert_eq!(t.report_after(), ms(200));
+        t.keep();
+        // Idle past the schedule's end: at once again.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let t = p.turn("n6", true).await;
+        assert_eq!(
+            (t.turn, t.report_after()),
+            (Turn::Deferred(Duration::ZERO), None)
+        );
+        t.keep();
+        // Fill the schedule to its horizon: the answer after the last one that fits waits for
+        // a turn (held by "old": it gives up at the wait limit).
+        let fits = (hearth_api::MAX_REPORT_AFTER.as_millis() / 100) as usize;
+        for i in 0..fits {
+            let node = format!("f{i}");
+            let t = p.turn(&node, true).await;
+            assert!(t.report_after() <= Some(hearth_api::MAX_REPORT_AFTER));
+            t.keep();
+        }
+        assert_eq!(answer(&p, "beyond").await, Turn::GaveUp);
+        assert_eq!(p.metrics.deferred.get(), 7 + fits as u64);
+    }
+
+    /// The first answer reports at once; an answer right behind it starts a burst: it reports
+    /// once the long-polls waiting then may have been answered, and the burst's next ones an
+    /// interval apart from there; that wait is at most a quarter of the horizon. Answers no
+    /// faster than the schedule report at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_reports_once_its_answers_are_out() {
+        let p = deferring(1, Duration::from_secs(3600), Duration::from_millis(300), 10);
+        // Two seconds' worth of answers waiting.
+        let two_seconds = (2.0 * p.answers_per_second) as i64;
+        p.metrics.long_polls_waiting.set(two_seconds);
+        let mut afters = Vec::new();
+        for node in ["a", "b", "c"] {
+            let t = p.turn(node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        let ms = |n| Some(Duration::from_millis(n));
+        assert_eq!(afters, vec![None, ms(2000), ms(2100)]);
+        // Idle again: answers no faster than the schedule (one every 150 ms here) report at
+        // once, however many long-polls wait.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        for node in ["d", "e", "f"] {
+            let t = p.turn(node, true).await;
+            assert_eq!(t.report_after(), None, "{node}");
+            t.keep();
+            tokio::time::advance(Duration::from_millis(150)).await;
+        }
+        // A burst with more waiting than the horizon allows: a quarter of it.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        p.metrics.long_polls_waiting.set(1_000 * two_seconds);
+        let t = p.turn("g", true).await;
+        assert_eq!(t.report_after(), None);
+        t.keep();
+        let t = p.turn("h", true).await;
+        assert_eq!(t.report_after(), Some(hearth_api::MAX_REPORT_AFTER / 4));
+        t.keep();
     }
 }

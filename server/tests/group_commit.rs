@@ -4,27 +4,12 @@
 
 mod common;
 
-use common::{metric, start, worker_mc, Api};
+use common::{metric, start, worker_mc, Api, ALL_AT_ONCE};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 
 const NODES: usize = 120;
-
-/// The worker pool, every node to a new config at once.
-const ALL_AT_ONCE: &str = r#"apiVersion: machineconfiguration.openshift.io/v1
-kind: MachineConfigPool
-metadata:
-  name: worker
-spec:
-  machineConfigSelector:
-    matchLabels:
-      machineconfiguration.openshift.io/role: worker
-  nodeSelector:
-    matchLabels:
-      node-role.kubernetes.io/worker: ""
-  maxUnavailable: "100%"
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_enrollments_and_reports_all_land() {
@@ -204,5 +189,88 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
     ] {
         assert_eq!(metric(&admin, none).await, 0, "{none}");
     }
+    running.shutdown().await;
+}
+
+/// Agents that hold their reports (`defer=true`, as hearth-agent) take no turn: with one turn,
+/// a lease of an hour and no node reporting, an apply still answers all four woken long-polls
+/// at once, each but the first told to report one interval (here a second) after the one
+/// before (`x-hearth-report-after`). An agent that does not say it defers takes the turn,
+/// and is told nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_answers_agents_that_defer_at_once_with_a_time_to_report() {
+    let d = tempfile::tempdir().unwrap();
+    let options = hearth_server::app::Options {
+        desired_answers_at_once: 1,
+        deferred_reports_per_second: 1,
+        pace_lease: Duration::from_secs(3600),
+        pace_wait_limit: Duration::from_secs(3600),
+        ..common::options(5)
+    };
+    let running = start(d.path(), options).await;
+    let admin = Api::admin(&running);
+    for (name, text) in [
+        ("mc.yaml", worker_mc("a", "one")),
+        ("pool.yaml", ALL_AT_ONCE.into()),
+    ] {
+        assert_eq!(admin.apply_text(name, &text).await.status, StatusCode::OK);
+    }
+    let bootstrap = common::bootstrap_token(&running, "worker");
+    let mut polls = Vec::new();
+    for name in ["n1", "n2", "n3", "n4", "old"] {
+        let node = admin.enroll(&bootstrap, name, json!({})).await;
+        let known = node.desired_name().await.expect("a desired config");
+        node.report("Done", Some(&known), Some(&known), None).await;
+        let defer = if name == "old" { "" } else { "&defer=true" };
+        polls.push(tokio::spawn(async move {
+            node.get(&format!(
+                "/api/v1/agent/desired?known={known}&wait=60{defer}"
+            ))
+            .await
+        }));
+    }
+    let old = polls.pop().unwrap();
+    let deferred_before = metric(&admin, "hearth_server_desired_answers_deferred_total").await;
+    assert_eq!(
+        admin
+            .apply_text("mc2.yaml", &worker_mc("b", "two"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let mut afters = Vec::new();
+    for p in polls {
+        // No node reports, and a turn lasts an hour: only answers that need no turn come.
+        let a = tokio::time::timeout(Duration::from_secs(30), p)
+            .await
+            .expect("an agent that defers is answered without a turn")
+            .unwrap();
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        afters.push(
+            a.headers
+                .get("x-hearth-report-after")
+                .map(|v| v.to_str().unwrap().parse::<u64>().unwrap()),
+        );
+    }
+    assert_eq!(
+        metric(&admin, "hearth_server_desired_answers_deferred_total").await - deferred_before,
+        4
+    );
+    // One report a second from the first answer: the first at once (no header), the k-th
+    // within the second before k seconds (the answers go out within that second).
+    afters.sort();
+    assert_eq!(afters[0], None, "{afters:?}");
+    let later: Vec<u64> = afters[1..].iter().map(|a| a.expect("a time")).collect();
+    for (k, ms) in later.iter().enumerate() {
+        let slot = 1000 * (k as u64 + 1);
+        assert!(*ms <= slot && *ms > slot - 1000, "{later:?}");
+    }
+    // The agent that does not defer took the one turn (free: deferred answers take none).
+    let a = tokio::time::timeout(Duration::from_secs(30), old)
+        .await
+        .expect("the turn was free")
+        .unwrap();
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert!(a.headers.get("x-hearth-report-after").is_none());
     running.shutdown().await;
 }

@@ -181,3 +181,67 @@ async fn an_enrolled_agent_keeps_its_credential_under_a_new_url() {
     assert_eq!(saved.url, admin.base);
     s.shutdown().await;
 }
+
+/// The agent's client asks for deferred reports (`defer=true`) and reads the time it is given:
+/// with one report a second, of three agents woken by one apply the first reports at once, the
+/// others within the first and the second second after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_client_reads_when_to_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = hearth_server::app::Options {
+        desired_answers_at_once: 1,
+        deferred_reports_per_second: 1,
+        ..options(5)
+    };
+    let s = start(dir.path(), options).await;
+    let admin = Api::admin(&s);
+    admin.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    admin.apply_text("pool.yaml", ALL_AT_ONCE).await;
+    let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
+    let token = bootstrap_token(&s, "worker");
+    let mut polls = Vec::new();
+    for name in ["w0", "w1", "w2"] {
+        let r = remote::Remote::enroll(&admin.base, &ca, &token, name, &BTreeMap::new())
+            .await
+            .unwrap();
+        // The first config through the client that does not defer (a turn, ended by the
+        // report).
+        let d = r
+            .desired(None, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        let (named, _) = d.clone().into_parts();
+        let j = Journal {
+            current: Some(named.clone()),
+            desired: Some(named),
+            ..Default::default()
+        };
+        r.report(&hearth_agent::cli::status_document(&j))
+            .await
+            .unwrap();
+        polls.push(tokio::spawn(async move {
+            r.desired_and_requests(Some(&d.name), Some(0), Duration::from_secs(60))
+                .await
+        }));
+    }
+    // Every long-poll waiting before the apply.
+    while metric(&admin, "hearth_server_long_polls_waiting").await < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    admin.apply_text("mc.yaml", &worker_mc("10-a", "two")).await;
+    let mut afters = Vec::new();
+    for p in polls {
+        let a = p.await.unwrap().unwrap().expect("the new config");
+        afters.push(a.report_after);
+    }
+    afters.sort();
+    assert_eq!(afters[0], None, "{afters:?}");
+    let second = Duration::from_secs(1);
+    assert!(afters[1].is_some_and(|d| d <= second), "{afters:?}");
+    assert!(
+        afters[2].is_some_and(|d| d > second && d <= 2 * second),
+        "{afters:?}"
+    );
+    s.shutdown().await;
+}

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) apply_time: Duration,
     /// History items in each report.
     pub(crate) history: usize,
+    /// Asks for deferred reports (`--defer`).
+    pub(crate) defer: bool,
     /// The first configs the agents received.
     pub(crate) firsts: Mutex<HashSet<String>>,
 }
@@ -53,6 +55,7 @@ impl Shared {
             wait,
             apply_time: Duration::ZERO,
             history: 0,
+            defer: true,
             firsts: Mutex::new(HashSet::new()),
         }
     }
@@ -223,10 +226,13 @@ pub(crate) async fn agent(
                 }
             }
         }
-        let path = match &current {
+        let mut path = match &current {
             Some(k) => format!("/api/v1/agent/desired?known={k}&wait={}", shared.wait),
             None => format!("/api/v1/agent/desired?wait={}", shared.wait),
         };
+        if shared.defer {
+            path.push_str(&format!("&{}=true", hearth_api::DEFER_PARAM));
+        }
         let t = Instant::now();
         let a = match conn
             .request(
@@ -295,9 +301,43 @@ pub(crate) async fn agent(
             }
             shared.seen_count.fetch_add(1, Ordering::Relaxed);
         }
-        // Apply: Working, then Done in the new config.
+        // Apply: Working, then Done in the new config. Asked to report later, as hearth-agent:
+        // the apply runs at once; at the server's time a report says where it is (`Done` when
+        // the apply is over by then, else `Working` and `Done` when it ends).
         let phase = if first { Phase::First } else { Phase::Apply };
+        let apply_time = if is_new {
+            shared.apply_time
+        } else {
+            Duration::ZERO
+        };
         let r = async {
+            if let Some(after) = a.report_after {
+                tokio::time::sleep(after).await;
+                if after < apply_time {
+                    report(
+                        &mut conn,
+                        &shared,
+                        &cred,
+                        status_doc(
+                            NodeState::Working,
+                            current.as_deref(),
+                            &name,
+                            shared.history,
+                        ),
+                        phase,
+                    )
+                    .await?;
+                    tokio::time::sleep(apply_time - after).await;
+                }
+                return report(
+                    &mut conn,
+                    &shared,
+                    &cred,
+                    status_doc(NodeState::Done, Some(&name), &name, shared.history),
+                    phase,
+                )
+                .await;
+            }
             report(
                 &mut conn,
                 &shared,
@@ -311,8 +351,8 @@ pub(crate) async fn agent(
                 phase,
             )
             .await?;
-            if is_new && !shared.apply_time.is_zero() {
-                tokio::time::sleep(shared.apply_time).await;
+            if !apply_time.is_zero() {
+                tokio::time::sleep(apply_time).await;
             }
             report(
                 &mut conn,
@@ -391,6 +431,7 @@ pub(crate) async fn agents(a: AgentsArgs) -> Result<()> {
     let shared = Arc::new(Shared {
         apply_time: Duration::from_millis(a.apply_ms),
         history: usize::from(a.history),
+        defer: a.defer,
         ..Shared::new(a.wait)
     });
     let mem_start = mem_sum_json(&a.server_pid);

@@ -75,6 +75,11 @@ pub(crate) struct AgentsArgs {
     /// the default, sends none.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=50))]
     pub(crate) history: u16,
+    /// Ask for answers without waiting and hold the reports until the server's time
+    /// (`defer=true`, as hearth-agent does); with it off, agents are paced by turns, as agents
+    /// before deferred reports were.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub(crate) defer: bool,
     /// Give up on a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(crate) timeout: u64,

@@ -238,6 +238,9 @@ impl Via {
 pub(crate) struct Answer {
     pub(crate) status: StatusCode,
     pub(crate) desired: Option<String>,
+    /// When the server asked for the next report (`x-hearth-report-after`, at most
+    /// `hearth_api::MAX_REPORT_AFTER`), as hearth-agent reads it.
+    pub(crate) report_after: Option<Duration>,
     pub(crate) body: Bytes,
 }
 
@@ -280,9 +283,16 @@ impl Conn {
             let status = resp.status();
             let desired = resp
                 .headers()
-                .get("x-hearth-desired")
+                .get(hearth_api::DESIRED_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
+            let report_after = resp
+                .headers()
+                .get(hearth_api::REPORT_AFTER_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(|ms| Duration::from_millis(ms).min(hearth_api::MAX_REPORT_AFTER));
             let body = resp
                 .into_body()
                 .collect()
@@ -292,6 +302,7 @@ impl Conn {
             Ok(Answer {
                 status,
                 desired,
+                report_after,
                 body,
             })
         };

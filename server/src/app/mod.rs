@@ -57,6 +57,9 @@ pub struct Options {
     /// How many desired-config answers may be unacknowledged at once
     /// (`--desired-answers-at-once`; 0: no pacing); see [`crate::pace`].
     pub desired_answers_at_once: usize,
+    /// How many deferred reports a second agents that can wait are asked for
+    /// (`--deferred-reports-per-second`; 0: none, they are paced by turns); see [`crate::pace`].
+    pub deferred_reports_per_second: u32,
     /// How long a turn lasts without its node being heard from ([`crate::pace::LEASE`]; tests
     /// make it long to see turns end by reports alone).
     pub pace_lease: Duration,
@@ -100,6 +103,7 @@ impl Default for Options {
             max_wait: Duration::from_secs(300),
             stale_after: Duration::from_secs(600),
             desired_answers_at_once: crate::pace::Pacer::turns_for_this_machine(),
+            deferred_reports_per_second: crate::pace::Pacer::deferred_reports_for_this_machine(),
             pace_lease: crate::pace::LEASE,
             pace_wait_limit: crate::pace::WAIT_LIMIT,
             node_events_budget: (
@@ -237,6 +241,7 @@ impl<S: Store> App<S> {
             options.desired_answers_at_once,
             options.pace_lease,
             options.pace_wait_limit,
+            options.deferred_reports_per_second,
             metrics.pace(),
         );
         let node_event_log = crate::logging::NodeEventLog::new(

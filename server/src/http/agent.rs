@@ -11,6 +11,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hearth_api::REPORT_AFTER_HEADER;
 use serde::Deserialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -72,6 +73,9 @@ pub(super) struct DesiredQuery {
     /// The highest request id the agent acted on (it takes requests).
     #[serde(default)]
     done: Option<u64>,
+    /// The agent holds its reports when asked (`hearth_api::DEFER_PARAM`).
+    #[serde(default)]
+    defer: bool,
 }
 
 fn not_modified(known: Option<&str>) -> Response {
@@ -126,7 +130,7 @@ pub(super) async fn desired<S: Store>(
                 if turn.is_none() {
                     // A turn first (`crate::pace`); after a wait, look again: the answer or
                     // the credential may have changed meanwhile.
-                    let t = app.pacer.turn(&me).await;
+                    let t = app.pacer.turn(&me, q.defer).await;
                     let waited = t.waited();
                     turn = Some(t);
                     if waited {
@@ -143,6 +147,12 @@ pub(super) async fn desired<S: Store>(
                     .into_response();
                 if let Ok(v) = HeaderValue::from_str(&name) {
                     resp.headers_mut().insert(DESIRED_HEADER, v);
+                }
+                if let Some(after) = turn.as_ref().and_then(|t| t.report_after()) {
+                    resp.headers_mut().insert(
+                        REPORT_AFTER_HEADER,
+                        HeaderValue::from(after.as_millis() as u64),
+                    );
                 }
                 // The turn lasts until the node is heard from; on any other way out of this
                 // loop it is given back at once.

@@ -39,7 +39,7 @@ use std::time::Instant;
 /// The media type of a multi-file apply (`{"files":[{"name":..,"text":..}]}`).
 pub const APPLY_MEDIA_TYPE: &str = "application/vnd.hearth.apply+json";
 /// The header that names the desired config in long-poll answers.
-pub const DESIRED_HEADER: &str = "x-hearth-desired";
+pub use hearth_api::DESIRED_HEADER;
 
 type AppState<S> = State<Arc<App<S>>>;
 

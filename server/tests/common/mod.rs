@@ -44,6 +44,21 @@ pub fn options(retention: usize) -> Options {
     }
 }
 
+/// The worker pool updating every node at once (`maxUnavailable: 100%`).
+pub const ALL_AT_ONCE: &str = r#"apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: worker
+spec:
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: worker
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/worker: ""
+  maxUnavailable: "100%"
+"#;
+
 /// Starts a server in-process on 127.0.0.1:0 with its state in `dir`.
 pub async fn start(dir: &Path, options: Options) -> Running {
     serve::start(serve::Config {

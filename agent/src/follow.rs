@@ -32,9 +32,17 @@ async fn acknowledged<T>(
     };
     tokio::pin!(apply);
     tokio::select! {
+        // An apply that ends in the same poll as the wait needs no acknowledgement.
+        biased;
         done = &mut apply => done,
         _ = tokio::time::sleep_until(at) => tokio::join!(ack, &mut apply).1,
     }
+}
+
+/// How long is left until `at` (none for `None` or a time past).
+fn left(at: Option<tokio::time::Instant>) -> Duration {
+    at.map(|at| at.saturating_duration_since(tokio::time::Instant::now()))
+        .unwrap_or_default()
 }
 
 /// Where the agent keeps its server credential (0600).
@@ -365,18 +373,21 @@ impl Daemon<'_> {
             // `hearth_api::MAX_REPORT_AFTER`): the config is applied meanwhile; the server hears
             // of it when it asked to. A report and a reboot-slot call take up to 30 s each per
             // server tried.
-            let held = hold
-                .take()
-                .map(|at| at.saturating_duration_since(tokio::time::Instant::now()))
-                .unwrap_or_default();
+            let held = left(hold.take());
             let talking = crate::watchdog::busy(
                 "reporting to the server",
                 held + through_all(&server, Duration::from_secs(60)),
             );
-            if !held.is_zero() {
+            let doc = if held.is_zero() {
+                doc
+            } else {
                 tracing::debug!(?held, "reporting when the server asked to");
                 tokio::time::sleep(held).await;
-            }
+                // What the journal says now (drift found meanwhile, a finished request).
+                Journal::load(self.agent.root())
+                    .map(|j| crate::status::status_document(&j))
+                    .unwrap_or(doc)
+            };
             if let Err(e) = remote.report(&doc).await {
                 tracing::warn!(error = %e, "cannot report status");
             }
@@ -445,7 +456,8 @@ impl Daemon<'_> {
         }
     }
 
-    /// Tells the server, before applying, that the answer naming `name` arrived. A new config:
+    /// Tells the server that the answer naming `name` arrived: before applying, or at the time
+    /// the answer gave for reports (see [`acknowledged`]). A new config:
     /// `Working` on it, as the MCO's daemon says when it starts an update, so the fleet shows
     /// the node working while it applies (which may take minutes). An answer that only carries
     /// requests (force, restore-file) for the config the node has: its status unchanged, so a

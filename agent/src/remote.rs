@@ -174,7 +174,6 @@ async fn read_capped(
         })
 }
 
-/// [`read_capped`], read as `T`: `what` (e.g. "an enrollment answer") names it in an error.
 /// A desired-config answer, and when the server asks for the next status report.
 #[derive(Debug)]
 pub struct Answer {
@@ -186,20 +185,19 @@ pub struct Answer {
     pub report_after: Option<Duration>,
 }
 
-/// The wait an answer asks for before the next report: its `x-hearth-report-after` header in
-/// milliseconds, at most `hearth_api::MAX_REPORT_AFTER` whatever it says; `None` when absent,
-/// zero or not a number (then the agent reports at once, as to an older server).
+/// The wait an answer asks for before the next report (`hearth_api::desired::report_after`
+/// of its `x-hearth-report-after` header); `None` when absent or not a wait (then the agent
+/// reports at once, as to an older server).
 fn report_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let ms: u64 = headers
-        .get(hearth_api::REPORT_AFTER_HEADER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    (ms > 0).then(|| Duration::from_millis(ms).min(hearth_api::MAX_REPORT_AFTER))
+    hearth_api::desired::report_after(
+        headers
+            .get(hearth_api::REPORT_AFTER_HEADER)?
+            .to_str()
+            .ok()?,
+    )
 }
 
+/// [`read_capped`], read as `T`: `what` (e.g. "an enrollment answer") names it in an error.
 async fn read_json<T: serde::de::DeserializeOwned>(
     url: &str,
     resp: reqwest::Response,

@@ -40,7 +40,8 @@ pub fn status_document(j: &Journal) -> AgentStatus {
 /// The reason of the report that acknowledges a new config.
 pub const ACK_REASON: &str = "config received; applying";
 
-/// The report that acknowledges an answer naming `desired`, sent before acting on it. A new
+/// The report that acknowledges an answer naming `desired`, sent before acting on it (or, when
+/// the answer asked for the reports later, at that time if the apply still runs). A new
 /// config (not the journal's desired one): the journal's status with the node `Working` towards
 /// `desired` (the journal itself changes only when the apply starts; `drift`, `history` and
 /// `actions` are still those of the current config). The config the node already has (an

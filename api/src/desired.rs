@@ -23,6 +23,20 @@ pub const REPORT_AFTER_HEADER: &str = "x-hearth-report-after";
 /// holds them no longer, whatever the header says.
 pub const MAX_REPORT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// A [`REPORT_AFTER_HEADER`] value: whole milliseconds, at least 1, at most
+/// [`MAX_REPORT_AFTER`] (a longer wait is written as that).
+pub fn report_after_value(after: std::time::Duration) -> u64 {
+    let ms = after.min(MAX_REPORT_AFTER).as_millis();
+    u64::try_from(ms).unwrap_or(u64::MAX).max(1)
+}
+
+/// The wait a [`REPORT_AFTER_HEADER`] value asks for: at most [`MAX_REPORT_AFTER`] whatever it
+/// says; `None` for zero or anything but a decimal integer (no wait).
+pub fn report_after(value: &str) -> Option<std::time::Duration> {
+    let ms: u64 = value.trim().parse().ok()?;
+    (ms > 0).then(|| std::time::Duration::from_millis(ms).min(MAX_REPORT_AFTER))
+}
+
 /// `GET /api/v1/agent/desired` response (200; 304 when the agent's `known` config is still the
 /// desired one after `wait` seconds).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -119,4 +133,26 @@ fn policies_schema(_: &mut SchemaGenerator) -> Schema {
         },
         "required": ["files", "units"]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What the server writes the agent reads back the same, from a millisecond to the
+    /// longest wait; a shorter wait is written as a millisecond, a longer one as the longest.
+    #[test]
+    fn a_report_time_reads_back_as_written_and_stays_bounded() {
+        for ms in [1, 999, 60_000] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(report_after(&report_after_value(d).to_string()), Some(d));
+        }
+        assert_eq!(report_after_value(Duration::from_micros(10)), 1);
+        assert_eq!(report_after_value(Duration::from_secs(3600)), 60_000);
+        assert_eq!(report_after("86400000"), Some(MAX_REPORT_AFTER));
+        for none in ["0", "-5", "soon", "1.5", ""] {
+            assert_eq!(report_after(none), None, "{none:?}");
+        }
+    }
 }

@@ -106,18 +106,14 @@ fn commit_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let long_polls_waiting = Gauge::default();
         Metrics {
             requests: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
-            long_polls_waiting: long_polls_waiting.clone(),
+            long_polls_waiting: Gauge::default(),
             admin_changes_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
-            pace: crate::pace::PaceMetrics {
-                long_polls_waiting,
-                ..Default::default()
-            },
+            pace: crate::pace::PaceMetrics::default(),
             events_not_logged: Family::default(),
             applies: Counter::default(),
             commits: Counter::default(),
@@ -252,7 +248,7 @@ impl Metrics {
         );
         r.register(
             "hearth_server_desired_answers_deferred",
-            "Desired-config answers sent at once to an agent told when to report (--deferred-reports-per-second)",
+            "Desired-config answers sent at once to an agent told to report later (X-Hearth-Report-After; --deferred-reports-per-second)",
             self.pace.deferred.clone(),
         );
         r.register(

@@ -27,6 +27,7 @@
 
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -60,13 +61,9 @@ pub const DEFERRED_REPORTS_PER_CORE: u32 = 2_000;
 /// went in 0.65-0.71 s and 100,000 in 5.4-6.3 s: 7,000-9,000 a second per core.
 pub const ANSWERS_PER_CORE: u32 = 6_000;
 
-/// What the pacer counts (shared with the server's `/metrics`), and the long-polls waiting,
-/// which it reads.
+/// What the pacer counts (shared with the server's `/metrics`).
 #[derive(Debug, Clone, Default)]
 pub struct PaceMetrics {
-    /// The long-polls waiting now (`hearth_server_long_polls_waiting`; the pacer only reads
-    /// it).
-    pub long_polls_waiting: Gauge,
     /// Answers that went at once with a time to report after (deferred reports).
     pub deferred: Counter,
     /// Answers that waited for a turn.
@@ -94,6 +91,8 @@ pub struct Pacer {
     deferral: Option<(Duration, Mutex<Schedule>)>,
     /// Answers a second taken to go out in a burst ([`ANSWERS_PER_CORE`] per core).
     answers_per_second: f64,
+    /// How many nodes' long-polls the last change woke ([`Pacer::woke`]).
+    woken: AtomicUsize,
     metrics: PaceMetrics,
 }
 
@@ -177,14 +176,16 @@ impl Pacer {
             wait_limit,
             deferral: (deferred_per_second > 0 && turns > 0).then(|| {
                 (
-                    Duration::from_secs(1) / deferred_per_second,
+                    (Duration::from_secs(1) / deferred_per_second).max(Duration::from_nanos(1)),
                     Mutex::new(Schedule {
                         next: Instant::now(),
                         burst: false,
+                        nodes: HashMap::new(),
                     }),
                 )
             }),
             answers_per_second: f64::from(ANSWERS_PER_CORE) * cores() as f64,
+            woken: AtomicUsize::new(0),
             metrics,
         });
         if turns > 0 {
@@ -205,39 +206,52 @@ impl Pacer {
         DEFERRED_REPORTS_PER_CORE.saturating_mul(cores() as u32)
     }
 
+    /// A change woke the long-polls of `nodes` nodes: the answers that may follow at once.
+    pub fn woke(&self, nodes: usize) {
+        self.woken.store(nodes, Ordering::Relaxed);
+    }
+
     /// The next deferred report's time from now, taken from the schedule; `None` when the
     /// schedule is full up to [`hearth_api::MAX_REPORT_AFTER`] (or there is none).
     ///
     /// An answer while the schedule is idle reports at once. An answer within an interval of
     /// the one before starts a burst (an apply waking many long-polls at once): its report, and
-    /// those of the burst's answers after it, begin once the long-polls waiting now may have
-    /// been answered (at [`ANSWERS_PER_CORE`]; at most a quarter of the horizon), since reports
-    /// that come while the burst's answers still go out wait behind them. Answers that come
-    /// no faster than the schedule (enrollments, a change to a few nodes) report at once.
-    fn defer(&self) -> Option<Duration> {
+    /// those of the burst's answers after it, begin once the long-polls the last change woke
+    /// may have been answered (at [`ANSWERS_PER_CORE`]; at most a quarter of the horizon),
+    /// since reports that come while the burst's answers still go out wait behind them.
+    /// Answers that come no faster than the schedule (enrollments) report at once. A node
+    /// answered again before its report time keeps that time (a node cannot fill the
+    /// schedule); the times handed out are forgotten when the schedule is idle again.
+    fn defer(&self, node: &str) -> Option<Duration> {
         let (every, schedule) = self.deferral.as_ref()?;
         let now = Instant::now();
         let mut s = schedule.lock().unwrap_or_else(|e| e.into_inner());
         if s.next <= now {
             s.next = now + *every;
             s.burst = false;
-            self.metrics.deferred.inc();
+            s.nodes.clear();
             return Some(Duration::ZERO);
+        }
+        if let Some(at) = s.nodes.get(node).filter(|at| **at > now) {
+            return Some(*at - now);
         }
         if !s.burst {
             s.burst = true;
-            let waiting = self.metrics.long_polls_waiting.get().max(0) as f64;
-            let grace = Duration::from_secs_f64(waiting / self.answers_per_second)
+            let woken = self.woken.load(Ordering::Relaxed) as f64;
+            let grace = Duration::from_secs_f64(woken / self.answers_per_second)
                 .min(hearth_api::MAX_REPORT_AFTER / 4);
             s.next = s.next.max(now + grace);
         }
-        let after = s.next - now;
-        if after > hearth_api::MAX_REPORT_AFTER {
+        let at = s.next;
+        if at - now > hearth_api::MAX_REPORT_AFTER {
             return None;
         }
         s.next += *every;
-        self.metrics.deferred.inc();
-        Some(after)
+        s.nodes.insert(node.to_string(), at);
+        if at - now >= Duration::from_millis(1) {
+            self.metrics.deferred.inc();
+        }
+        Some(at - now)
     }
 
     fn held(&self) -> MutexGuard<'_, HashMap<String, (Instant, OwnedSemaphorePermit)>> {
@@ -257,7 +271,7 @@ impl Pacer {
         if self.size == 0 || self.held().contains_key(node) {
             return turned(Turn::Unpaced);
         }
-        if let Some(after) = defers.then(|| self.defer()).flatten() {
+        if let Some(after) = defers.then(|| self.defer(node)).flatten() {
             return turned(Turn::Deferred(after));
         }
         let (permit, waited) = match self.turns.clone().try_acquire_owned() {
@@ -321,6 +335,8 @@ struct Schedule {
     /// Whether the answers since the schedule was last idle came faster than it (the wait for
     /// the burst's answers was added).
     burst: bool,
+    /// The report times handed out since the schedule was last idle, by node.
+    nodes: HashMap<String, Instant>,
 }
 
 fn cores() -> usize {
@@ -437,7 +453,8 @@ mod tests {
     /// Agents that defer their reports take no turn, however many answers are out: each goes
     /// at once, told to report one interval after the one before (the first at once), until the
     /// schedule is full [`hearth_api::MAX_REPORT_AFTER`] ahead; after that an answer waits for
-    /// a turn. An agent that does not defer is paced by the turns, as before.
+    /// a turn. A node answered again keeps its time. An agent that does not defer is paced by
+    /// the turns, as before.
     #[tokio::test(start_paused = true)]
     async fn deferred_reports_follow_the_schedule_up_to_its_horizon() {
         // 10 a second: 100 ms apart; one turn.
@@ -451,7 +468,12 @@ mod tests {
         }
         let ms = |n| Some(Duration::from_millis(n));
         assert_eq!(afters, vec![None, ms(100), ms(200), ms(300), ms(400)]);
-        assert_eq!(p.metrics.deferred.get(), 5);
+        // Counted: the answers told to wait.
+        assert_eq!(p.metrics.deferred.get(), 4);
+        // n3 asks again (a loop, another answer): the same time, no other taken.
+        let t = p.turn("n3", true).await;
+        assert_eq!(t.report_after(), ms(300));
+        t.keep();
         // No turn was taken: an agent that does not defer takes the one turn at once.
         assert_eq!(answer(&p, "old").await, Turn::Taken { waited: false });
         // Time passes: the schedule's next time is now 500 ms from its start, 200 from now.
@@ -467,29 +489,33 @@ mod tests {
             (Turn::Deferred(Duration::ZERO), None)
         );
         t.keep();
-        // Fill the schedule to its horizon: the answer after the last one that fits waits for
-        // a turn (held by "old": it gives up at the wait limit).
-        let fits = (hearth_api::MAX_REPORT_AFTER.as_millis() / 100) as usize;
+        // Fill the schedule to its horizon, 100 ms apart from the next interval on: the answer
+        // after the last one that fits waits for a turn (held by "old": it gives up at the wait
+        // limit), and is told nothing.
+        let fits = (hearth_api::MAX_REPORT_AFTER.as_millis() / 100) as u64;
         for i in 0..fits {
             let node = format!("f{i}");
             let t = p.turn(&node, true).await;
-            assert!(t.report_after() <= Some(hearth_api::MAX_REPORT_AFTER));
+            assert_eq!(t.report_after(), ms(100 * (i + 1)), "{node}");
             t.keep();
         }
-        assert_eq!(answer(&p, "beyond").await, Turn::GaveUp);
-        assert_eq!(p.metrics.deferred.get(), 7 + fits as u64);
+        assert_eq!(p.metrics.deferred.get(), 5 + fits);
+        let t = p.turn("beyond", true).await;
+        assert_eq!((t.turn, t.report_after()), (Turn::GaveUp, None));
+        t.keep();
+        assert_eq!(p.metrics.deferred.get(), 5 + fits);
     }
 
     /// The first answer reports at once; an answer right behind it starts a burst: it reports
-    /// once the long-polls waiting then may have been answered, and the burst's next ones an
-    /// interval apart from there; that wait is at most a quarter of the horizon. Answers no
-    /// faster than the schedule report at once.
+    /// once the long-polls the last change woke may have been answered, and the burst's next
+    /// ones an interval apart from there; that wait is at most a quarter of the horizon.
+    /// Answers no faster than the schedule report at once.
     #[tokio::test(start_paused = true)]
     async fn a_burst_reports_once_its_answers_are_out() {
         let p = deferring(1, Duration::from_secs(3600), Duration::from_millis(300), 10);
-        // Two seconds' worth of answers waiting.
-        let two_seconds = (2.0 * p.answers_per_second) as i64;
-        p.metrics.long_polls_waiting.set(two_seconds);
+        // A change woke two seconds' worth of answers.
+        let two_seconds = (2.0 * p.answers_per_second) as usize;
+        p.woke(two_seconds);
         let mut afters = Vec::new();
         for node in ["a", "b", "c"] {
             let t = p.turn(node, true).await;
@@ -499,7 +525,7 @@ mod tests {
         let ms = |n| Some(Duration::from_millis(n));
         assert_eq!(afters, vec![None, ms(2000), ms(2100)]);
         // Idle again: answers no faster than the schedule (one every 150 ms here) report at
-        // once, however many long-polls wait.
+        // once, however many long-polls the last change woke.
         tokio::time::advance(Duration::from_secs(10)).await;
         for node in ["d", "e", "f"] {
             let t = p.turn(node, true).await;
@@ -509,12 +535,22 @@ mod tests {
         }
         // A burst with more waiting than the horizon allows: a quarter of it.
         tokio::time::advance(Duration::from_secs(10)).await;
-        p.metrics.long_polls_waiting.set(1_000 * two_seconds);
+        p.woke(1_000 * two_seconds);
         let t = p.turn("g", true).await;
         assert_eq!(t.report_after(), None);
         t.keep();
         let t = p.turn("h", true).await;
         assert_eq!(t.report_after(), Some(hearth_api::MAX_REPORT_AFTER / 4));
         t.keep();
+        // A change to three nodes among many waiting: no wait worth the name.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        p.woke(3);
+        let mut afters = Vec::new();
+        for node in ["i", "j", "k"] {
+            let t = p.turn(node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        assert_eq!(afters, vec![None, ms(100), ms(200)]);
     }
 }

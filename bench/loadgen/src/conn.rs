@@ -290,9 +290,7 @@ impl Conn {
                 .headers()
                 .get(hearth_api::REPORT_AFTER_HEADER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .filter(|ms| *ms > 0)
-                .map(|ms| Duration::from_millis(ms).min(hearth_api::MAX_REPORT_AFTER));
+                .and_then(hearth_api::desired::report_after);
             let body = resp
                 .into_body()
                 .collect()

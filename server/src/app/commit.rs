@@ -47,15 +47,18 @@ impl<S: Store> App<S> {
     }
 
     /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
-    /// waits on.
+    /// waits on. Tells the pacer how many nodes' long-polls it woke (the size of the burst of
+    /// answers that may follow: `crate::pace`).
     pub(super) fn notify_nodes(&self, nodes: Option<&[String]>) {
         let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut woken = 0;
         match nodes {
             None => {
                 m.retain(|_, tx| tx.receiver_count() > 0);
                 for tx in m.values() {
                     tx.send_modify(|v| *v += 1);
                 }
+                woken = m.len();
             }
             Some(nodes) => {
                 for n in nodes {
@@ -64,11 +67,14 @@ impl<S: Store> App<S> {
                             m.remove(n);
                         } else {
                             tx.send_modify(|v| *v += 1);
+                            woken += 1;
                         }
                     }
                 }
             }
         }
+        drop(m);
+        self.pacer.woke(woken);
     }
 
     /// Commits `op` together with the other changes that arrive while a commit is under way:

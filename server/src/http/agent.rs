@@ -151,7 +151,7 @@ pub(super) async fn desired<S: Store>(
                 if let Some(after) = turn.as_ref().and_then(|t| t.report_after()) {
                     resp.headers_mut().insert(
                         REPORT_AFTER_HEADER,
-                        HeaderValue::from(after.as_millis() as u64),
+                        HeaderValue::from(hearth_api::desired::report_after_value(after)),
                     );
                 }
                 // The turn lasts until the node is heard from; on any other way out of this

@@ -11,7 +11,8 @@
 #
 # Usage: bench/replica-load.sh [AGENTS] (default 6000). Environment: PER_CONN=K (K agents per
 # HTTP/2 connection, for more agents than the open-files limit allows connections; see
-# server-load.sh), WAIT (long-poll wait, 120 s), NO_BUILD=1 (use the release binaries in
+# server-load.sh), HISTORY=N (history items in each report, as server-load.sh), WAIT (long-poll
+# wait, 120 s), NO_BUILD=1 (use the release binaries in
 # $CARGO_TARGET_DIR/release), OUT=DIR for the results (default: in the work directory, whose
 # path is printed; the servers' logs stay there too), KEEP=1 to keep the stores as well. etcd: $HEARTH_ETCD_BIN, else `etcd`
 # on PATH, else the binary the etcd-bin-vendored crate ships (in cargo's registry once hearth's
@@ -75,6 +76,7 @@ run_agents() {
         --bootstrap-token "@$state/tokens/worker.token" -n "$AGENTS" --wait "$WAIT" \
         --server-pid "$pids" --apply "HEARTH_CONFIG=$WORK/login.json $BIN/hearth apply -f $WORK/change.yaml" \
         ${SOURCES:+--source-addresses "$SOURCES"} ${PER_CONN:+--agents-per-connection "$PER_CONN"} \
+        ${HISTORY:+--history "$HISTORY"} \
         --json >"$out"
 }
 

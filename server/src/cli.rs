@@ -62,7 +62,7 @@ pub struct Cli {
     /// answer goes at once with the time it reports after (at most 60 s ahead; beyond, it waits
     /// for a turn). The agent applies at once, so an apply reaches a large pool as fast as the
     /// answers can be sent, and its reports come back no faster than this. 0: no deferral (every
-    /// agent is paced by turns). Default: 2,000 per core. No effect with
+    /// agent is paced by turns). Default: 1,500 per core. No effect with
     /// --desired-answers-at-once 0.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10_000_000), conflicts_with = "kubernetes")]
     pub deferred_reports_per_second: Option<u32>,

@@ -39,6 +39,28 @@ async fn acknowledged<T>(
     }
 }
 
+/// Reports the journal's status after `wait` (a report the server asked for later), as the
+/// follow loop would have then; bounded as any report (60 s).
+async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration) {
+    tokio::time::sleep(wait).await;
+    let doc = match Root::open(&root).map(|r| Journal::load(&r)) {
+        Ok(Ok(j)) => crate::status::status_document(&j),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot read the journal to report");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot open the root to report");
+            return;
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(60), remote.report(&doc)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot report status"),
+        Err(_) => tracing::warn!("no answer to a status report within 60 s"),
+    }
+}
+
 /// How long is left until `at` (none for `None` or a time past).
 fn left(at: Option<tokio::time::Instant>) -> Duration {
     at.map(|at| at.saturating_duration_since(tokio::time::Instant::now()))
@@ -334,6 +356,7 @@ impl Daemon<'_> {
         let mut backoff = Duration::from_secs(1);
         // When the server asked for the next report (an answer in a burst, `Answer::report_after`).
         let mut hold: Option<tokio::time::Instant> = None;
+        let mut held_report: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             crate::watchdog::beat();
             // A force request whose apply a crash interrupted (finished by the resume) or
@@ -369,27 +392,29 @@ impl Daemon<'_> {
                 }
                 continue;
             }
-            // An answer in a burst asked for this report later (at most
-            // `hearth_api::MAX_REPORT_AFTER`): the config is applied meanwhile; the server hears
-            // of it when it asked to. A report and a reboot-slot call take up to 30 s each per
-            // server tried.
-            let held = left(hold.take());
+            // A report and a reboot-slot call take up to 30 s each per server tried.
             let talking = crate::watchdog::busy(
                 "reporting to the server",
-                held + through_all(&server, Duration::from_secs(60)),
+                through_all(&server, Duration::from_secs(60)),
             );
-            let doc = if held.is_zero() {
-                doc
+            // An answer in a burst asked for this report later (at most
+            // `hearth_api::MAX_REPORT_AFTER`): it goes then, from what the journal says then,
+            // while the loop goes on (a newer config, a fix, still arrives at once).
+            let held = left(hold.take());
+            if let Some(t) = held_report.take() {
+                t.abort();
+            }
+            if held.is_zero() {
+                if let Err(e) = remote.report(&doc).await {
+                    tracing::warn!(error = %e, "cannot report status");
+                }
             } else {
                 tracing::debug!(?held, "reporting when the server asked to");
-                tokio::time::sleep(held).await;
-                // What the journal says now (drift found meanwhile, a finished request).
-                Journal::load(self.agent.root())
-                    .map(|j| crate::status::status_document(&j))
-                    .unwrap_or(doc)
-            };
-            if let Err(e) = remote.report(&doc).await {
-                tracing::warn!(error = %e, "cannot report status");
+                held_report = Some(tokio::spawn(report_later(
+                    remote.clone(),
+                    self.agent.root().path().to_path_buf(),
+                    held,
+                )));
             }
             // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
             // still arrives at once; the slot is asked for again when the poll returns.
@@ -438,6 +463,9 @@ impl Daemon<'_> {
                     Err(e) if e.needs_enrollment() => {
                         drop(idle);
                         tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
+                        if let Some(t) = held_report.take() {
+                            t.abort();
+                        }
                         (remote, state) = enroll(self.agent.root(), &server).await?;
                     }
                     Err(e) => {
@@ -598,8 +626,8 @@ mod tests {
     }
 
     /// The order of the acknowledgement and the apply: at once and before it when nothing is
-    /// held; when the server asked for the reports at 1 s, none for an apply of 200 ms, and at
-    /// 1 s for an apply of 3 s, which goes on meanwhile.
+    /// held; when the server asked for the reports at 1 s, none for an apply of 200 ms or of
+    /// exactly 1 s, and at 1 s for an apply of 3 s, which goes on meanwhile.
     #[tokio::test(start_paused = true)]
     async fn a_held_acknowledgement_goes_at_its_time_and_only_while_applying() {
         let run = |hold: Option<Duration>, takes: Duration| async move {
@@ -635,6 +663,11 @@ mod tests {
         assert_eq!(
             run(Some(s(1)), s(3)).await,
             [("apply starts", s(0)), ("ack", s(1)), ("apply ends", s(3))]
+        );
+        // Over at the very time: no acknowledgement.
+        assert_eq!(
+            run(Some(s(1)), s(1)).await,
+            [("apply starts", s(0)), ("apply ends", s(1))]
         );
     }
 }

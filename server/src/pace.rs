@@ -27,7 +27,6 @@
 
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -55,13 +54,14 @@ pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
 /// times are handed out before any report comes back), so a stall of the server queues the
 /// reports due meanwhile, and they drain at what the server takes beyond the schedule. At
 /// 10,000 agents 3,000 a second kept the burst's reports within 50 ms in every run, 4,000 did
-/// not in two runs of five.
+/// not in two runs of eight.
 pub const DEFERRED_REPORTS_PER_CORE: u32 = 1_500;
 
 /// Desired-config answers a second per core the server is taken to send in a burst, for the
-/// wait before a burst's first deferred report (the time to answer the long-polls waiting when
-/// it began). On the 2-core benchmark machine, with the load generator beside it, 10,000 answers
-/// went in 0.65-0.71 s and 100,000 in 5.4-6.3 s: 7,000-9,000 a second per core.
+/// wait before a burst's deferred reports ([`Pacer::woke`]). On the 2-core benchmark machine,
+/// with the load generator beside it, 10,000 answers went in 0.55-0.64 s and 100,000 in
+/// 4.1-4.9 s: 7,800-12,000 a second per core; the lower figure, less a margin, so that the
+/// reports rather come a little late than into the burst.
 pub const ANSWERS_PER_CORE: u32 = 6_000;
 
 /// What the pacer counts (shared with the server's `/metrics`).
@@ -94,8 +94,6 @@ pub struct Pacer {
     deferral: Option<(Duration, Mutex<Schedule>)>,
     /// Answers a second taken to go out in a burst ([`ANSWERS_PER_CORE`] per core).
     answers_per_second: f64,
-    /// How many nodes' long-polls the last change woke ([`Pacer::woke`]).
-    woken: AtomicUsize,
     metrics: PaceMetrics,
 }
 
@@ -182,13 +180,12 @@ impl Pacer {
                     (Duration::from_secs(1) / deferred_per_second).max(Duration::from_nanos(1)),
                     Mutex::new(Schedule {
                         next: Instant::now(),
-                        burst: false,
+                        answers_out: Instant::now(),
                         nodes: HashMap::new(),
                     }),
                 )
             }),
             answers_per_second: f64::from(ANSWERS_PER_CORE) * cores() as f64,
-            woken: AtomicUsize::new(0),
             metrics,
         });
         if turns > 0 {
@@ -209,42 +206,44 @@ impl Pacer {
         DEFERRED_REPORTS_PER_CORE.saturating_mul(cores() as u32)
     }
 
-    /// A change woke the long-polls of `nodes` nodes: the answers that may follow at once.
+    /// A change is about to wake the long-polls of up to `nodes` nodes: the answers that may
+    /// follow at once, out by [`ANSWERS_PER_CORE`] (after those of a change before it that are
+    /// still going out; at most a quarter of the horizon for one change).
     pub fn woke(&self, nodes: usize) {
-        self.woken.store(nodes, Ordering::Relaxed);
+        let Some((_, schedule)) = self.deferral.as_ref() else {
+            return;
+        };
+        let takes = Duration::from_secs_f64(nodes as f64 / self.answers_per_second)
+            .min(hearth_api::MAX_REPORT_AFTER / 4);
+        let now = Instant::now();
+        let mut s = schedule.lock().unwrap_or_else(|e| e.into_inner());
+        s.answers_out = s.answers_out.max(now) + takes;
     }
 
     /// The next deferred report's time from now, taken from the schedule; `None` when the
     /// schedule is full up to [`hearth_api::MAX_REPORT_AFTER`] (or there is none).
     ///
     /// An answer while the schedule is idle reports at once. An answer within an interval of
-    /// the one before starts a burst (an apply waking many long-polls at once): its report, and
-    /// those of the burst's answers after it, begin once the long-polls the last change woke
-    /// may have been answered (at [`ANSWERS_PER_CORE`]; at most a quarter of the horizon),
-    /// since reports that come while the burst's answers still go out wait behind them.
-    /// Answers that come no faster than the schedule (enrollments) report at once. A node
-    /// answered again before its report time keeps that time (a node cannot fill the
-    /// schedule); the times handed out are forgotten when the schedule is idle again.
+    /// the one before is part of a burst (an apply waking many long-polls at once): its report
+    /// comes one interval after the one before, and not before the answers of the changes
+    /// behind the burst may be out ([`Pacer::woke`]): a report that comes while the burst's
+    /// answers still go out waits behind them. Answers that come no faster than the schedule
+    /// (enrollments) report at once. A node answered again before its report time keeps that
+    /// time (a node cannot fill the schedule); the times handed out are forgotten when the
+    /// schedule is idle again.
     fn defer(&self, node: &str) -> Option<Duration> {
         let (every, schedule) = self.deferral.as_ref()?;
         let now = Instant::now();
         let mut s = schedule.lock().unwrap_or_else(|e| e.into_inner());
         if s.next <= now {
             s.next = now + *every;
-            s.burst = false;
             s.nodes.clear();
             return Some(Duration::ZERO);
         }
         if let Some(at) = s.nodes.get(node).filter(|at| **at > now) {
             return Some(*at - now);
         }
-        if !s.burst {
-            s.burst = true;
-            let woken = self.woken.load(Ordering::Relaxed) as f64;
-            let grace = Duration::from_secs_f64(woken / self.answers_per_second)
-                .min(hearth_api::MAX_REPORT_AFTER / 4);
-            s.next = s.next.max(now + grace);
-        }
+        s.next = s.next.max(s.answers_out);
         let at = s.next;
         if at - now > hearth_api::MAX_REPORT_AFTER {
             return None;
@@ -335,9 +334,8 @@ impl Pacer {
 struct Schedule {
     /// The next free time.
     next: Instant,
-    /// Whether the answers since the schedule was last idle came faster than it (the wait for
-    /// the burst's answers was added).
-    burst: bool,
+    /// When the answers of the changes that woke long-polls may be out ([`Pacer::woke`]).
+    answers_out: Instant,
     /// The report times handed out since the schedule was last idle, by node.
     nodes: HashMap<String, Instant>,
 }
@@ -509,9 +507,10 @@ mod tests {
         assert_eq!(p.metrics.deferred.get(), 5 + fits);
     }
 
-    /// The first answer reports at once; an answer right behind it starts a burst: it reports
-    /// once the long-polls the last change woke may have been answered, and the burst's next
-    /// ones an interval apart from there; that wait is at most a quarter of the horizon.
+    /// The first answer reports at once; an answer right behind it is in a burst: it reports
+    /// once the long-polls its change woke may have been answered, and the burst's next ones an
+    /// interval apart from there; that wait is at most a quarter of the horizon for a change,
+    /// two changes' waits add up, and a change's wait is over when its time has passed.
     /// Answers no faster than the schedule report at once.
     #[tokio::test(start_paused = true)]
     async fn a_burst_reports_once_its_answers_are_out() {
@@ -536,7 +535,7 @@ mod tests {
             t.keep();
             tokio::time::advance(Duration::from_millis(150)).await;
         }
-        // A burst with more waiting than the horizon allows: a quarter of it.
+        // A change waking more than the horizon allows: a quarter of it.
         tokio::time::advance(Duration::from_secs(10)).await;
         p.woke(1_000 * two_seconds);
         let t = p.turn("g", true).await;
@@ -555,5 +554,27 @@ mod tests {
             t.keep();
         }
         assert_eq!(afters, vec![None, ms(100), ms(200)]);
+        // Two changes back to back: their answers' times add up.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        p.woke(two_seconds);
+        p.woke(two_seconds);
+        let mut afters = Vec::new();
+        for node in ["l", "m"] {
+            let t = p.turn(node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        assert_eq!(afters, vec![None, ms(4000)]);
+        // A change whose answers' time has passed delays nothing.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        p.woke(two_seconds);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let mut afters = Vec::new();
+        for node in ["n", "o"] {
+            let t = p.turn(node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        assert_eq!(afters, vec![None, ms(100)]);
     }
 }

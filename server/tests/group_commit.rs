@@ -11,18 +11,20 @@ use std::time::Duration;
 
 const NODES: usize = 120;
 
+/// Applies one file, which must be accepted.
+async fn apply_ok(admin: &Api, name: &str, text: &str) {
+    let a = admin.apply_text(name, text).await;
+    assert_eq!(a.status, StatusCode::OK, "{name}: {}", a.text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_enrollments_and_reports_all_land() {
     let d = tempfile::tempdir().unwrap();
     let running = start(d.path(), common::options(5)).await;
     let admin = Api::admin(&running);
-    let a = admin.apply_text("mc.yaml", &worker_mc("a", "one")).await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
     // All at once to the new config when it changes.
-    assert_eq!(
-        admin.apply_text("pool.yaml", ALL_AT_ONCE).await.status,
-        StatusCode::OK
-    );
+    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
     let bootstrap = std::fs::read_to_string(d.path().join("tokens/worker.token")).unwrap();
     let bootstrap = bootstrap.trim().to_string();
 
@@ -72,8 +74,7 @@ async fn concurrent_enrollments_and_reports_all_land() {
     assert_eq!(p.json["status"]["updatedMachineCount"], NODES, "{}", p.json);
 
     // A change: the early node's long-poll is answered, and all nodes report concurrently.
-    let a = admin.apply_text("mc2.yaml", &worker_mc("b", "two")).await;
-    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    apply_ok(&admin, "mc2.yaml", &worker_mc("b", "two")).await;
     let answer = tokio::time::timeout(Duration::from_secs(30), waiting)
         .await
         .expect("the early node's long-poll is answered after the apply")
@@ -132,17 +133,8 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
     };
     let running = start(d.path(), options).await;
     let admin = Api::admin(&running);
-    assert_eq!(
-        admin
-            .apply_text("mc.yaml", &worker_mc("a", "one"))
-            .await
-            .status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        admin.apply_text("pool.yaml", ALL_AT_ONCE).await.status,
-        StatusCode::OK
-    );
+    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
+    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
     let bootstrap = common::bootstrap_token(&running, "worker");
     let mut polls = Vec::new();
     let mut first = None;
@@ -164,13 +156,7 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
         }));
     }
     let waited_before = metric(&admin, "hearth_server_desired_answers_waited_total").await;
-    assert_eq!(
-        admin
-            .apply_text("mc2.yaml", &worker_mc("b", "two"))
-            .await
-            .status,
-        StatusCode::OK
-    );
+    apply_ok(&admin, "mc2.yaml", &worker_mc("b", "two")).await;
     for p in polls {
         let a = tokio::time::timeout(Duration::from_secs(30), p)
             .await
@@ -209,12 +195,8 @@ async fn an_apply_answers_agents_that_defer_at_once_with_a_time_to_report() {
     };
     let running = start(d.path(), options).await;
     let admin = Api::admin(&running);
-    for (name, text) in [
-        ("mc.yaml", worker_mc("a", "one")),
-        ("pool.yaml", ALL_AT_ONCE.into()),
-    ] {
-        assert_eq!(admin.apply_text(name, &text).await.status, StatusCode::OK);
-    }
+    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
+    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
     let bootstrap = common::bootstrap_token(&running, "worker");
     let mut polls = Vec::new();
     for name in ["n1", "n2", "n3", "n4", "old"] {
@@ -231,17 +213,16 @@ async fn an_apply_answers_agents_that_defer_at_once_with_a_time_to_report() {
     }
     let old = polls.pop().unwrap();
     // Every long-poll waiting before the apply, so that its answers go out together.
-    while metric(&admin, "hearth_server_long_polls_waiting").await < 5 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let waiting = async {
+        while metric(&admin, "hearth_server_long_polls_waiting").await < 5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("five long-polls waiting");
     let deferred_before = metric(&admin, "hearth_server_desired_answers_deferred_total").await;
-    assert_eq!(
-        admin
-            .apply_text("mc2.yaml", &worker_mc("b", "two"))
-            .await
-            .status,
-        StatusCode::OK
-    );
+    apply_ok(&admin, "mc2.yaml", &worker_mc("b", "two")).await;
     let mut afters = Vec::new();
     for p in polls {
         // No node reports, and a turn lasts an hour: only answers that need no turn come.

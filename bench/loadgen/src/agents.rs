@@ -310,58 +310,31 @@ pub(crate) async fn agent(
         } else {
             Duration::ZERO
         };
+        // How long before the first report, whether it is a `Working` one, and how long
+        // from it to `Done`.
+        let (first_wait, working, then) = match a.report_after {
+            None => (Duration::ZERO, true, apply_time),
+            Some(after) if after < apply_time => (after, true, apply_time - after),
+            Some(after) => (after, false, Duration::ZERO),
+        };
         let r = async {
-            if let Some(after) = a.report_after {
-                tokio::time::sleep(after).await;
-                if after < apply_time {
-                    report(
-                        &mut conn,
-                        &shared,
-                        &cred,
-                        status_doc(
-                            NodeState::Working,
-                            current.as_deref(),
-                            &name,
-                            shared.history,
-                        ),
-                        phase,
-                    )
-                    .await?;
-                    tokio::time::sleep(apply_time - after).await;
-                }
-                return report(
-                    &mut conn,
-                    &shared,
-                    &cred,
-                    status_doc(NodeState::Done, Some(&name), &name, shared.history),
-                    phase,
-                )
-                .await;
+            if !first_wait.is_zero() {
+                tokio::time::sleep(first_wait).await;
             }
-            report(
-                &mut conn,
-                &shared,
-                &cred,
-                status_doc(
+            if working {
+                let doc = status_doc(
                     NodeState::Working,
                     current.as_deref(),
                     &name,
                     shared.history,
-                ),
-                phase,
-            )
-            .await?;
-            if !apply_time.is_zero() {
-                tokio::time::sleep(apply_time).await;
+                );
+                report(&mut conn, &shared, &cred, doc, phase).await?;
             }
-            report(
-                &mut conn,
-                &shared,
-                &cred,
-                status_doc(NodeState::Done, Some(&name), &name, shared.history),
-                phase,
-            )
-            .await
+            if !then.is_zero() {
+                tokio::time::sleep(then).await;
+            }
+            let doc = status_doc(NodeState::Done, Some(&name), &name, shared.history);
+            report(&mut conn, &shared, &cred, doc, phase).await
         }
         .await;
         if let Err(f) = r {

@@ -47,34 +47,24 @@ impl<S: Store> App<S> {
     }
 
     /// Wakes the long-polls of `nodes` (all of them when `None`), and forgets channels nobody
-    /// waits on. Tells the pacer first how many nodes' long-polls it wakes (the size of the
-    /// burst of answers that may follow: `crate::pace`): the first woken may answer before this
-    /// returns.
+    /// waits on.
     pub(super) fn notify_nodes(&self, nodes: Option<&[String]>) {
         let mut m = self.node_watch.lock().unwrap_or_else(|e| e.into_inner());
         match nodes {
             None => {
                 m.retain(|_, tx| tx.receiver_count() > 0);
-                self.pacer.woke(m.len());
                 for tx in m.values() {
                     tx.send_modify(|v| *v += 1);
                 }
             }
             Some(nodes) => {
-                let mut waiting = Vec::with_capacity(nodes.len());
                 for n in nodes {
                     if let Some(tx) = m.get(n) {
                         if tx.receiver_count() == 0 {
                             m.remove(n);
                         } else {
-                            waiting.push(n);
+                            tx.send_modify(|v| *v += 1);
                         }
-                    }
-                }
-                self.pacer.woke(waiting.len());
-                for n in waiting {
-                    if let Some(tx) = m.get(n) {
-                        tx.send_modify(|v| *v += 1);
                     }
                 }
             }

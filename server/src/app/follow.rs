@@ -266,6 +266,11 @@ impl<S: Store> App<S> {
                 wake.push(name.clone());
             }
         }
+        // Before publishing: a long-poll may answer from the new snapshot at once, and the pacer
+        // reckons a burst's report times from how many answers the change may bring.
+        if !wake.is_empty() {
+            self.pacer.woke(wake.len());
+        }
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
         self.reindex_tokens(old, &new, tokens.iter().map(String::as_str));
         if !credentials.is_empty() {

@@ -40,8 +40,9 @@ async fn acknowledged<T>(
 }
 
 /// Reports the journal's status after `wait` (a report the server asked for later), as the
-/// follow loop would have then; bounded as any report (60 s).
-async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration) {
+/// follow loop would have then; bounded by `bound` (as the loop's own report, through every
+/// server).
+async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration, bound: Duration) {
     tokio::time::sleep(wait).await;
     let doc = match Root::open(&root).map(|r| Journal::load(&r)) {
         Ok(Ok(j)) => crate::status::status_document(&j),
@@ -54,10 +55,10 @@ async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration) 
             return;
         }
     };
-    match tokio::time::timeout(Duration::from_secs(60), remote.report(&doc)).await {
+    match tokio::time::timeout(bound, remote.report(&doc)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "cannot report status"),
-        Err(_) => tracing::warn!("no answer to a status report within 60 s"),
+        Err(_) => tracing::warn!("no answer to a status report within {bound:?}"),
     }
 }
 
@@ -356,7 +357,8 @@ impl Daemon<'_> {
         let mut backoff = Duration::from_secs(1);
         // When the server asked for the next report (an answer in a burst, `Answer::report_after`).
         let mut hold: Option<tokio::time::Instant> = None;
-        let mut held_report: Option<tokio::task::JoinHandle<()>> = None;
+        // The report the server asked for later, and when it goes.
+        let mut held_report: Option<(tokio::time::Instant, tokio::task::JoinHandle<()>)> = None;
         loop {
             crate::watchdog::beat();
             // A force request whose apply a crash interrupted (finished by the resume) or
@@ -386,6 +388,9 @@ impl Daemon<'_> {
                 }
                 // A trial's reports decide whether the change stays: they never wait.
                 hold = None;
+                if let Some((_, t)) = held_report.take() {
+                    t.abort();
+                }
                 if self.trial_turn(&server, &remote, &doc, window).await? {
                     drift.set_expected(self.expected());
                     drift.resume();
@@ -399,28 +404,36 @@ impl Daemon<'_> {
             );
             // An answer in a burst asked for this report later (at most
             // `hearth_api::MAX_REPORT_AFTER`): it goes then, from what the journal says then,
-            // while the loop goes on (a newer config, a fix, still arrives at once).
+            // while the loop goes on (a newer config, a fix, still arrives at once). Until it
+            // went, the loop's turns report nothing: it will.
             let held = left(hold.take());
-            if let Some(t) = held_report.take() {
-                t.abort();
-            }
-            if held.is_zero() {
-                if let Err(e) = remote.report(&doc).await {
-                    tracing::warn!(error = %e, "cannot report status");
-                }
-            } else {
+            if !held.is_zero() {
                 tracing::debug!(?held, "reporting when the server asked to");
-                held_report = Some(tokio::spawn(report_later(
+                let task = tokio::spawn(report_later(
                     remote.clone(),
                     self.agent.root().path().to_path_buf(),
                     held,
-                )));
+                    through_all(&server, Duration::from_secs(30)),
+                ));
+                held_report = Some((tokio::time::Instant::now() + held, task));
+            }
+            let pending = held_report
+                .as_ref()
+                .filter(|(_, t)| !t.is_finished())
+                .map(|(at, _)| *at);
+            if pending.is_none() {
+                held_report = None;
+                if let Err(e) = remote.report(&doc).await {
+                    tracing::warn!(error = %e, "cannot report status");
+                }
             }
             // Waiting for a reboot slot does not stop the long-poll: a newer config (a fix)
-            // still arrives at once; the slot is asked for again when the poll returns.
+            // still arrives at once; the slot is asked for again when the poll returns. After a
+            // held report, the poll waits that much longer: the agents answered in one burst
+            // then report their next turns in the schedule's order, not all at once.
             let wait = match reboot_with_slot(self.agent, &remote, &mut state).await {
                 Ok(Some(retry)) => retry.min(server.wait),
-                Ok(None) => server.wait,
+                Ok(None) => server.wait + left(pending),
                 Err(e) => {
                     tracing::warn!(error = %e, "reboot slot");
                     server.wait
@@ -444,6 +457,11 @@ impl Daemon<'_> {
                         hold = answer
                             .report_after
                             .map(|after| tokio::time::Instant::now() + after);
+                        // A new answer: what was held is its acknowledgement's or its report's
+                        // to say now.
+                        if let Some((_, t)) = held_report.take() {
+                            t.abort();
+                        }
                         let control = drift.clone();
                         let applying = async {
                             tokio::task::spawn_blocking(move || control.pause()).await?;
@@ -463,7 +481,7 @@ impl Daemon<'_> {
                     Err(e) if e.needs_enrollment() => {
                         drop(idle);
                         tracing::warn!(error = %e, "the server no longer knows this node's credential; enrolling again");
-                        if let Some(t) = held_report.take() {
+                        if let Some((_, t)) = held_report.take() {
                             t.abort();
                         }
                         (remote, state) = enroll(self.agent.root(), &server).await?;

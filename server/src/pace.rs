@@ -59,8 +59,8 @@ pub const DEFERRED_REPORTS_PER_CORE: u32 = 1_500;
 
 /// Desired-config answers a second per core the server is taken to send in a burst, for the
 /// wait before a burst's deferred reports ([`Pacer::woke`]). On the 2-core benchmark machine,
-/// with the load generator beside it, 10,000 answers went in 0.55-0.64 s and 100,000 in
-/// 4.1-4.9 s: 7,800-12,000 a second per core; the lower figure, less a margin, so that the
+/// with the load generator beside it, 10,000 answers went in 0.55-0.75 s and 100,000 in
+/// 4.1-7.2 s: 6,700-12,000 a second per core; the lower figure, less a margin, so that the
 /// reports rather come a little late than into the burst.
 pub const ANSWERS_PER_CORE: u32 = 6_000;
 
@@ -206,9 +206,10 @@ impl Pacer {
         DEFERRED_REPORTS_PER_CORE.saturating_mul(cores() as u32)
     }
 
-    /// A change is about to wake the long-polls of up to `nodes` nodes: the answers that may
-    /// follow at once, out by [`ANSWERS_PER_CORE`] (after those of a change before it that are
-    /// still going out; at most a quarter of the horizon for one change).
+    /// A change is about to give up to `nodes` nodes a new answer (it counts the nodes it
+    /// changed, waiting on this server or not): the answers that may follow at once, out by
+    /// [`ANSWERS_PER_CORE`] (after those of a change before it still going out; at most a
+    /// quarter of the horizon from now in all).
     pub fn woke(&self, nodes: usize) {
         let Some((_, schedule)) = self.deferral.as_ref() else {
             return;
@@ -217,7 +218,8 @@ impl Pacer {
             .min(hearth_api::MAX_REPORT_AFTER / 4);
         let now = Instant::now();
         let mut s = schedule.lock().unwrap_or_else(|e| e.into_inner());
-        s.answers_out = s.answers_out.max(now) + takes;
+        s.answers_out =
+            (s.answers_out.max(now) + takes).min(now + hearth_api::MAX_REPORT_AFTER / 4);
     }
 
     /// The next deferred report's time from now, taken from the schedule; `None` when the
@@ -243,12 +245,11 @@ impl Pacer {
         if let Some(at) = s.nodes.get(node).filter(|at| **at > now) {
             return Some(*at - now);
         }
-        s.next = s.next.max(s.answers_out);
-        let at = s.next;
+        let at = s.next.max(s.answers_out);
         if at - now > hearth_api::MAX_REPORT_AFTER {
             return None;
         }
-        s.next += *every;
+        s.next = at + *every;
         s.nodes.insert(node.to_string(), at);
         if at - now >= Duration::from_millis(1) {
             self.metrics.deferred.inc();
@@ -508,7 +509,7 @@ mod tests {
     }
 
     /// The first answer reports at once; an answer right behind it is in a burst: it reports
-    /// once the long-polls its change woke may have been answered, and the burst's next ones an
+    /// once the answers its change may bring are out, and the burst's next ones an
     /// interval apart from there; that wait is at most a quarter of the horizon for a change,
     /// two changes' waits add up, and a change's wait is over when its time has passed.
     /// Answers no faster than the schedule report at once.
@@ -527,7 +528,7 @@ mod tests {
         let ms = |n| Some(Duration::from_millis(n));
         assert_eq!(afters, vec![None, ms(2000), ms(2100)]);
         // Idle again: answers no faster than the schedule (one every 150 ms here) report at
-        // once, however many long-polls the last change woke.
+        // once, however many answers the last change may bring.
         tokio::time::advance(Duration::from_secs(10)).await;
         for node in ["d", "e", "f"] {
             let t = p.turn(node, true).await;
@@ -535,8 +536,9 @@ mod tests {
             t.keep();
             tokio::time::advance(Duration::from_millis(150)).await;
         }
-        // A change waking more than the horizon allows: a quarter of it.
+        // Changes waking more than the horizon allows: a quarter of it, however many.
         tokio::time::advance(Duration::from_secs(10)).await;
+        p.woke(1_000 * two_seconds);
         p.woke(1_000 * two_seconds);
         let t = p.turn("g", true).await;
         assert_eq!(t.report_after(), None);

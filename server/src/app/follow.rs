@@ -297,6 +297,9 @@ impl<S: Store> App<S> {
     pub(super) fn install_reloaded(&self, mut fresh: Fleet) {
         fresh.revision = fresh.revision.max(self.snapshot().revision);
         let revision = fresh.revision;
+        // Every long-poll is woken: any node may have a new answer (a conservative count for
+        // the pacer, at most its cap).
+        self.pacer.woke(fresh.nodes.len());
         *self.credentials.write().unwrap_or_else(|e| e.into_inner()) = (*fresh.credentials).clone();
         self.index_all_tokens(&fresh);
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);

@@ -64,6 +64,10 @@ pub const DEFERRED_REPORTS_PER_CORE: u32 = 1_500;
 /// reports rather come a little late than into the burst.
 pub const ANSWERS_PER_CORE: u32 = 6_000;
 
+/// The shortest wait an agent is told (the header counts whole milliseconds); a shorter one is
+/// none: the agent reports at once, and the answer is not counted as deferred.
+const SHORTEST_REPORT_AFTER: Duration = Duration::from_millis(1);
+
 /// What the pacer counts (shared with the server's `/metrics`).
 #[derive(Debug, Clone, Default)]
 pub struct PaceMetrics {
@@ -135,7 +139,7 @@ impl Turned<'_> {
     /// least a millisecond).
     pub fn report_after(&self) -> Option<Duration> {
         match self.turn {
-            Turn::Deferred(d) if d >= Duration::from_millis(1) => Some(d),
+            Turn::Deferred(d) if d >= SHORTEST_REPORT_AFTER => Some(d),
             _ => None,
         }
     }
@@ -251,7 +255,7 @@ impl Pacer {
         }
         s.next = at + *every;
         s.nodes.insert(node.to_string(), at);
-        if at - now >= Duration::from_millis(1) {
+        if at - now >= SHORTEST_REPORT_AFTER {
             self.metrics.deferred.inc();
         }
         Some(at - now)
@@ -389,6 +393,18 @@ mod tests {
         Pacer::new(turns, lease, wait_limit, per_second, PaceMetrics::default())
     }
 
+    /// The report times told to deferring `nodes` answered one after the other (each answer
+    /// kept).
+    async fn report_times(p: &Pacer, nodes: &[&str]) -> Vec<Option<Duration>> {
+        let mut afters = Vec::new();
+        for node in nodes {
+            let t = p.turn(node, true).await;
+            afters.push(t.report_after());
+            t.keep();
+        }
+        afters
+    }
+
     /// Takes `node`'s turn and keeps it (as an answer that went).
     async fn answer(p: &Pacer, node: &str) -> Turn {
         let t = p.turn(node, false).await;
@@ -461,13 +477,7 @@ mod tests {
     async fn deferred_reports_follow_the_schedule_up_to_its_horizon() {
         // 10 a second: 100 ms apart; one turn.
         let p = deferring(1, Duration::from_secs(3600), Duration::from_millis(300), 10);
-        let mut afters = Vec::new();
-        for i in 0..5 {
-            let node = format!("n{i}");
-            let t = p.turn(&node, true).await;
-            afters.push(t.report_after());
-            t.keep();
-        }
+        let afters = report_times(&p, &["n0", "n1", "n2", "n3", "n4"]).await;
         let ms = |n| Some(Duration::from_millis(n));
         assert_eq!(afters, vec![None, ms(100), ms(200), ms(300), ms(400)]);
         // Counted: the answers told to wait.
@@ -519,12 +529,7 @@ mod tests {
         // A change woke two seconds' worth of answers.
         let two_seconds = (2.0 * p.answers_per_second) as usize;
         p.woke(two_seconds);
-        let mut afters = Vec::new();
-        for node in ["a", "b", "c"] {
-            let t = p.turn(node, true).await;
-            afters.push(t.report_after());
-            t.keep();
-        }
+        let afters = report_times(&p, &["a", "b", "c"]).await;
         let ms = |n| Some(Duration::from_millis(n));
         assert_eq!(afters, vec![None, ms(2000), ms(2100)]);
         // Idle again: answers no faster than the schedule (one every 150 ms here) report at
@@ -549,34 +554,19 @@ mod tests {
         // A change to three nodes among many waiting: no wait worth the name.
         tokio::time::advance(Duration::from_secs(60)).await;
         p.woke(3);
-        let mut afters = Vec::new();
-        for node in ["i", "j", "k"] {
-            let t = p.turn(node, true).await;
-            afters.push(t.report_after());
-            t.keep();
-        }
+        let afters = report_times(&p, &["i", "j", "k"]).await;
         assert_eq!(afters, vec![None, ms(100), ms(200)]);
         // Two changes back to back: their answers' times add up.
         tokio::time::advance(Duration::from_secs(60)).await;
         p.woke(two_seconds);
         p.woke(two_seconds);
-        let mut afters = Vec::new();
-        for node in ["l", "m"] {
-            let t = p.turn(node, true).await;
-            afters.push(t.report_after());
-            t.keep();
-        }
+        let afters = report_times(&p, &["l", "m"]).await;
         assert_eq!(afters, vec![None, ms(4000)]);
         // A change whose answers' time has passed delays nothing.
         tokio::time::advance(Duration::from_secs(60)).await;
         p.woke(two_seconds);
         tokio::time::advance(Duration::from_secs(3)).await;
-        let mut afters = Vec::new();
-        for node in ["n", "o"] {
-            let t = p.turn(node, true).await;
-            afters.push(t.report_after());
-            t.keep();
-        }
+        let afters = report_times(&p, &["n", "o"]).await;
         assert_eq!(afters, vec![None, ms(100)]);
     }
 }

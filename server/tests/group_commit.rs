@@ -11,6 +11,20 @@ use std::time::Duration;
 
 const NODES: usize = 120;
 
+/// A server with `options`, the worker pool updating every node at once with a first config,
+/// its admin and the pool's bootstrap token.
+async fn worker_pool_at_once(
+    dir: &std::path::Path,
+    options: hearth_server::app::Options,
+) -> (hearth_server::serve::Running, Api, String) {
+    let running = start(dir, options).await;
+    let admin = Api::admin(&running);
+    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
+    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
+    let bootstrap = common::bootstrap_token(&running, "worker");
+    (running, admin, bootstrap)
+}
+
 /// Applies one file, which must be accepted.
 async fn apply_ok(admin: &Api, name: &str, text: &str) {
     let a = admin.apply_text(name, text).await;
@@ -131,11 +145,7 @@ async fn an_apply_answers_woken_nodes_a_turn_at_a_time() {
         pace_lease: Duration::from_secs(3600),
         ..common::options(5)
     };
-    let running = start(d.path(), options).await;
-    let admin = Api::admin(&running);
-    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
-    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
-    let bootstrap = common::bootstrap_token(&running, "worker");
+    let (running, admin, bootstrap) = worker_pool_at_once(d.path(), options).await;
     let mut polls = Vec::new();
     let mut first = None;
     for name in ["n1", "n2", "n3", "n4"] {
@@ -193,11 +203,7 @@ async fn an_apply_answers_agents_that_defer_at_once_with_a_time_to_report() {
         pace_wait_limit: Duration::from_secs(3600),
         ..common::options(5)
     };
-    let running = start(d.path(), options).await;
-    let admin = Api::admin(&running);
-    apply_ok(&admin, "mc.yaml", &worker_mc("a", "one")).await;
-    apply_ok(&admin, "pool.yaml", ALL_AT_ONCE).await;
-    let bootstrap = common::bootstrap_token(&running, "worker");
+    let (running, admin, bootstrap) = worker_pool_at_once(d.path(), options).await;
     let mut polls = Vec::new();
     for name in ["n1", "n2", "n3", "n4", "old"] {
         let node = admin.enroll(&bootstrap, name, json!({})).await;
@@ -212,15 +218,7 @@ async fn an_apply_answers_agents_that_defer_at_once_with_a_time_to_report() {
         }));
     }
     let old = polls.pop().unwrap();
-    // Every long-poll waiting before the apply, so that its answers go out together.
-    let waiting = async {
-        while metric(&admin, "hearth_server_long_polls_waiting").await < 5 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), waiting)
-        .await
-        .expect("five long-polls waiting");
+    common::long_polls_waiting(&admin, 5).await;
     let deferred_before = metric(&admin, "hearth_server_desired_answers_deferred_total").await;
     apply_ok(&admin, "mc2.yaml", &worker_mc("b", "two")).await;
     let mut afters = Vec::new();

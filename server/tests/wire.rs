@@ -225,15 +225,7 @@ async fn the_agents_client_reads_when_to_report() {
                 .await
         }));
     }
-    // Every long-poll waiting before the apply.
-    let waiting = async {
-        while metric(&admin, "hearth_server_long_polls_waiting").await < 3 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), waiting)
-        .await
-        .expect("three long-polls waiting");
+    long_polls_waiting(&admin, 3).await;
     admin.apply_text("mc.yaml", &worker_mc("10-a", "two")).await;
     let mut afters = Vec::new();
     for p in polls {

@@ -361,6 +361,19 @@ pub async fn metric(api: &Api, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in {}", m.text))
 }
 
+/// Waits (30 s at most) until the server's `hearth_server_long_polls_waiting` reaches `n`: the
+/// long-polls started are waiting, so that an apply's answers go out together.
+pub async fn long_polls_waiting(api: &Api, n: u64) {
+    let waiting = async {
+        while metric(api, "hearth_server_long_polls_waiting").await < n {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+        .await
+        .unwrap_or_else(|_| panic!("{n} long-polls waiting"));
+}
+
 /// A pool from `get mcp`.
 pub async fn pool(api: &Api, name: &str) -> Value {
     let a = api.get(&format!("/api/v1/pools/{name}")).await;

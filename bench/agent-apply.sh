@@ -4,7 +4,7 @@
 #   sudo bench/agent-apply.sh [FILES] [RUNS]      (defaults: 1000 files, 7 runs; needs root)
 #   HEARTH_AGENT=/path/to/hearth-agent ...        measure that binary (default: the agent as
 #                                                 shipped: cargo build --profile release-agent)
-#   HEARTH_FLOOR=/path/to/floor ...               the floor's directory (default ../shared/bench/floor)
+#   HEARTH_FLOOR=/path/to/floor ...               the floor's directory (default bench/floor)
 #
 # The floor is `converge.c` (see its README): the least a correct converger does, in C, with
 # the same crash safety (temp file, fsync, rename, one fsync per touched directory).
@@ -31,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "$0: run as root (the workload is owned by root; the check bind-mounts the tree)" >&2
   exit 1
 fi
-FLOOR=${HEARTH_FLOOR:-../shared/bench/floor}
+FLOOR=${HEARTH_FLOOR:-bench/floor}
 for f in converge.c gen.py gen_mc.py verify.py; do
   [ -f "$FLOOR/$f" ] || { echo "$0: $FLOOR/$f missing (set HEARTH_FLOOR)" >&2; exit 1; }
 done

@@ -68,9 +68,11 @@ status=0
 for target in "${targets[@]}"; do
     corpus="fuzz/corpus/$target"
     mkdir -p "$corpus"
-    # The first directory collects new inputs; the shared corpora are read-only seeds.
+    # The first directory collects new inputs; the others are read-only seeds: hearth's own
+    # fixtures, and the MCO corpus and users' documents where ../shared is beside the clone.
     seeds=()
     if [ "$target" = read_manifest ]; then
+        seeds+=(testdata/manifests testdata/posts)
         for d in ../shared/corpus/mco-e2e ../shared/seeds; do
             [ -d "$d" ] && seeds+=("$d")
         done

@@ -6,22 +6,17 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-/// The here-document of seed 000 (the worker script MachineConfig, Ignition 2.2, mode 0755).
-fn seed_000() -> String {
-    let text =
-        std::fs::read_to_string(shared().join("seeds").join("000_0e15a311a86aaee1.txt")).unwrap();
-    let start = text.find("cat << EOF").expect("seed 000 heredoc");
-    let body = &text[start..];
-    let body = &body[body.find('\n').unwrap() + 1..];
-    body[..body.find("\nEOF").unwrap()].to_string()
-}
-
 #[test]
-fn seed_000_applies_through_a_real_reboot_with_the_agent_as_a_service() {
+fn a_worker_script_applies_through_a_real_reboot_with_the_agent_as_a_service() {
     let mut host = host_with_agent();
     // Install the agent the way a node runs it: the unit from units/ and /usr/bin/hearth-agent.
     install_service(&host, None);
-    put(&host, "/etc/hearth/desired/worker.yaml", &seed_000());
+    // The worker script MachineConfig (Ignition 2.2, mode 0755), as exported by `oc get -o yaml`.
+    put(
+        &host,
+        "/etc/hearth/desired/worker.yaml",
+        &hearth_testdata::manifest("10-worker-bootstrap-script.yaml"),
+    );
     host.exec_ok(&[
         "systemctl",
         "enable",
@@ -47,8 +42,8 @@ fn seed_000_applies_through_a_real_reboot_with_the_agent_as_a_service() {
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(st["state"], "Done", "{st:#}");
-    assert_eq!(st["current"], "99-kubeinit-extra-config-worker");
-    let path = "/usr/local/bin/kubeinit_kubevirt_extra_config_script";
+    assert_eq!(st["current"], "10-worker-bootstrap-script");
+    let path = "/usr/local/bin/site-bootstrap";
     let script = get(&host, path).expect("the script exists");
     assert!(script.starts_with("#!/usr/bin/bash\n"), "{script}");
     assert!(script.contains("rpm-ostree install policycoreutils-python-utils"));
@@ -75,13 +70,13 @@ fn seed_000_applies_through_a_real_reboot_with_the_agent_as_a_service() {
 }
 
 #[test]
-fn corpus_units_are_written_enabled_disabled_and_masked_and_systemctl_agrees() {
+fn units_are_written_enabled_disabled_and_masked_and_systemctl_agrees() {
     let host = host_with_agent();
-    // The MCO fixture expects a host with docker; give the container a stand-in unit file.
+    // The fixture expects a host with docker; give the container a stand-in unit file.
     put(&host, "/usr/lib/systemd/system/docker.service", "[Unit]\nDescription=stand-in\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n");
     // The fixture also moves the OS image and adds kernel arguments, which a plain systemd host
     // refuses (the OS layer has its own tests): apply its files and units.
-    let fixture: String = corpus("test-config.yaml")
+    let fixture: String = hearth_testdata::manifest("units-and-dropins.yaml")
         .lines()
         .filter(|l| {
             !l.starts_with("  osImageURL:")
@@ -117,14 +112,20 @@ fn corpus_units_are_written_enabled_disabled_and_masked_and_systemctl_agrees() {
     )
     .expect("drop-in");
     assert!(dropin.contains("DOCKER_OPTS=--log-opt max-size=50m"));
-    // systemd loads the drop-in (the fixture's Environment= line has an unbalanced quote, which
-    // systemd rightly ignores, so check the drop-in path rather than the variable).
+    // systemd loads the drop-in: its path and its variable.
     let paths = host
         .exec_ok(&["systemctl", "show", "-p", "DropInPaths", "docker.service"])
         .unwrap();
     assert!(
         paths.contains("/etc/systemd/system/docker.service.d/10-dockeropts.conf"),
         "{paths}"
+    );
+    let env = host
+        .exec_ok(&["systemctl", "show", "-p", "Environment", "docker.service"])
+        .unwrap();
+    assert!(
+        env.contains("DOCKER_OPTS=--log-opt max-size=50m --log-opt max-file=3"),
+        "{env}"
     );
     assert_eq!(
         get(&host, "/etc/coreos/update.conf").unwrap(),
@@ -135,7 +136,7 @@ fn corpus_units_are_written_enabled_disabled_and_masked_and_systemctl_agrees() {
     put(
         &host,
         "/etc/hearth/chrony.yaml",
-        &corpus("disable-chrony.yaml"),
+        &hearth_testdata::manifest("disable-chrony.yaml"),
     );
     host.exec_ok(&["mkdir", "-p", "/etc/systemd/system/multi-user.target.wants"])
         .unwrap();
@@ -443,16 +444,14 @@ fn an_offline_image_root_gets_files_units_and_keys_and_systemctl_agrees() {
 }
 
 #[test]
-fn the_force_file_rewrites_everything_and_seed_001_infra_file_appears() {
+fn the_force_file_rewrites_everything_and_an_infra_file_appears() {
     let host = host_with_agent();
-    // Seed 001's infra MachineConfig (Ignition 2.2, `data:,test`, mode 0644).
-    let seed =
-        std::fs::read_to_string(shared().join("seeds").join("001_aa7317c4db8c56ec.txt")).unwrap();
-    let start = seed.find("kind: MachineConfig\n").unwrap();
-    let start = seed[..start].rfind("apiVersion:").unwrap();
-    let body = &seed[start..];
-    let infra = &body[..body.find("\nEOF").unwrap()];
-    put(&host, "/etc/hearth/infra.yaml", infra);
+    // The infra MachineConfig (Ignition 2.2, `data:,test`, mode 0644).
+    put(
+        &host,
+        "/etc/hearth/infra.yaml",
+        &hearth_testdata::manifest("50-infra-file.yaml"),
+    );
     assert_eq!(apply_no_reboot(&host, "/etc/hearth/infra.yaml"), Some(3));
     assert_eq!(get(&host, "/etc/testinfra").unwrap(), "test");
     assert_eq!(

@@ -17,15 +17,9 @@ fn hearth(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn corpus(name: &str) -> String {
-    let shared = std::env::var("HEARTH_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared")));
-    shared
-        .join("corpus/mco-e2e")
-        .join(name)
-        .display()
-        .to_string()
+/// The path of one of hearth's own manifests (`testdata/manifests/`).
+fn fixture(name: &str) -> String {
+    hearth_testdata::manifest_path(name).display().to_string()
 }
 
 #[test]
@@ -37,16 +31,16 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
         "{out}"
     );
 
-    let bad = corpus("extra-disks.yaml");
-    let (code, _, err) = hearth(&["validate", "-f", &bad, "-f", &corpus("change-fips.yaml")]);
+    let bad = fixture("extra-disks.yaml");
+    let (code, _, err) = hearth(&["validate", "-f", &bad, "-f", &fixture("change-fips.yaml")]);
     assert_eq!(code, 1);
-    assert!(err.contains("extra-disks.yaml:14: error: MachineConfig/extra-disks: spec.config.storage.disks[0].device: expected a string, found null"), "{err}");
+    assert!(err.contains("extra-disks.yaml:15: error: MachineConfig/extra-disks: spec.config.storage.disks[0].device: expected a string, found null"), "{err}");
     assert!(
         err.contains("change-fips.yaml:9: error: MachineConfig/change-fips: spec.fips:"),
         "{err}"
     );
     // Every problem of an object, not only the first: the second disk too.
-    assert!(err.contains("extra-disks.yaml:21: error: MachineConfig/extra-disks: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
+    assert!(err.contains("extra-disks.yaml:22: error: MachineConfig/extra-disks: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
     assert!(err.contains("3 error(s)"), "{err}");
 
     let (code, out, _) = hearth(&["validate", "-o", "json", "-f", &bad]);
@@ -56,7 +50,7 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
         v["problems"][0]["path"],
         "spec.config.storage.disks[0].device"
     );
-    assert_eq!(v["problems"][0]["line"], 14);
+    assert_eq!(v["problems"][0]["line"], 15);
 }
 
 #[test]
@@ -122,7 +116,7 @@ fn plan_for_a_node_names_its_disruption() {
 
 #[test]
 fn convert_gives_each_version_or_says_what_it_cannot_express() {
-    let mc = corpus("add-ignition-kernel-arguments.yaml");
+    let mc = fixture("add-ignition-kernel-arguments.yaml");
     let (code, out, err) = hearth(&["convert", "--ignition-version", "3.4.0", "-f", &mc]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -139,7 +133,7 @@ fn convert_gives_each_version_or_says_what_it_cannot_express() {
         "--ignition-version",
         "2.2.0",
         "-f",
-        &corpus("change-policy-json.yaml"),
+        &fixture("change-policy-json.yaml"),
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -151,7 +145,7 @@ fn convert_gives_each_version_or_says_what_it_cannot_express() {
         "--ignition-version",
         "3.2.0",
         "-f",
-        &corpus("change-policy-json.yaml"),
+        &fixture("change-policy-json.yaml"),
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

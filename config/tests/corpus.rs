@@ -1,8 +1,7 @@
-//! Acceptance: every manifest in the shared corpus (the MCO's own end-to-end test data) and every
-//! manifest block in the seed documents is either accepted or refused with a precise message.
-//! The expectations are pinned here, one per input, with the reason.
-
-mod common;
+//! Acceptance: every manifest of hearth's own fixtures (`testdata/`) and, where it is beside the
+//! repository, of the MCO's own end-to-end test data and the users' documents, is either accepted
+//! or refused with a precise message. The expectations are pinned here, one per input, with the
+//! reason. The `mco_corpus_*` tests need that corpus: `#[ignore]`d, run by `.ci/run` with its path.
 
 use hearth_config::diag::{Diagnostic, Severity};
 use hearth_config::ignition::SpecVersion;
@@ -38,6 +37,41 @@ const OK_POOL: Expect = Accepted {
     pools: 1,
     warnings: &[],
 };
+
+fn fixture_expectation(name: &str) -> Expect {
+    match name {
+        "05-worker-kernelarg-selinux.yaml"
+        | "10-worker-bootstrap-script.yaml"
+        | "50-infra-file.yaml"
+        | "99-worker-realtime.yaml"
+        | "add-ignition-kernel-arguments.yaml"
+        | "change-policy-json.yaml"
+        | "disable-chrony.yaml"
+        | "units-and-dropins.yaml" => OK_MC,
+        "infra.machineconfigpool.yaml" | "worker.machineconfigpool.yaml" => OK_POOL,
+        "journald-filesystem-root.yaml" => Accepted {
+            mcs: 1,
+            pools: 0,
+            warnings: &["spec.config.storage.files[0].filesystem"],
+        },
+        "change-fips.yaml" => Refused {
+            line: 9,
+            path: "spec.fips",
+            message: "${{FIPS}} is an unsubstituted OpenShift Template parameter",
+        },
+        "ignition-version-null.yaml" => Refused {
+            line: 11,
+            path: "spec.config.ignition.version",
+            message: "the Ignition spec version is required, found null",
+        },
+        "extra-disks.yaml" => Refused {
+            line: 15,
+            path: "spec.config.storage.disks[0].device",
+            message: "expected a string, found null",
+        },
+        other => panic!("fixture {other} has no pinned expectation: add one"),
+    }
+}
 
 fn corpus_expectation(name: &str) -> Expect {
     match name {
@@ -101,8 +135,20 @@ fn corpus_expectation(name: &str) -> Expect {
     }
 }
 
-fn seed_expectation(file: &str, first_line: usize) -> Expect {
+fn block_expectation(file: &str, first_line: usize) -> Expect {
     match (file, first_line) {
+        ("posts/worker-tuning-notes.md", 10) => OK_MC,
+        ("posts/worker-tuning-notes.md", 29) => Refused {
+            line: 37,
+            path: "",
+            message: "check the indentation of this line",
+        },
+        ("posts/worker-tuning-notes.md", 45) => OK_MC,
+        ("posts/worker-tuning-notes.md", 59) => Refused {
+            line: 60,
+            path: "",
+            message: "not valid YAML",
+        },
         ("seeds/000_0e15a311a86aaee1.txt", 61) => OK_MC,
         ("seeds/001_aa7317c4db8c56ec.txt", 87) => OK_POOL,
         ("seeds/001_aa7317c4db8c56ec.txt", 108) => OK_MC,
@@ -125,7 +171,7 @@ fn seed_expectation(file: &str, first_line: usize) -> Expect {
             path: "",
             message: "not valid YAML",
         },
-        other => panic!("seed block {other:?} has no pinned expectation: add one"),
+        other => panic!("block {other:?} has no pinned expectation: add one"),
     }
 }
 
@@ -185,13 +231,11 @@ fn check(label: &str, m: &Manifests, diags: &[Diagnostic], expect: Expect) {
     }
 }
 
-#[test]
-fn every_corpus_manifest_is_accepted_or_refused_precisely() {
-    let files = common::corpus_files();
-    assert!(files.len() >= 30, "corpus has {} files", files.len());
+/// Reads each file and checks it against its pinned expectation.
+fn check_files(files: Vec<(String, String)>, expectation: fn(&str) -> Expect) {
     for (name, text) in files {
         let (m, diags) = read_str(&name, &text);
-        check(&name, &m, &diags, corpus_expectation(&name));
+        check(&name, &m, &diags, expectation(&name));
         for d in &diags {
             assert_eq!(d.file, name);
             assert!(
@@ -202,43 +246,69 @@ fn every_corpus_manifest_is_accepted_or_refused_precisely() {
     }
 }
 
-#[test]
-fn every_seed_block_is_accepted_or_refused_precisely() {
-    let blocks = common::seed_blocks();
-    assert_eq!(blocks.len(), 8, "seed blocks found: {blocks:#?}");
+/// Reads each manifest block of the documents and checks it against its pinned expectation.
+fn check_blocks(blocks: Vec<hearth_testdata::Block>) {
     for b in blocks {
         let (m, diags) = read_str(&b.file, &b.text);
         check(
             &format!("{}:{}", b.file, b.first_line),
             &m,
             &diags,
-            seed_expectation(&b.file, b.first_line),
+            block_expectation(&b.file, b.first_line),
         );
     }
 }
 
-fn seed(file_prefix: &str, first_line: usize) -> Manifests {
-    let b = common::seed_blocks()
-        .into_iter()
-        .find(|b| b.file.contains(file_prefix) && b.first_line == first_line)
-        .expect("seed block");
-    let (m, diags) = read_str(&b.file, &b.text);
-    assert!(diags.iter().all(|d| !d.is_error()), "{diags:#?}");
-    m
+#[test]
+fn every_fixture_is_accepted_or_refused_precisely() {
+    let files = hearth_testdata::manifest_files();
+    assert!(files.len() >= 14, "fixtures: {}", files.len());
+    check_files(files, fixture_expectation);
 }
 
 #[test]
-fn seed_000_worker_script_renders_as_an_executable_with_the_decoded_script() {
-    let m = seed("000_", 61);
+#[ignore = "needs the MCO e2e corpus: HEARTH_SHARED=DIR or ../shared beside the clone (.ci/run runs it)"]
+fn mco_corpus_every_manifest_is_accepted_or_refused_precisely() {
+    let files = hearth_testdata::mco_corpus_files();
+    assert!(files.len() >= 30, "corpus has {} files", files.len());
+    check_files(files, corpus_expectation);
+}
+
+#[test]
+fn every_block_of_the_posts_is_accepted_or_refused_precisely() {
+    let blocks = hearth_testdata::blocks(&hearth_testdata::posts_dir());
+    assert_eq!(blocks.len(), 4, "blocks found: {blocks:#?}");
+    check_blocks(blocks);
+}
+
+#[test]
+#[ignore = "needs the MCO e2e corpus: HEARTH_SHARED=DIR or ../shared beside the clone (.ci/run runs it)"]
+fn mco_corpus_every_seed_block_is_accepted_or_refused_precisely() {
+    let blocks = hearth_testdata::blocks(&hearth_testdata::seeds_dir());
+    assert_eq!(blocks.len(), 8, "seed blocks found: {blocks:#?}");
+    check_blocks(blocks);
+}
+
+/// Reads hearth's own fixtures, which must have no errors.
+fn fixtures(names: &[&str]) -> Manifests {
+    let mut all = Manifests::default();
+    for name in names {
+        let (m, diags) = read_str(name, &hearth_testdata::manifest(name));
+        assert!(diags.iter().all(|d| !d.is_error()), "{diags:#?}");
+        all.extend(m);
+    }
+    all
+}
+
+#[test]
+fn a_worker_script_of_ignition_2_2_renders_as_an_executable_with_the_decoded_script() {
+    let m = fixtures(&["10-worker-bootstrap-script.yaml"]);
     let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
     let pools = render::with_builtin_pools(&[]);
     let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
     let rendered = render::render_pool(worker, &configs).unwrap();
     let f = &rendered.spec.config.storage.files[0];
-    assert_eq!(
-        f.path,
-        "/usr/local/bin/kubeinit_kubevirt_extra_config_script"
-    );
+    assert_eq!(f.path, "/usr/local/bin/site-bootstrap");
     assert_eq!(f.mode, Some(0o755), "YAML 0755 is octal");
     let content = dataurl::decode(f.contents.source.as_deref().unwrap(), None).unwrap();
     let script = String::from_utf8(content).unwrap();
@@ -252,10 +322,12 @@ fn seed_000_worker_script_renders_as_an_executable_with_the_decoded_script() {
 }
 
 #[test]
-fn seed_001_infra_pool_gets_worker_and_infra_configs() {
-    let mut m = seed("001_", 87);
-    m.extend(seed("001_", 108));
-    m.extend(seed("000_", 61));
+fn an_infra_pool_gets_worker_and_infra_configs() {
+    let m = fixtures(&[
+        "infra.machineconfigpool.yaml",
+        "50-infra-file.yaml",
+        "10-worker-bootstrap-script.yaml",
+    ]);
     let pools =
         render::with_builtin_pools(&m.pools.iter().map(|s| s.item.clone()).collect::<Vec<_>>());
     let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
@@ -270,13 +342,7 @@ fn seed_001_infra_pool_gets_worker_and_infra_configs() {
         .map(|f| f.path.as_str())
         .collect();
     paths.sort();
-    assert_eq!(
-        paths,
-        [
-            "/etc/testinfra",
-            "/usr/local/bin/kubeinit_kubevirt_extra_config_script"
-        ]
-    );
+    assert_eq!(paths, ["/etc/testinfra", "/usr/local/bin/site-bootstrap"]);
     let infra_file = rendered
         .spec
         .config
@@ -308,22 +374,35 @@ fn seed_001_infra_pool_gets_worker_and_infra_configs() {
     );
 }
 
-#[test]
-fn seed_004_kernel_arguments_and_realtime_kernel_are_read() {
-    let mut m = seed("004_", 138);
-    m.extend(seed("004_", 156));
+/// The worker render of the kernel-argument and realtime-kernel fixtures.
+fn kargs_and_realtime() -> hearth_config::model::MachineConfig {
+    let m = fixtures(&[
+        "05-worker-kernelarg-selinux.yaml",
+        "99-worker-realtime.yaml",
+    ]);
     let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
     let pools = render::with_builtin_pools(&[]);
     let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
-    let rendered = render::render_pool(worker, &configs).unwrap();
+    render::render_pool(worker, &configs).unwrap()
+}
+
+#[test]
+fn kernel_arguments_and_the_realtime_kernel_are_read() {
+    let rendered = kargs_and_realtime();
     assert_eq!(rendered.spec.kernel_arguments, ["selinux=0"]);
     assert_eq!(rendered.spec.kernel_type, KernelType::Realtime);
 }
 
-#[test]
-fn corpus_worker_configs_render_together() {
+/// Renders every worker config of the files together, and the pool named `other` too.
+fn render_together(
+    files: Vec<(String, String)>,
+    other: &str,
+) -> (
+    hearth_config::model::MachineConfig,
+    hearth_config::model::MachineConfig,
+) {
     let mut all = Manifests::default();
-    for (name, text) in common::corpus_files() {
+    for (name, text) in files {
         let (m, _) = read_str(&name, &text);
         all.extend(m);
     }
@@ -332,6 +411,48 @@ fn corpus_worker_configs_render_together() {
         render::with_builtin_pools(&all.pools.iter().map(|s| s.item.clone()).collect::<Vec<_>>());
     let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
     let r = render::render_pool(worker, &configs).unwrap();
+    // Same inputs, same name.
+    assert_eq!(
+        render::render_pool(worker, &configs).unwrap().name(),
+        r.name()
+    );
+    let other = pools.iter().find(|p| p.name() == other).unwrap();
+    (r, render::render_pool(other, &configs).unwrap())
+}
+
+fn chrony_enabled(r: &hearth_config::model::MachineConfig) -> Option<bool> {
+    r.spec
+        .config
+        .systemd
+        .units
+        .iter()
+        .find(|u| u.name == "chronyd.service")
+        .unwrap()
+        .enabled
+}
+
+#[test]
+fn the_worker_fixtures_render_together() {
+    let (r, infra) = render_together(hearth_testdata::manifest_files(), "infra");
+    assert_eq!(r.spec.kernel_arguments, ["selinux=0"]);
+    assert_eq!(r.spec.kernel_type, KernelType::Realtime);
+    // Ignition kernelArguments are kept, not dropped.
+    assert_eq!(r.spec.config.kernel_arguments.should_exist, ["enforcing=0"]);
+    assert_eq!(chrony_enabled(&r), Some(false));
+    // The infra pool takes the worker configs and its own file.
+    assert_eq!(
+        infra.spec.config.storage.files.len(),
+        r.spec.config.storage.files.len() + 1
+    );
+}
+
+#[test]
+#[ignore = "needs the MCO e2e corpus: HEARTH_SHARED=DIR or ../shared beside the clone (.ci/run runs it)"]
+fn mco_corpus_worker_configs_render_together() {
+    let (r, custom) = render_together(
+        hearth_testdata::mco_corpus_files(),
+        "custom-machine-config-pool",
+    );
     // Kernel arguments of every worker config, in name order, duplicates kept.
     assert_eq!(
         r.spec.kernel_arguments,
@@ -354,41 +475,18 @@ fn corpus_worker_configs_render_together() {
     // Ignition kernelArguments are kept, not dropped.
     assert_eq!(r.spec.config.kernel_arguments.should_exist, ["enforcing=0"]);
     // The chrony unit is disabled and the custom pool inherits all of it.
-    let chrony = r
-        .spec
-        .config
-        .systemd
-        .units
-        .iter()
-        .find(|u| u.name == "chronyd.service")
-        .unwrap();
-    assert_eq!(chrony.enabled, Some(false));
-    let custom = pools
-        .iter()
-        .find(|p| p.name() == "custom-machine-config-pool")
-        .unwrap();
-    let rc = render::render_pool(custom, &configs).unwrap();
+    assert_eq!(chrony_enabled(&r), Some(false));
     assert_eq!(
-        rc.spec.config.storage.files.len(),
+        custom.spec.config.storage.files.len(),
         r.spec.config.storage.files.len()
-    );
-    // Same inputs, same name.
-    assert_eq!(
-        render::render_pool(worker, &configs).unwrap().name(),
-        r.name()
     );
 }
 
 #[test]
-fn seed_004_kernel_arguments_and_realtime_kernel_show_in_the_plan_with_a_reboot() {
+fn kernel_arguments_and_the_realtime_kernel_show_in_the_plan_with_a_reboot() {
     use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
     use hearth_config::plan::{plan, Action};
-    let mut m = seed("004_", 138);
-    m.extend(seed("004_", 156));
-    let configs: Vec<_> = m.machine_configs.iter().map(|s| s.item.clone()).collect();
-    let pools = render::with_builtin_pools(&[]);
-    let worker = pools.iter().find(|p| p.name() == "worker").unwrap();
-    let rendered = render::render_pool(worker, &configs).unwrap();
+    let rendered = kargs_and_realtime();
     let p = plan(
         &MachineConfigSpec::default(),
         &rendered.spec,

@@ -26,8 +26,6 @@
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
 #                           backports gets the matching Debian 12 qemu-utils with it (the two
 #                           versions conflict), instead of apt removing qemu-utils.
-#   protobuf-compiler       protoc: etcd-client (the server's etcd store) compiles etcd's
-#   libprotobuf-dev         .proto files at build time, which import google/protobuf/*.proto
 #   golang-go jq rsync      the Kubernetes tier (src/kube/): images/build-kube.sh builds
 #   make dpkg-dev           kube-apiserver and kube-controller-manager from Debian's kubernetes
 #                           source (apt-get source, dpkg-source, Go 1.19) on first use. Debian's
@@ -47,7 +45,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
     strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils chromium chromium-driver
-    protobuf-compiler libprotobuf-dev golang-go jq rsync make dpkg-dev)
+    golang-go jq rsync make dpkg-dev)
 updated=
 apt_update_once() {
     [ -n "$updated" ] || { apt-get update -qq; updated=1; }
@@ -75,7 +73,7 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
 fi
 
 for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config selabel_lookup \
-    qemu-system-x86_64 debugfs mkfs.ext4 strip protoc go jq rsync make dpkg-source; do
+    qemu-system-x86_64 debugfs mkfs.ext4 strip go jq rsync make dpkg-source; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

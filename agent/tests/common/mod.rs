@@ -1,5 +1,5 @@
 //! Shared helpers for the agent's real-host tests: a booted systemd container with the real
-//! `hearth-agent` binary installed, and the shared corpus and seeds.
+//! `hearth-agent` binary installed (the manifests they apply: `hearth-testdata`).
 #![allow(dead_code)]
 
 use hearth_vm_tests::{ExecOutput, SystemdHost};
@@ -51,25 +51,6 @@ pub fn is_enabled(host: &SystemdHost, unit: &str) -> String {
         .stdout
         .trim()
         .to_string()
-}
-
-/// The shared directory (`../shared` beside the repository), or `HEARTH_SHARED`.
-pub fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("HEARTH_SHARED") {
-        return PathBuf::from(p);
-    }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
-    assert!(
-        p.join("corpus").is_dir(),
-        "shared corpus not found at {}",
-        p.display()
-    );
-    p
-}
-
-/// A corpus manifest's text.
-pub fn corpus(name: &str) -> String {
-    std::fs::read_to_string(shared().join("corpus/mco-e2e").join(name)).unwrap()
 }
 
 /// A MachineConfig manifest around a `spec` (YAML, indented by 2).

@@ -1,4 +1,4 @@
-//! First start, applying manifests (the example fleet, the MCO corpus), refusing invalid ones
+//! First start, applying manifests (the example fleet, hearth's fixtures, the MCO corpus), refusing invalid ones
 //! whole, deleting objects.
 
 use crate::common::*;
@@ -122,21 +122,25 @@ async fn applying_the_example_fleet_renders_every_pool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_mco_corpus_is_applied_or_refused_with_precise_diagnostics() {
+async fn the_fixtures_are_applied_or_refused_with_precise_diagnostics() {
+    apply_or_refuse_each(hearth_testdata::manifest_files()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the MCO e2e corpus: HEARTH_SHARED=DIR or ../shared beside the clone (.ci/run runs it)"]
+async fn mco_corpus_is_applied_or_refused_with_precise_diagnostics() {
+    apply_or_refuse_each(hearth_testdata::mco_corpus_files()).await;
+}
+
+/// Applies each file alone: one with errors is refused naming file and line, storing nothing;
+/// then the others together, and every pool has a target or says why not.
+async fn apply_or_refuse_each(files: Vec<(String, String)>) {
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), options(5)).await;
     let api = Api::admin(&s);
-    let corpus = shared().join("corpus/mco-e2e");
-    let mut files: Vec<_> = std::fs::read_dir(&corpus)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
     let mut good = Vec::new();
     let mut refused = 0;
-    for p in files {
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        let text = std::fs::read_to_string(&p).unwrap();
+    for (name, text) in files {
         let (_, diags) = hearth_config::manifest::read_str(&name, &text);
         if diags.iter().any(|d| d.is_error()) {
             let before = s.app.snapshot().revision;
@@ -163,7 +167,7 @@ async fn the_mco_corpus_is_applied_or_refused_with_precise_diagnostics() {
             good.push((name, text));
         }
     }
-    assert!(refused >= 3, "the corpus has refused manifests");
+    assert!(refused >= 3, "the files have refused manifests");
     let a = api.apply(&good).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     // Every pool either has a target or says why not.

@@ -1,5 +1,5 @@
 //! Helpers for the server's tests: a real server (in-process on 127.0.0.1:0, or the built
-//! binary), a real TLS client that trusts the server's generated CA, and the shared corpus.
+//! binary), a real TLS client that trusts the server's generated CA.
 #![allow(dead_code)]
 
 pub mod binary;
@@ -13,20 +13,6 @@ use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The shared directory (`../shared` beside the repository), or `HEARTH_SHARED`.
-pub fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("HEARTH_SHARED") {
-        return PathBuf::from(p);
-    }
-    let candidate = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared");
-    assert!(
-        candidate.join("corpus").is_dir(),
-        "the shared corpus is not at {} (set HEARTH_SHARED to its location)",
-        candidate.display()
-    );
-    candidate
-}
 
 /// The repository's `examples/fleet`.
 pub fn examples() -> PathBuf {

@@ -2,7 +2,7 @@
 //! 500 files, 100 times; after every kill no file is torn or missing, and a final run converges
 //! on the desired config.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

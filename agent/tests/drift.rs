@@ -1,7 +1,7 @@
 //! Drift on a real host: the agent runs as the systemd service; a managed file edited by hand is
 //! reported with its path within seconds, and with the `revert` policy it is put back.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! and a hand edit left in place under `report` or `ignore` does not fail the next, unrelated
 //! config.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! stamp naming another config, the config is applied in full as before. The booted case
 //! (real Ignition, a systemd container, no reboot) is `server/tests/firstboot_ignition.rs`.
 
-mod common;
+use crate::common;
 
 use common::mc;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

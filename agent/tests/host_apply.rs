@@ -1,7 +1,7 @@
 //! The agent on a real host: a booted Debian systemd in a container, with the real
 //! `hearth-agent` binary running inside it (as a one-shot `apply` and as the systemd service).
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! change rolls through them one at a time; a unit that fails leaves the node `Degraded` with the
 //! reason on its Node and in the pool's condition, and the rollout halts.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hearth_vm_tests::kube::{fixtures, KubeCluster};

@@ -9,7 +9,7 @@
 //! a config with a unit that fails leaves the node `Degraded` with the reason naming the unit,
 //! also in its MachineConfigNode's status; its identity cannot annotate another node.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hearth_vm_tests::kube::{fixtures, relay_into, KubeCluster};

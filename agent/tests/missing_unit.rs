@@ -6,7 +6,7 @@
 //! - named by the MCO's built-in policy (crio on a host without it): the host is in the config,
 //!   the node is Done, and the skipped step is a warning in the reason and on stderr.
 
-mod common;
+use crate::common;
 
 use common::*;
 

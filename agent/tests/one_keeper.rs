@@ -2,7 +2,7 @@
 //! own desired config: refused, naming the daemon and what to do; the daemon's config stays.
 //! In a booted systemd container with the real binary as the service.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

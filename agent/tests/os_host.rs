@@ -5,7 +5,7 @@
 //! container shares this machine's kernel, so `/proc/cmdline` is the VM tier's job). The
 //! agent runs libostree through `hearth-ostree-helper`, installed beside it.
 
-mod common;
+use crate::common;
 
 use common::mc;
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS};

@@ -2,7 +2,7 @@
 //! same confined writer as managed files, and what a `kill -9` left of it is cleaned at start.
 //! The real `hearth-agent` binary on an offline image root (`--root DIR`).
 
-mod common;
+use crate::common;
 
 use common::mc;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! libc only (libostree runs in hearth-ostree-helper, which is not installed here): it applies
 //! files, units and SSH keys, and refuses OS changes with the reason, changing nothing.
 
-mod common;
+use crate::common;
 
 use common::*;
 

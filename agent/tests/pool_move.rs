@@ -5,7 +5,7 @@
 //! the infra pool must count it updated, and the agent must go back to long-polling: its
 //! requests to the server over a window stay a handful (they were thousands: a spin).
 
-mod common;
+use crate::common;
 
 use common::*;
 use hearth_vm_tests::SystemdHost;

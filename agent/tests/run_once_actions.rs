@@ -4,7 +4,7 @@
 //! its timeout kills its process group; `Degrade` rolls the apply back and names the action,
 //! `Ignore` records the failure and goes on; status reports how each ended.
 
-mod common;
+use crate::common;
 
 use common::mc;
 use nix::sys::signal::{killpg, Signal};

@@ -4,7 +4,7 @@
 //! its own thread while a long operation is under way), and reports Done. In a booted systemd
 //! container with the real binary as the service.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

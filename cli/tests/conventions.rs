@@ -2,7 +2,7 @@
 //! real hearth-server: `hearth version`, `--no-headers`, `-l` label selectors, `get events`,
 //! `get -w`, and `rollout status` failing on a halt.
 
-mod common;
+use crate::common;
 
 use common::{columns, examples, setup, Env, JsonValue};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! hearth-server): config, when, outcome, exit status, duration, and the end of a failed run's
 //! output, escaped (a node is not trusted).
 
-mod common;
+use crate::common;
 
 use common::setup;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! not have been applied. Against a real hearth-server (real TLS); the network's failures are
 //! a closed port and a real TCP relay that drops the answer.
 
-mod common;
+use crate::common;
 
 use common::{examples, setup};
 use std::io::{Read, Write};

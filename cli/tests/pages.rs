@@ -4,7 +4,7 @@
 //! summary view, which the server answers without reading reports back from its store;
 //! `rollout status --watch` reads the pool's counts alone.
 
-mod common;
+use crate::common;
 
 use common::setup;
 use serde_json::{json, Value};

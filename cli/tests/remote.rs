@@ -2,7 +2,7 @@
 //! the server's generated CA): login, apply, get, describe, label, pause/resume, delete,
 //! bootstrap-token, and the exit codes.
 
-mod common;
+use crate::common;
 
 use common::{columns, examples, setup, JsonValue};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! situation a test can produce through the API (never enrolled, enrolled without a report,
 //! working, rebooting after its last step, done).
 
-mod common;
+use crate::common;
 
 use common::{columns, setup, Env};
 use serde_json::json;

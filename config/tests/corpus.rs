@@ -43,6 +43,7 @@ fn fixture_expectation(name: &str) -> Expect {
         "05-worker-kernelarg-selinux.yaml"
         | "10-worker-bootstrap-script.yaml"
         | "50-infra-file.yaml"
+        | "99-master-ssh.yaml"
         | "99-worker-realtime.yaml"
         | "add-ignition-kernel-arguments.yaml"
         | "change-policy-json.yaml"
@@ -262,7 +263,7 @@ fn check_blocks(blocks: Vec<hearth_testdata::Block>) {
 #[test]
 fn every_fixture_is_accepted_or_refused_precisely() {
     let files = hearth_testdata::manifest_files();
-    assert!(files.len() >= 14, "fixtures: {}", files.len());
+    assert!(files.len() >= 15, "fixtures: {}", files.len());
     check_files(files, fixture_expectation);
 }
 

@@ -5,8 +5,7 @@
 //! (`setRunningKargsWithCmdline`) are the agent's: it compares against what the node booted.
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use hearth_config::plan::Action;
 use serde_json::json;

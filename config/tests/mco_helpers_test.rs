@@ -9,8 +9,7 @@
 //! The file-mode entries (sticky/setuid/setgid refused) are in mco_conformance_pending.rs.
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;

@@ -5,8 +5,7 @@
 //! Sources: openshift/machine-config-operator at commit 7ff337a4ffac8e7562692181178ede61e4b2eec5.
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use hearth_config::plan::{split_kernel_arguments, Action};
 use serde_json::{json, Value};

@@ -7,8 +7,7 @@
 //! purpose test hearth's documented behaviour (docs/config-model.md, "Differences from the MCO").
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use serde_json::{json, Value};
 use support::*;

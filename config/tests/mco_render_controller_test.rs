@@ -6,8 +6,7 @@
 //! counterpart in hearth and are not replayed.
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use hearth_config::model::MachineConfig;
 use serde_json::json;

@@ -8,8 +8,7 @@
 //! docs/config-model.md "Differences from the MCO") and says why.
 #![allow(non_snake_case)]
 
-#[path = "mco_support/mod.rs"]
-mod support;
+use crate::mco_support as support;
 
 use hearth_config::dataurl;
 use hearth_config::disruption::{effective_policies, Outcome, ServiceStep};

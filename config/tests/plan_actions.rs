@@ -1,7 +1,6 @@
 //! The actions of a plan: what is written, removed, enabled, and in which order.
 
-#[path = "plan_support.rs"]
-mod support;
+use crate::plan_support as support;
 
 use hearth_config::disruption::Outcome;
 use hearth_config::model::{KernelType, MachineConfigSpec};

@@ -1,7 +1,6 @@
 //! The disruption of a plan: MCO default node-disruption policies, user policies, reasons.
 
-#[path = "plan_support.rs"]
-mod support;
+use crate::plan_support as support;
 
 use hearth_config::disruption::{Change, Outcome, Rule, RuleOrigin, ServiceStep};
 use hearth_config::model::{

@@ -1,7 +1,6 @@
 //! Kernel arguments: a diff that keeps order and duplicates.
 
-#[path = "plan_support.rs"]
-mod support;
+use crate::plan_support as support;
 
 use hearth_config::disruption::Outcome;
 use hearth_config::model::MachineConfigSpec;

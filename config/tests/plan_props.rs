@@ -2,8 +2,7 @@
 //! to a model of a node in state `current` yields exactly `desired` (the plan never loses a
 //! field), with the ordering rules an agent relies on checked on the way.
 
-#[path = "plan_support.rs"]
-mod support;
+use crate::plan_support as support;
 
 use hearth_config::disruption::Change;
 use hearth_config::ignition::{Directory, Dropin, File, Group, Resource, Unit, User};

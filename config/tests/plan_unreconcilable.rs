@@ -1,7 +1,6 @@
 //! Changes the node cannot take on day 2: every offending field is listed.
 
-#[path = "plan_support.rs"]
-mod support;
+use crate::plan_support as support;
 
 use hearth_config::ignition::{Directory, Disk, Group, Link, Resource, User};
 use hearth_config::model::MachineConfigSpec;

@@ -1,7 +1,7 @@
 //! Which OS backend a host gets: none on a plain systemd host (a real Debian container), libostree
 //! on a booted ostree deployment, none (for now) on an rpm-ostree host; configuration errors.
 
-mod os_common;
+use crate::os_common;
 
 use hearth_hostops::os::{
     OsBackend, OsChange, OsConfig, OsError, OsExpectation, NOT_OSTREE_REASON, RPM_OSTREE_REASON,

@@ -3,10 +3,10 @@
 //! deploy` on the same sysroot. Prints a Markdown table (docs/os-layer.md, docs/performance-os.md).
 //!
 //! ```sh
-//! CARGO_TARGET_DIR=/tmp/target-os cargo test -p hearth-hostops --test os_measure -- --ignored --nocapture
+//! CARGO_TARGET_DIR=/tmp/target-os cargo test -p hearth-hostops --test hostops os_measure -- --ignored --nocapture
 //! ```
 
-mod os_common;
+use crate::os_common;
 
 use std::path::Path;
 use std::process::Command;
@@ -15,12 +15,6 @@ use std::time::{Duration, Instant};
 use hearth_hostops::os::OsChange;
 use hearth_vm_tests::ostree::{refs, OstreeHost};
 use os_common::*;
-
-/// The guest side of `Mode::Inside` (does nothing in a normal run).
-#[test]
-fn guest_entry_point() {
-    os_common::guest_entry_point();
-}
 
 const ROUNDS: usize = 7;
 

@@ -8,7 +8,7 @@
 //! Needs root, systemd-nspawn and ostree; the first run builds the OS images (~4 minutes,
 //! cached). No mocks: real libostree, real sysroots, real systemd.
 
-mod os_common;
+use crate::os_common;
 
 use std::time::Instant;
 
@@ -16,12 +16,6 @@ use hearth_config::model::KernelType;
 use hearth_hostops::os::{Finalization, OsChange, OsError, RollbackOutcome};
 use hearth_vm_tests::ostree::{refs, DEFAULT_KARGS};
 use os_common::*;
-
-/// The guest side of `Mode::Inside` (does nothing in a normal run).
-#[test]
-fn guest_entry_point() {
-    os_common::guest_entry_point();
-}
 
 fn finalization(mode: Mode) -> Finalization {
     match mode {

@@ -4,18 +4,12 @@
 //! `/boot` is a 2 MiB tmpfs (v1's placeholder kernel and initramfs, 80 KiB, fit; the realtime
 //! kernel, 5 MiB, does not); the sysroot is a 400 MiB tmpfs that the test fills up.
 
-mod os_common;
+use crate::os_common;
 
 use hearth_config::model::KernelType;
 use hearth_hostops::os::{OsChange, OsError};
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions};
 use os_common::*;
-
-/// The guest side of `Mode::Inside` (does nothing in a normal run).
-#[test]
-fn guest_entry_point() {
-    os_common::guest_entry_point();
-}
 
 fn realtime() -> OsChange {
     OsChange {

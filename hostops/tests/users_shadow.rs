@@ -166,8 +166,13 @@ fn lock_holder_helper() {
 fn waits_for_the_lckpwdf_lock_of_other_tools() {
     let (dir, root) = shadow_root(0o000, (0, 0));
     let lock = dir.path().join("etc/.pwd.lock");
+    // The helper's full test name: its module path without the crate's name.
+    let helper = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::lock_holder_helper"),
+        None => "lock_holder_helper".to_string(),
+    };
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lock_holder_helper", "--nocapture"])
+        .args(["--exact", &helper, "--nocapture"])
         .env("HEARTH_TEST_HOLD_PWD_LOCK", &lock)
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -4,7 +4,7 @@
 //! shows in `hearth describe node`; a failing action under `failure: Degrade` degrades the node
 //! with the action's name, status and output, and its files are rolled back.
 
-mod common;
+use crate::common;
 
 use common::hosts::{boot_with_server, first_node, hearth, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;

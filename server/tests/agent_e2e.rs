@@ -4,7 +4,7 @@
 //! on it, applies it, reports Done; a config that needs a reboot is applied, the agent takes a reboot slot, the host
 //! reboots, and after the boot the agent verifies, reports Done and gives the slot back.
 
-mod common;
+use crate::common;
 
 use common::hosts::{boot_with_server, first_node, hearth, mc, put, start_agent, wait_for};
 use std::time::Duration;

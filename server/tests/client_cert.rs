@@ -3,7 +3,7 @@
 //! from another CA, an expired one, or one not issued for an admin is not; a node's credential
 //! stays a node's whatever certificate comes with it.
 
-mod common;
+use crate::common;
 
 use common::{start, Api};
 use hearth_server::pki::{self, Layout, ADMIN_ORGANIZATION};

@@ -5,8 +5,7 @@
 //! viewer can change nothing. Screenshots go to the test's temporary directory, and to
 //! `docs/img/` with `HEARTH_DOCS_SCREENSHOTS=1`.
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use reqwest::StatusCode;

@@ -3,8 +3,7 @@
 //! endpoint list, two clients on one prefix (compare-and-swap and watch), and TLS with client
 //! certificates. No timed assertions: waits have generous bounds that only fail a hung test.
 
-#[path = "../src/etcd/test_cluster.rs"]
-mod test_cluster;
+use crate::test_cluster;
 
 use hearth_server::etcd::{EtcdConfig, EtcdStore, EtcdTls};
 use hearth_server::store::{Expect, Kind, Op, Store, StoreError};

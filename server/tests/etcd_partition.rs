@@ -7,10 +7,9 @@
 //! and holds the controller role; once the route is gone, A serves again, with what was
 //! committed through B meanwhile. Needs root (`ip netns`), as the container tests do.
 
-mod common;
+use crate::common;
 
-#[path = "../src/etcd/test_cluster.rs"]
-mod test_cluster;
+use crate::test_cluster;
 
 use common::binary::{self, api_for, Server};
 use common::replicas::{eventually, healthz, ip, replica_dir};

@@ -8,10 +8,9 @@
 //! the controller replica without ever having more than `maxUnavailable` nodes disrupted, and a
 //! FleetLock slot taken before stays held.
 
-mod common;
+use crate::common;
 
-#[path = "../src/etcd/test_cluster.rs"]
-mod test_cluster;
+use crate::test_cluster;
 
 use common::binary::{self, api_for, Server};
 use common::replicas::{controller, enroll_status, eventually, healthz, node_items, replica_dir};

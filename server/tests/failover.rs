@@ -8,7 +8,7 @@
 //!   P2: the agent moves to P2 by itself, with the same credential (not enrolled twice), and
 //!   reaches Done in a change applied there.
 
-mod common;
+use crate::common;
 
 use common::binary::{self, api_for, Server};
 use common::hosts::{binary as sibling, wait_for};

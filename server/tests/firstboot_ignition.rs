@@ -15,7 +15,7 @@
 //! hearth-server runs on the test machine in a network namespace shared with the container
 //! (as in `fleet.rs`); the CLI makes the token.
 
-mod common;
+use crate::common;
 
 use common::hosts::{binary, wait_for};
 use hearth_vm_tests::{HostOptions, SharedNetwork, SystemdHost};

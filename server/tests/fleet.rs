@@ -14,7 +14,7 @@
 //!
 //! The scenarios run one at a time (a static lock): each boots three containers and a server.
 
-mod common;
+use crate::common;
 
 use common::hosts::{agent_unit, binary, install, mc, put, wait_for};
 use hearth_vm_tests::{HostOptions, SharedNetwork, SystemdHost};

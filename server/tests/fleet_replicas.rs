@@ -9,10 +9,9 @@
 //! third agent having moved to another replica; never more than one node disrupted, no node
 //! counted twice or enrolled again.
 
-mod common;
+use crate::common;
 
-#[path = "../src/etcd/test_cluster.rs"]
-mod test_cluster;
+use crate::test_cluster;
 
 use common::binary::{self, api_for, Server};
 use common::hosts::{agent_unit, binary, install, mc, put};

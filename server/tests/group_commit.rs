@@ -2,7 +2,7 @@
 //! status reports are committed in groups, and none is lost or mixed up; a long-poll wakes for
 //! its own node's change and not for other nodes' enrollments.
 
-mod common;
+use crate::common;
 
 use common::{metric, start, worker_mc, Api, ALL_AT_ONCE};
 use reqwest::StatusCode;

@@ -4,7 +4,7 @@
 //! each request acted on once (also after the agent restarts), reported back and shown by the
 //! CLI; a path the config does not manage is refused, naming it.
 
-mod common;
+use crate::common;
 
 use common::hosts::{boot_with_server, first_node, hearth, mc, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;

@@ -2,7 +2,7 @@
 //! server down: 6 GB, then abort) is refused with the file, line and reason, and the server
 //! keeps serving.
 
-mod common;
+use crate::common;
 
 use common::*;
 use reqwest::StatusCode;

@@ -6,7 +6,7 @@
 //! daemon) writes (`currentConfig`, `state`, `reason`) with `kubectl annotate`; the real agent
 //! against the same control plane is `agent/tests/kube_agent.rs`.
 
-mod common;
+use crate::common;
 
 use hearth_vm_tests::kube::{fixtures, KubeCluster};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! `/etc/hearth/os.json`, then the reboot into the new deployment. libostree runs in the
 //! workspace's `hearth-ostree-helper`, as on a node.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hearth_hostops::os::{OsBackend, OsChange, OsConfig, OsError};

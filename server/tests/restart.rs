@@ -2,7 +2,7 @@
 //! there, no node is lost or counted twice, credentials and tokens keep working. And what the
 //! binary logs of a change larger than its event lists.
 
-mod common;
+use crate::common;
 
 use common::binary::{self, api_for, Server};
 use common::*;

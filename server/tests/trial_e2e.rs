@@ -5,7 +5,7 @@
 //! config back by itself once its trial's deadline passes, then report why. A harmless network
 //! change is kept once the server has answered.
 
-mod common;
+use crate::common;
 
 use common::hosts::{boot_with_server, first_node, hearth, put, start_agent, wait_for};
 use hearth_vm_tests::SystemdHost;

@@ -3,7 +3,7 @@
 //! they also agree at run time, over real HTTPS: enrollment, the long poll, status reports,
 //! reboot slots, enrolling again.
 
-mod common;
+use crate::common;
 
 use common::*;
 use hearth_agent::journal::Journal;

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use hearth_vm_tests::{ExecOutput, SystemdHost};
-use std::path::PathBuf;
 
 /// Where the agent binary is installed in the test host.
 pub const AGENT: &str = "/usr/local/bin/hearth-agent";

@@ -14,7 +14,6 @@ mod kube_e2e;
 mod kube_follow;
 mod links_libc_only;
 mod missing_unit;
-mod network_limits;
 mod one_keeper;
 mod os_host;
 mod own_state;

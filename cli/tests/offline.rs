@@ -31,16 +31,24 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
         "{out}"
     );
 
-    let bad = fixture("extra-disks.yaml");
-    let (code, _, err) = hearth(&["validate", "-f", &bad, "-f", &fixture("change-fips.yaml")]);
+    let bad = fixture("raid-without-devices.yaml");
+    let (code, _, err) = hearth(&[
+        "validate",
+        "-f",
+        &bad,
+        "-f",
+        &fixture("fips-from-template.yaml"),
+    ]);
     assert_eq!(code, 1);
-    assert!(err.contains("extra-disks.yaml:15: error: MachineConfig/extra-disks: spec.config.storage.disks[0].device: expected a string, found null"), "{err}");
+    assert!(err.contains("raid-without-devices.yaml:15: error: MachineConfig/raid-without-devices: spec.config.storage.disks[0].device: expected a string, found null"), "{err}");
     assert!(
-        err.contains("change-fips.yaml:9: error: MachineConfig/change-fips: spec.fips:"),
+        err.contains(
+            "fips-from-template.yaml:10: error: MachineConfig/fips-from-template: spec.fips:"
+        ),
         "{err}"
     );
     // Every problem of an object, not only the first: the second disk too.
-    assert!(err.contains("extra-disks.yaml:22: error: MachineConfig/extra-disks: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
+    assert!(err.contains("raid-without-devices.yaml:20: error: MachineConfig/raid-without-devices: spec.config.storage.disks[1].device: expected a string, found null"), "{err}");
     assert!(err.contains("3 error(s)"), "{err}");
 
     let (code, out, _) = hearth(&["validate", "-o", "json", "-f", &bad]);
@@ -116,12 +124,12 @@ fn plan_for_a_node_names_its_disruption() {
 
 #[test]
 fn convert_gives_each_version_or_says_what_it_cannot_express() {
-    let mc = fixture("add-ignition-kernel-arguments.yaml");
+    let mc = fixture("iommu-kernel-arguments.yaml");
     let (code, out, err) = hearth(&["convert", "--ignition-version", "3.4.0", "-f", &mc]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ignition"]["version"], "3.4.0");
-    assert_eq!(v["kernelArguments"]["shouldExist"][0], "enforcing=0");
+    assert_eq!(v["kernelArguments"]["shouldExist"][0], "intel_iommu=on");
     let (code, _, err) = hearth(&["convert", "--ignition-version", "3.2.0", "-f", &mc]);
     assert_eq!(code, 1);
     assert!(
@@ -133,7 +141,7 @@ fn convert_gives_each_version_or_says_what_it_cannot_express() {
         "--ignition-version",
         "2.2.0",
         "-f",
-        &fixture("change-policy-json.yaml"),
+        &fixture("registries-policy.yaml"),
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -145,7 +153,7 @@ fn convert_gives_each_version_or_says_what_it_cannot_express() {
         "--ignition-version",
         "3.2.0",
         "-f",
-        &fixture("change-policy-json.yaml"),
+        &fixture("registries-policy.yaml"),
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -45,9 +45,9 @@ fn fixture_expectation(name: &str) -> Expect {
         | "50-infra-file.yaml"
         | "99-master-ssh.yaml"
         | "99-worker-realtime.yaml"
-        | "add-ignition-kernel-arguments.yaml"
-        | "change-policy-json.yaml"
         | "disable-chrony.yaml"
+        | "iommu-kernel-arguments.yaml"
+        | "registries-policy.yaml"
         | "units-and-dropins.yaml" => OK_MC,
         "infra.machineconfigpool.yaml" | "worker.machineconfigpool.yaml" => OK_POOL,
         "journald-filesystem-root.yaml" => Accepted {
@@ -55,17 +55,17 @@ fn fixture_expectation(name: &str) -> Expect {
             pools: 0,
             warnings: &["spec.config.storage.files[0].filesystem"],
         },
-        "change-fips.yaml" => Refused {
-            line: 9,
+        "fips-from-template.yaml" => Refused {
+            line: 10,
             path: "spec.fips",
-            message: "${{FIPS}} is an unsubstituted OpenShift Template parameter",
+            message: "${{ENABLE_FIPS}} is an unsubstituted OpenShift Template parameter",
         },
         "ignition-version-null.yaml" => Refused {
             line: 11,
             path: "spec.config.ignition.version",
             message: "the Ignition spec version is required, found null",
         },
-        "extra-disks.yaml" => Refused {
+        "raid-without-devices.yaml" => Refused {
             line: 15,
             path: "spec.config.storage.disks[0].device",
             message: "expected a string, found null",
@@ -184,7 +184,9 @@ fn further_errors(label: &str) -> Vec<&'static str> {
             "spec.config.storage.disks[0].device",
             "spec.config.storage.disks[1].device",
         ],
-        "extra-disks.yaml" => vec!["spec.config.storage.disks[1].device"],
+        "extra-disks.yaml" | "raid-without-devices.yaml" => {
+            vec!["spec.config.storage.disks[1].device"]
+        }
         _ => vec![],
     }
 }
@@ -438,7 +440,11 @@ fn the_worker_fixtures_render_together() {
     assert_eq!(r.spec.kernel_arguments, ["selinux=0"]);
     assert_eq!(r.spec.kernel_type, KernelType::Realtime);
     // Ignition kernelArguments are kept, not dropped.
-    assert_eq!(r.spec.config.kernel_arguments.should_exist, ["enforcing=0"]);
+    assert_eq!(
+        r.spec.config.kernel_arguments.should_exist,
+        ["intel_iommu=on"]
+    );
+    assert_eq!(r.spec.config.kernel_arguments.should_not_exist, ["quiet"]);
     assert_eq!(chrony_enabled(&r), Some(false));
     // The infra pool takes the worker configs and its own file.
     assert_eq!(

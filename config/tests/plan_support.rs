@@ -1,5 +1,5 @@
-//! Builders shared by the `plan_*` integration tests (included with `#[path]`; as a test target
-//! of its own it holds no tests).
+//! Builders shared by the `plan_*` integration tests (declared once in `tests/main.rs`, used as
+//! `support` by each).
 #![allow(dead_code)]
 
 use hearth_config::dataurl;

@@ -32,8 +32,6 @@ const NODES: [&str; 3] = ["node-0", "node-1", "node-2"];
 const SERVER: &str = "https://127.0.0.1:22623";
 const REBOOT_MC_FILE: &str = "/etc/hearth-fleet/needs-reboot.conf";
 
-static ONE_FLEET_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 fn unix_nanos() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -313,9 +311,7 @@ impl Fleet {
 
     /// With more arguments for hearth-server.
     fn start_with(server_args: &[String]) -> Fleet {
-        let serial = ONE_FLEET_AT_A_TIME
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let serial = common::one_fleet_at_a_time();
         let agent = binary("hearth-agent", "hearth-agent");
         let cli = binary("hearth-cli", "hearth");
         let net = Arc::new(SharedNetwork::create().expect("a shared network namespace"));

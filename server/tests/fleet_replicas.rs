@@ -86,7 +86,11 @@ async fn updated(apis: &[Api], target: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The guard serializes whole tests, each on a runtime of its own: nothing in this runtime waits
+// for it.
+#[allow(clippy::await_holding_lock)]
 async fn real_agents_on_three_replicas_finish_a_rollout_through_etcd_and_replica_deaths() {
+    let _one = common::one_fleet_at_a_time();
     let net = SharedNetwork::create().expect("a shared network namespace (root, iproute2)");
     let address = link(&net);
     let mut cluster = Cluster::start(3);

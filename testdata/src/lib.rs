@@ -38,12 +38,15 @@ pub fn manifest_files() -> Vec<(String, String)> {
 }
 
 /// The directory outside the repository that holds the MCO corpus and the users' documents:
-/// `HEARTH_SHARED`, else `../shared` beside the repository. Panics, naming both, when it has no
-/// `corpus/` (a test that needs it must fail, not pass, without it).
+/// `HEARTH_SHARED` (a relative path is taken from the repository's top, as a user types it there,
+/// not from the test's package directory that cargo runs it in), else `../shared` beside the
+/// repository. Panics, naming it, when it has no `corpus/` (a test that needs it must fail, not
+/// pass, without it).
 pub fn shared() -> PathBuf {
+    let top = root().join("..");
     let dir = match std::env::var_os("HEARTH_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => root().join("../../shared"),
+        Some(p) => top.join(p),
+        None => top.join("../shared"),
     };
     assert!(
         dir.join("corpus").is_dir(),

@@ -168,7 +168,12 @@ fn manifests_apply_and_print_like_oc() {
     // Every fixture is accepted by `kubectl apply` except the one whose template left a string
     // where the MCO's schema has a boolean (`fips: ${{FIPS}}`): refused naming the field, as the
     // MCO's CRD does.
-    apply_and_print_like_oc(&hearth_testdata::manifests_dir(), None);
+    apply_and_print_like_oc(
+        &hearth_testdata::manifests_dir(),
+        "fips-from-template.yaml",
+        "iommu-kernel-arguments",
+        None,
+    );
 }
 
 #[test]
@@ -178,14 +183,16 @@ fn mco_corpus_manifests_apply_and_print_like_oc() {
     // too big for client-side apply.
     apply_and_print_like_oc(
         &hearth_testdata::mco_corpus_dir(),
+        "change-fips.yaml",
+        "add-ignition-kernel-arguments",
         Some("bz1866117-add-dummy-files.yaml"),
     );
 }
 
-/// `kubectl apply` of every YAML file in `dir`: only `change-fips.yaml` is refused (naming the
-/// field), and `big`, which client-side apply refuses and server-side apply takes; then `kubectl
-/// get mc|mcp` print the MCO's columns.
-fn apply_and_print_like_oc(dir: &Path, big: Option<&str>) {
+/// `kubectl apply` of every YAML file in `dir`: only `fips` is refused (naming the field), and
+/// `big`, which client-side apply refuses and server-side apply takes; then `kubectl get mc|mcp`
+/// print the MCO's columns (`v34`: a MachineConfig of Ignition 3.4.0 among them).
+fn apply_and_print_like_oc(dir: &Path, fips: &str, v34: &str, big: Option<&str>) {
     let cluster = start();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -206,14 +213,10 @@ fn apply_and_print_like_oc(dir: &Path, big: Option<&str>) {
         }
     }
     let refused_files: Vec<&str> = refused.iter().map(|(f, _)| f.as_str()).collect();
-    let mut want: Vec<&str> = big.into_iter().chain(["change-fips.yaml"]).collect();
+    let mut want: Vec<&str> = big.into_iter().chain([fips]).collect();
     want.sort();
     assert_eq!(refused_files, want, "{refused:#?}");
-    let fips = &refused
-        .iter()
-        .find(|(f, _)| f == "change-fips.yaml")
-        .unwrap()
-        .1;
+    let fips = &refused.iter().find(|(f, _)| f == fips).unwrap().1;
     assert!(fips.contains("spec.fips"), "{fips}");
     assert!(fips.contains("boolean"), "{fips}");
     if let Some(big) = big {
@@ -241,7 +244,7 @@ fn apply_and_print_like_oc(dir: &Path, big: Option<&str>) {
         header(&mc),
         words("NAME GENERATEDBYCONTROLLER IGNITIONVERSION AGE")
     );
-    let r = row(&mc, "add-ignition-kernel-arguments");
+    let r = row(&mc, v34);
     assert_eq!(r[1], "3.4.0", "{r:?}"); // no controller annotation: the column is empty
     let listed = mc.lines().count() - 1;
     let mc_files = names
@@ -421,9 +424,7 @@ fn nodes_read_configs_and_write_only_their_own_machineconfignode() {
             .unwrap();
     }
     cluster
-        .apply(&hearth_testdata::manifest(
-            "add-ignition-kernel-arguments.yaml",
-        ))
+        .apply(&hearth_testdata::manifest("iommu-kernel-arguments.yaml"))
         .unwrap();
     let a = cluster.node_kubeconfig("node-a").unwrap();
 
@@ -432,13 +433,11 @@ fn nodes_read_configs_and_write_only_their_own_machineconfignode() {
         .kubectl_as(&a, &["get", "mc", "-o", "name"])
         .unwrap();
     assert!(
-        mcs.contains(
-            "machineconfig.machineconfiguration.openshift.io/add-ignition-kernel-arguments"
-        ),
+        mcs.contains("machineconfig.machineconfiguration.openshift.io/iommu-kernel-arguments"),
         "{mcs}"
     );
     let err = cluster
-        .kubectl_as(&a, &["label", "mc", "add-ignition-kernel-arguments", "x=y"])
+        .kubectl_as(&a, &["label", "mc", "iommu-kernel-arguments", "x=y"])
         .unwrap_err();
     assert!(format!("{err:#}").contains("Forbidden"), "{err:#}");
 

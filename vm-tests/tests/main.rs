@@ -1,6 +1,6 @@
-//! the test-host harness' own tests in one binary, a module per file: one link
-//! instead of one per file, the most of a fresh build's test time saved. Files that must run
-//! alone are test targets of their own (Cargo.toml, `autotests = false`).
+//! The test-host harness' own tests (hosts, Kubernetes, ostree) in one binary named `harness`,
+//! a module per file: one link instead of one per file. The QEMU tier, `vm_*`, runs alone
+//! (Cargo.toml, `autotests = false`), so `--test 'vm_*'` names only it.
 
 mod hosts;
 mod kube_cluster;

@@ -1,5 +1,5 @@
-//! Builders shared by the `mco_*` conformance tests (each includes this module with
-//! `#[path]`; in a directory, so cargo builds no empty test target of it). The tests replay the MCO's unit-test tables
+//! Builders shared by the `mco_*` conformance tests (declared once in `tests/main.rs`, used as
+//! `support` by each). The tests replay the MCO's unit-test tables
 //! (openshift/machine-config-operator at commit 7ff337a4ffac8e7562692181178ede61e4b2eec5) in
 //! hearth's own words and data; each names the MCO file and test it comes from.
 #![allow(dead_code)]

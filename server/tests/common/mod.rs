@@ -14,6 +14,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Held by each test that boots a fleet of containers or several servers on a real etcd
+/// (`fleet`, `fleet_replicas`, `etcd_partition`): one such test at a time in the test binary, as
+/// when each file was a binary of its own, so their timing (samples 50 ms apart, leases) is not
+/// shared with another of them on two cores.
+pub fn one_fleet_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The repository's `examples/fleet`.
 pub fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet")

@@ -43,6 +43,34 @@ fn is_read_only(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// `ostree_sysroot_initialize_with_mount_namespace` (libostree 2022.7), which the `ostree` crate
+/// 0.19 does not wrap (its newest feature is v2022_6): libostree remounts `/sysroot` and `/boot`
+/// writable in a mount namespace of the calling thread.
+#[allow(unsafe_code)]
+fn initialize_with_mount_namespace(sysroot: &lo::Sysroot) -> Result<(), glib::Error> {
+    use glib::translate::{from_glib_full, ToGlibPtr};
+    let mut error: *mut glib::ffi::GError = std::ptr::null_mut();
+    // SAFETY: `sysroot.to_glib_none().0` is a valid `OstreeSysroot*` that `sysroot` keeps alive
+    // for the whole call (the stash is a temporary of this statement); a null `GCancellable*` is
+    // allowed (the parameter is `(nullable)` in libostree 2022.7, and the symbol is the one
+    // `ostree` 0.20 called with the same arguments); `error` is a null-initialised `GError**`,
+    // as GLib's error convention requires.
+    let ok = unsafe {
+        ostree_sys::ostree_sysroot_initialize_with_mount_namespace(
+            sysroot.to_glib_none().0,
+            std::ptr::null_mut(),
+            &mut error,
+        )
+    };
+    if ok == glib::ffi::GFALSE {
+        // SAFETY: on FALSE libostree has set `error` to a new `GError` that the caller owns
+        // (transfer full); `from_glib_full` takes that ownership exactly once.
+        Err(unsafe { from_glib_full(error) })
+    } else {
+        Ok(())
+    }
+}
+
 /// No cancellable: hearth does not cancel libostree calls.
 pub(crate) fn none() -> Option<&'static gio::Cancellable> {
     gio::Cancellable::NONE
@@ -76,8 +104,7 @@ impl Session {
             && (is_read_only(Path::new("/sysroot")) || is_read_only(Path::new("/boot")))
         {
             // libostree remounts them writable in a mount namespace of this thread.
-            sysroot
-                .initialize_with_mount_namespace(none())
+            initialize_with_mount_namespace(&sysroot)
                 .map_err(|e| OsError::ostree(format!("preparing the sysroot at {where_}"), e))?;
         }
         let mut locked = false;

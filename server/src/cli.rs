@@ -344,6 +344,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .then(|| Duration::from_secs(cli.bootstrap_token_ttl)),
             token_dir: None,
             metrics_token_sha256: None,
+            untrusted_bodies: crate::limits::UNTRUSTED_BODIES_BYTES,
         },
         etcd: etcd_config(&cli)?,
     };

@@ -5,26 +5,33 @@
 //! - headers over [`MAX_HEADER_BYTES`] are 431. (Over HTTP/1.1 hyper refuses a head over
 //!   [`HTTP1_MAX_BUF_BYTES`], the same size, with a bare 431 before any of this runs; over
 //!   HTTP/2 it refuses a header list over [`H2_MAX_HEADER_LIST_BYTES`].)
-//! - every request body is read in full before any handler (or authentication) sees the
-//!   request, within [`BODY_READ_TIMEOUT`] and up to the route's limit ([`body_limit`]): too big
-//!   is 413 (the excess is read and dropped, up to [`MAX_DRAIN`], so that the client gets to
-//!   read the answer), too slow 408. Refusing a request only after its body has been read is
-//!   what lets an HTTP/2 client see the refusal (401, 403...) instead of a reset stream.
+//! - every request body is read in full before any handler sees the request, within
+//!   [`BODY_READ_TIMEOUT`] and up to the route's limit ([`body_limit`]): too big is 413 (the
+//!   excess is read and dropped, up to [`MAX_DRAIN`], so that the client gets to read the
+//!   answer), too slow 408. Refusing a request only after its body has been read is what lets an
+//!   HTTP/2 client see the refusal (401, 403...) instead of a reset stream. But who sent it is
+//!   told first, from its headers alone ([`Screen::sender`]): the body of a request whose
+//!   credential does not authenticate is read and dropped, never kept (the handler refuses it
+//!   on its credential, with an empty body); the bodies of callers other than admins are kept
+//!   within one server-wide budget ([`Options::untrusted_bodies`](crate::app::Options)), 503
+//!   beyond it; an admin's as they come.
 //! - an error answer that is not JSON (axum's own rejections: 405, a body that is not the JSON
 //!   expected, a bad query or path, ...) becomes the documented `Status` document, keeping its
-//!   status and its text as the message.
+//!   status and its text as the message. Every answer says `X-Content-Type-Options: nosniff`.
 //!
 //! The connection-level limits (header read timeout, HTTP/2 streams and header list size) are
 //! set in [`crate::serve`] from the constants here. See docs/security.md.
 
 use crate::error::ApiError;
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
-use axum::http::{header, Method, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// Request line and headers (names and values, all together) the API answers; 431 above.
 /// hearth's own clients send a few hundred bytes (a token is 70 characters).
@@ -58,6 +65,35 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent HTTP/2 streams per connection.
 pub const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
 
+/// The default of what the bodies of callers other than admins (nodes, bootstrap tokens,
+/// viewers) may hold of the server's memory at once, all together (`Options::untrusted_bodies`).
+/// hearth's own agents send reports of some KiB: 100,000 agents reporting at the default pace
+/// hold a few MiB at a time.
+pub const UNTRUSTED_BODIES_BYTES: usize = 256 << 20;
+/// What an answer of 503 for a full budget asks the client to wait, in seconds.
+const BUSY_RETRY_AFTER_SECS: u64 = 5;
+
+/// Who sent a request, told from its headers alone, before any of its body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sender {
+    /// No credential that authenticates: the body is read and dropped, never kept.
+    Unknown,
+    /// An admin (token or client certificate): the body is kept.
+    Admin,
+    /// Anyone else who authenticated (a node, a bootstrap token, a viewer), and an enrollment,
+    /// whose credential is in its body: the body is kept within the budget all such bodies
+    /// share.
+    Other,
+}
+
+/// What [`front`] asks of the layer that knows the credentials (`http::auth::Gate`).
+pub trait Screen: Clone + Send + Sync + 'static {
+    /// Who sent the request, from its headers and the connection's client certificate.
+    fn sender(&self, req: &Request) -> Sender;
+    /// The budget, in bytes, of the bodies of [`Sender::Other`] requests being held.
+    fn untrusted_bodies(&self) -> &Arc<Semaphore>;
+}
+
 /// The body limit of a path.
 pub fn body_limit(path: &str) -> usize {
     if path == "/api/v1/manifests" {
@@ -68,16 +104,23 @@ pub fn body_limit(path: &str) -> usize {
 }
 
 /// What every request goes through first, as one layer: headers bounded (431 over
-/// [`MAX_HEADER_BYTES`]), then the body read in full ([`read_body`]), then every error answer
-/// made a `Status` document ([`as_status`]). One layer, not three: each `from_fn` layer boxes
-/// the request's future once more, which a long-poll holds while it waits (some 1.5 KiB per
-/// waiting agent each, measured with heaptrack).
-pub async fn front(req: Request, next: Next) -> Response {
+/// [`MAX_HEADER_BYTES`]), then the body read in full, kept only for a caller who authenticated
+/// ([`read_body`]), then every error answer made a `Status` document ([`as_status`]) and every
+/// answer marked `nosniff`. One layer, not three: each `from_fn` layer boxes the request's
+/// future once more, which a long-poll holds while it waits (some 1.5 KiB per waiting agent
+/// each, measured with heaptrack).
+pub async fn front<C: Screen>(State(screen): State<C>, req: Request, next: Next) -> Response {
     let resp = match oversized_headers(&req) {
         Some(refusal) => refusal,
-        None => read_body(req, next).await,
+        None => read_body(&screen, req, next).await,
     };
-    as_status(resp).await
+    let mut resp = as_status(resp).await;
+    // Browsers must not read an answer (a node's reason, a manifest) as another type than the
+    // one it says.
+    resp.headers_mut()
+        .entry(header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(HeaderValue::from_static("nosniff"));
+    resp
 }
 
 /// 431 when the request line and headers are over [`MAX_HEADER_BYTES`].
@@ -100,8 +143,9 @@ fn oversized_headers(req: &Request) -> Option<Response> {
     })
 }
 
-/// Reads the whole body (bounded in size and time) before the request goes on.
-async fn read_body(req: Request, next: Next) -> Response {
+/// Reads the whole body (bounded in size and time) before the request goes on; keeps it only
+/// for a sender who authenticated, and a sender other than an admin only within the budget.
+async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
@@ -115,6 +159,24 @@ async fn read_body(req: Request, next: Next) -> Response {
         // Not worth reading only to refuse it.
         return too_large(limit);
     }
+    let sender = screen.sender(&req);
+    // Held until the request is answered: what this body may take of the budget.
+    let _held = match sender {
+        Sender::Other => {
+            let want = declared.map_or(limit, |n| (n as usize).min(limit)).max(1);
+            let permits = u32::try_from(want).unwrap_or(u32::MAX);
+            match screen
+                .untrusted_bodies()
+                .clone()
+                .try_acquire_many_owned(permits)
+            {
+                Ok(held) => Some(held),
+                Err(_) => return busy(),
+            }
+        }
+        Sender::Unknown | Sender::Admin => None,
+    };
+    let keep = sender != Sender::Unknown;
     let (parts, mut body) = req.into_parts();
     let read = async {
         let mut buf = Vec::new();
@@ -124,7 +186,9 @@ async fn read_body(req: Request, next: Next) -> Response {
             if let Ok(data) = frame.into_data() {
                 total += data.len();
                 if total <= limit {
-                    buf.extend_from_slice(&data);
+                    if keep {
+                        buf.extend_from_slice(&data);
+                    }
                 } else if total > limit + MAX_DRAIN {
                     // Too much to read only to refuse it: the client sees the connection end.
                     return Err(None::<String>);
@@ -154,6 +218,24 @@ async fn read_body(req: Request, next: Next) -> Response {
         )
         .into_response(),
     }
+}
+
+/// 503: the bodies of callers other than admins already hold the server's budget for them.
+fn busy() -> Response {
+    let mut resp = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        format!(
+            "the server holds as many request bodies of nodes and other callers than admins as it \
+             takes at once; retry in {BUSY_RETRY_AFTER_SECS} s"
+        ),
+    )
+    .into_response();
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(BUSY_RETRY_AFTER_SECS),
+    );
+    resp
 }
 
 fn too_large(limit: usize) -> Response {

@@ -90,6 +90,10 @@ pub struct Options {
     /// A sha256 (hex) of the metrics token (`<state-dir>/metrics.token`), which may read
     /// `/metrics` and nothing else.
     pub metrics_token_sha256: Option<String>,
+    /// What the request bodies of callers other than admins (nodes, bootstrap tokens, viewers)
+    /// may hold of memory at once, all together, in bytes; a body beyond it is answered 503
+    /// (`crate::limits::read_body`). Default [`crate::limits::UNTRUSTED_BODIES_BYTES`].
+    pub untrusted_bodies: usize,
 }
 
 /// The default lifetime of a bootstrap token: 24 hours.
@@ -117,6 +121,7 @@ impl Default for Options {
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
             token_dir: None,
             metrics_token_sha256: None,
+            untrusted_bodies: crate::limits::UNTRUSTED_BODIES_BYTES,
         }
     }
 }

@@ -1,14 +1,70 @@
 //! Who is calling: the bearer token (or Basic password, for FleetLock), an admin client
-//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`].
+//! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`], and
+//! [`Gate`], which tells who sent a request before its body is read.
 
 use crate::app::{App, Caller};
 use crate::error::ApiError;
+use crate::limits::{Screen, Sender};
 use crate::pki::ClientIdentity;
 use crate::store::Store;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Who sent a request, from its headers, for `limits::front` before any of its body is read:
+/// the same credentials, in the same order, as the extractors below and FleetLock's take.
+pub(super) struct Gate<S: Store> {
+    app: Arc<App<S>>,
+    untrusted_bodies: Arc<Semaphore>,
+}
+
+impl<S: Store> Gate<S> {
+    pub(super) fn new(app: Arc<App<S>>) -> Self {
+        let budget = app.options.untrusted_bodies.min(Semaphore::MAX_PERMITS);
+        Gate {
+            app,
+            untrusted_bodies: Arc::new(Semaphore::new(budget)),
+        }
+    }
+}
+
+impl<S: Store> Clone for Gate<S> {
+    fn clone(&self) -> Self {
+        Gate {
+            app: self.app.clone(),
+            untrusted_bodies: self.untrusted_bodies.clone(),
+        }
+    }
+}
+
+impl<S: Store> Screen for Gate<S> {
+    fn sender(&self, req: &Request) -> Sender {
+        // Enrollment's credential, the bootstrap token, is in its body (a node enrolling again
+        // also sends its own as a bearer token): the body is kept, within the budget of bodies
+        // not an admin's, to be read.
+        if req.uri().path() == super::ENROLL_ROUTE {
+            return Sender::Other;
+        }
+        // A token decides when one is sent, as in `Auth` (FleetLock's Basic password too).
+        if let Some(token) = bearer(req.headers()).or_else(|| basic_password(req.headers())) {
+            return match self.app.authenticate(&token) {
+                Ok(Caller::Admin) => Sender::Admin,
+                Ok(_) => Sender::Other,
+                Err(_) => Sender::Unknown,
+            };
+        }
+        match req.extensions().get::<ClientIdentity>() {
+            Some(id) if id.admin => Sender::Admin,
+            _ => Sender::Unknown,
+        }
+    }
+
+    fn untrusted_bodies(&self) -> &Arc<Semaphore> {
+        &self.untrusted_bodies
+    }
+}
 
 /// The bearer token of a request, if any.
 pub(super) fn bearer(headers: &HeaderMap) -> Option<String> {

@@ -118,7 +118,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/ui/", get(dashboard::index))
         .route("/ui/app.js", get(dashboard::app_js))
         .route("/ui/style.css", get(dashboard::style_css))
-        .route("/api/v1/enroll", post(agent::enroll::<S>))
+        .route(ENROLL_ROUTE, post(agent::enroll::<S>))
         .route(DESIRED_ROUTE, get(agent::desired::<S>))
         .route("/api/v1/agent/status", post(agent::report::<S>))
         .route("/api/v1/agent/reboot-slot", post(agent::reboot_slot::<S>))
@@ -139,13 +139,19 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
         .fallback(not_found)
         // Before routing: headers bounded; bodies read in full (bounded in size and time)
-        // before anything else looks at the request; every error a Status document.
-        .layer(middleware::from_fn(limits::front));
+        // before anything else looks at the request, kept only for a caller who authenticated
+        // (`auth::Gate`); every error a Status document.
+        .layer(middleware::from_fn_with_state(
+            auth::Gate::new(app.clone()),
+            limits::front::<auth::Gate<S>>,
+        ));
     api.with_state(app)
 }
 
 /// The agents' long-poll for their desired config.
 pub const DESIRED_ROUTE: &str = "/api/v1/agent/desired";
+/// Enrollment, whose credential (the bootstrap token) travels in its body.
+pub const ENROLL_ROUTE: &str = "/api/v1/enroll";
 
 async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
     let method = req.method().clone();

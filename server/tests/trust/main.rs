@@ -1,7 +1,8 @@
 //! Issue 9, "trust under hostile input": the server against hostile or careless clients, over
 //! real TLS (HTTP/1.1 and HTTP/2). See docs/security.md.
 //!
-//! One test binary, one module per concern: `render_lock` (rendering off the writer lock),
+//! One test binary, one module per concern: `bodies` (who may hold memory with a request body;
+//! `nosniff` on every answer), `render_lock` (rendering off the writer lock),
 //! `credentials` (bootstrap tokens, enrolled names, the metrics token), `refusals` (Status
 //! documents over HTTP/1.1 and HTTP/2, slow clients), `slots` (FleetLock slot holders),
 //! `private_state` (file modes), `node_identity` (a node acts only as itself), `hang_up` (a
@@ -16,6 +17,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 
+mod bodies;
 mod credentials;
 mod hang_up;
 mod node_identity;

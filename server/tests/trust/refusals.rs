@@ -273,7 +273,7 @@ async fn refusals_are_status_documents_over_http1_and_http2() {
 // 2. Slow clients: a body or headers that never finish are cut off, not waited for forever.
 
 /// A raw TLS connection to the server (HTTP/1.1 written by hand).
-async fn raw_tls(
+pub(crate) async fn raw_tls(
     port: u16,
     ca_pem: &[u8],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
@@ -342,7 +342,7 @@ async fn slow_bodies_get_408_and_slow_headers_are_cut_off() {
 // the server's memory than any other waiting client.
 
 /// Reads one HTTP/1.1 response with a `content-length` (its head and body) from `c`.
-async fn read_response<R: tokio::io::AsyncRead + Unpin>(c: &mut R) -> String {
+pub(crate) async fn read_response<R: tokio::io::AsyncRead + Unpin>(c: &mut R) -> String {
     use tokio::io::AsyncReadExt;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
@@ -372,7 +372,7 @@ async fn read_response<R: tokio::io::AsyncRead + Unpin>(c: &mut R) -> String {
 }
 
 /// The resident memory of process `pid` (KiB).
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()

@@ -6,15 +6,16 @@
 //!   [`HTTP1_MAX_BUF_BYTES`], the same size, with a bare 431 before any of this runs; over
 //!   HTTP/2 it refuses a header list over [`H2_MAX_HEADER_LIST_BYTES`].)
 //! - every request body is read in full before any handler sees the request, within
-//!   [`BODY_READ_TIMEOUT`] and up to the route's limit ([`body_limit`]): too big is 413 (the
-//!   excess is read and dropped, up to [`MAX_DRAIN`], so that the client gets to read the
-//!   answer), too slow 408. Refusing a request only after its body has been read is what lets an
-//!   HTTP/2 client see the refusal (401, 403...) instead of a reset stream. But who sent it is
-//!   told first, from its headers alone ([`Screen::sender`]): the body of a request whose
-//!   credential does not authenticate is read and dropped, never kept (the handler refuses it
-//!   on its credential, with an empty body); the bodies of callers other than admins are kept
-//!   within one server-wide budget ([`Options::untrusted_bodies`](crate::app::Options)), 503
-//!   beyond it; an admin's as they come.
+//!   [`BODY_READ_TIMEOUT`] and up to the route's limit ([`Screen::body_limit`]): too big is 413
+//!   (the excess is read and dropped, up to [`MAX_DRAIN`], so that the client gets to read the
+//!   answer), too slow 408. Refusing a request only after its body has been read is what lets
+//!   an HTTP/2 client see the refusal (401, 403...) instead of a reset stream. But who sent it
+//!   is told first, from its headers alone ([`Screen::sender`]): the body of a request whose
+//!   credential does not authenticate, or whose caller the route does not serve, is read and
+//!   dropped, never kept (the handler refuses it on its credential); nodes' bodies are kept
+//!   within one server-wide budget ([`NODE_BODIES_BYTES`]), enrollments whose token is in the
+//!   body within another ([`ENROLL_BODIES_BYTES`]), 503 beyond them ([`Held`]); an admin's as
+//!   they come.
 //! - an error answer that is not JSON (axum's own rejections: 405, a body that is not the JSON
 //!   expected, a bad query or path, ...) becomes the documented `Status` document, keeping its
 //!   status and its text as the message. Every answer says `X-Content-Type-Options: nosniff`.
@@ -31,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt as _;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Request line and headers (names and values, all together) the API answers; 431 above.
 /// hearth's own clients send a few hundred bytes (a token is 70 characters).
@@ -65,42 +66,76 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent HTTP/2 streams per connection.
 pub const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
 
-/// The default of what the bodies of callers other than admins (nodes, bootstrap tokens,
-/// viewers) may hold of the server's memory at once, all together (`Options::untrusted_bodies`).
-/// hearth's own agents send reports of some KiB: 100,000 agents reporting at the default pace
-/// hold a few MiB at a time.
-pub const UNTRUSTED_BODIES_BYTES: usize = 256 << 20;
+/// The largest enrollment body (`POST /api/v1/enroll`: a name, at most 64 labels, a token).
+pub const MAX_ENROLL_BODY: usize = 64 << 10;
+/// What the request bodies of nodes (reports, reboot slots, FleetLock, enrollments with a
+/// credential in their header) may hold of the server's memory at once, all together.
+/// hearth's agents send reports of some KiB: 100,000 agents reporting at the default pace hold a
+/// few MiB at a time.
+pub const NODE_BODIES_BYTES: usize = 256 << 20;
+/// What the bodies of enrollments whose credential is in the body (a bootstrap token, not yet
+/// checked) may hold at once, all together: filling it delays new nodes, never enrolled ones.
+pub const ENROLL_BODIES_BYTES: usize = 16 << 20;
 /// What an answer of 503 for a full budget asks the client to wait, in seconds.
 const BUSY_RETRY_AFTER_SECS: u64 = 5;
 
 /// Who sent a request, told from its headers alone, before any of its body is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sender {
-    /// No credential that authenticates: the body is read and dropped, never kept.
+    /// No credential that authenticates, or a caller that no route taking a body serves but
+    /// an admin's: the body is read and dropped, never kept.
     Unknown,
     /// An admin (token or client certificate): the body is kept.
     Admin,
-    /// Anyone else who authenticated (a node, a bootstrap token, a viewer), and an enrollment,
-    /// whose credential is in its body: the body is kept within the budget all such bodies
-    /// share.
-    Other,
+    /// A node (or a bootstrap token) on a route for nodes: the body is kept within the budget
+    /// of nodes' bodies.
+    Node,
+    /// An enrollment whose credential is in its body: kept within the budget of enrollments.
+    Enrolling,
 }
 
-/// What [`front`] asks of the layer that knows the credentials (`http::auth::Gate`).
+/// A budget of bytes for the bodies being held of one kind of [`Sender`].
+#[derive(Debug, Clone)]
+pub struct Budget {
+    bytes: usize,
+    held: Arc<Semaphore>,
+}
+
+impl Budget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: usize) -> Budget {
+        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        Budget {
+            bytes,
+            held: Arc::new(Semaphore::new(bytes)),
+        }
+    }
+
+    /// Holds `want` bytes (at most the whole budget), if they are free now.
+    fn try_hold(&self, want: usize) -> Option<Held> {
+        let want = u32::try_from(want.clamp(1, self.bytes)).unwrap_or(u32::MAX);
+        self.held
+            .clone()
+            .try_acquire_many_owned(want)
+            .ok()
+            .map(|permit| Held(Arc::new(permit)))
+    }
+}
+
+/// What a kept body holds of its budget. It travels with the request as an extension to
+/// whatever answers it, a change's own task too (`http::detach`), and is given back when that is
+/// done.
+#[derive(Debug, Clone)]
+pub struct Held(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
+
+/// What [`front`] asks of the layer that knows the credentials and routes (`http::auth::Gate`).
 pub trait Screen: Clone + Send + Sync + 'static {
     /// Who sent the request, from its headers and the connection's client certificate.
     fn sender(&self, req: &Request) -> Sender;
-    /// The budget, in bytes, of the bodies of [`Sender::Other`] requests being held.
-    fn untrusted_bodies(&self) -> &Arc<Semaphore>;
-}
-
-/// The body limit of a path.
-pub fn body_limit(path: &str) -> usize {
-    if path == "/api/v1/manifests" {
-        MAX_APPLY_BODY
-    } else {
-        MAX_BODY
-    }
+    /// The largest body the request's route takes.
+    fn body_limit(&self, req: &Request) -> usize;
+    /// The budget the bodies of `sender` are held in, if any.
+    fn budget(&self, sender: Sender) -> Option<&Budget>;
 }
 
 /// What every request goes through first, as one layer: headers bounded (431 over
@@ -149,7 +184,7 @@ async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response 
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
-    let limit = body_limit(req.uri().path());
+    let limit = screen.body_limit(&req);
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -160,26 +195,20 @@ async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response 
         return too_large(limit);
     }
     let sender = screen.sender(&req);
-    // Held until the request is answered: what this body may take of the budget.
-    let _held = match sender {
-        Sender::Other => {
-            let want = declared.map_or(limit, |n| (n as usize).min(limit)).max(1);
-            let permits = u32::try_from(want).unwrap_or(u32::MAX);
-            match screen
-                .untrusted_bodies()
-                .clone()
-                .try_acquire_many_owned(permits)
-            {
-                Ok(held) => Some(held),
-                Err(_) => return busy(),
-            }
-        }
-        Sender::Unknown | Sender::Admin => None,
+    // What this body may take of its budget (its declared length, else its route's limit); a
+    // body whose budget is full is read and dropped like an unknown sender's, then refused.
+    let want = declared.map_or(limit, |n| (n as usize).min(limit));
+    let (held, full) = match screen.budget(sender) {
+        Some(budget) => match budget.try_hold(want) {
+            Some(held) => (Some(held), false),
+            None => (None, true),
+        },
+        None => (None, false),
     };
-    let keep = sender != Sender::Unknown;
-    let (parts, mut body) = req.into_parts();
+    let keep = !full && sender != Sender::Unknown;
+    let (mut parts, mut body) = req.into_parts();
     let read = async {
-        let mut buf = Vec::new();
+        let mut buf = Vec::with_capacity(if keep && declared.is_some() { want } else { 0 });
         let mut total = 0usize;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| Some(e.to_string()))?;
@@ -200,9 +229,19 @@ async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response 
         Ok((buf, total))
     };
     match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+        Ok(Ok(_)) if full => busy(),
         Ok(Ok((buf, total))) if total <= limit => {
-            next.run(Request::from_parts(parts, Body::from(Bytes::from(buf))))
-                .await
+            // A dropped body goes on empty: the handler refuses the request on its credential
+            // (the Gate reads credentials as the extractors do), before it looks at a body.
+            let body = if keep {
+                Body::from(Bytes::from(buf))
+            } else {
+                Body::empty()
+            };
+            if let Some(held) = held {
+                parts.extensions.insert(held);
+            }
+            next.run(Request::from_parts(parts, body)).await
         }
         Ok(Ok(_)) | Ok(Err(None)) => too_large(limit),
         Ok(Err(Some(e))) => {
@@ -220,14 +259,14 @@ async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response 
     }
 }
 
-/// 503: the bodies of callers other than admins already hold the server's budget for them.
+/// 503: the bodies of the sender's kind already hold their budget.
 fn busy() -> Response {
     let mut resp = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "ServiceUnavailable",
         format!(
-            "the server holds as many request bodies of nodes and other callers than admins as it \
-             takes at once; retry in {BUSY_RETRY_AFTER_SECS} s"
+            "the server holds as many request bodies of nodes (or of enrollments) as it takes at \
+             once; retry in {BUSY_RETRY_AFTER_SECS} s"
         ),
     )
     .into_response();

@@ -43,18 +43,18 @@ fn is_read_only(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// `ostree_sysroot_initialize_with_mount_namespace` (libostree 2022.7), which the `ostree` crate
-/// 0.19 does not wrap (its newest feature is v2022_6): libostree remounts `/sysroot` and `/boot`
-/// writable in a mount namespace of the calling thread.
+/// `ostree_sysroot_initialize_with_mount_namespace` (libostree 2022.7): the `ostree` crate 0.19
+/// has the wrapper, but behind a feature (`v2022_7`) its Cargo.toml does not define; this is that
+/// generated wrapper's body. libostree remounts `/sysroot` and `/boot` writable in a mount
+/// namespace of the calling thread.
 #[allow(unsafe_code)]
 fn initialize_with_mount_namespace(sysroot: &lo::Sysroot) -> Result<(), glib::Error> {
     use glib::translate::{from_glib_full, ToGlibPtr};
     let mut error: *mut glib::ffi::GError = std::ptr::null_mut();
-    // SAFETY: `sysroot.to_glib_none().0` is a valid `OstreeSysroot*` that `sysroot` keeps alive
-    // for the whole call (the stash is a temporary of this statement); a null `GCancellable*` is
-    // allowed (the parameter is `(nullable)` in libostree 2022.7, and the symbol is the one
-    // `ostree` 0.20 called with the same arguments); `error` is a null-initialised `GError**`,
-    // as GLib's error convention requires.
+    // SAFETY: `sysroot.to_glib_none().0` borrows a valid `OstreeSysroot*` that `sysroot` keeps
+    // alive for the whole call; a null `GCancellable*` is allowed (the parameter is `(nullable)`
+    // in libostree 2022.7, and the symbol is the one `ostree` 0.20 called with the same
+    // arguments); `error` is a null-initialised `GError**`, as GLib's error convention requires.
     let ok = unsafe {
         ostree_sys::ostree_sysroot_initialize_with_mount_namespace(
             sysroot.to_glib_none().0,
@@ -62,12 +62,15 @@ fn initialize_with_mount_namespace(sysroot: &lo::Sysroot) -> Result<(), glib::Er
             &mut error,
         )
     };
-    if ok == glib::ffi::GFALSE {
-        // SAFETY: on FALSE libostree has set `error` to a new `GError` that the caller owns
+    // GLib's convention, checked as the generated wrappers check it: FALSE exactly when an error
+    // was set.
+    assert_eq!(ok == glib::ffi::GFALSE, !error.is_null());
+    if error.is_null() {
+        Ok(())
+    } else {
+        // SAFETY: libostree set `error` to a new, non-null `GError` that the caller owns
         // (transfer full); `from_glib_full` takes that ownership exactly once.
         Err(unsafe { from_glib_full(error) })
-    } else {
-        Ok(())
     }
 }
 

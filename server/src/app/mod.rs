@@ -90,10 +90,13 @@ pub struct Options {
     /// A sha256 (hex) of the metrics token (`<state-dir>/metrics.token`), which may read
     /// `/metrics` and nothing else.
     pub metrics_token_sha256: Option<String>,
-    /// What the request bodies of callers other than admins (nodes, bootstrap tokens, viewers)
-    /// may hold of memory at once, all together, in bytes; a body beyond it is answered 503
-    /// (`crate::limits::read_body`). Default [`crate::limits::UNTRUSTED_BODIES_BYTES`].
-    pub untrusted_bodies: usize,
+    /// What the request bodies of nodes may hold of memory at once, all together, in bytes; a
+    /// body beyond it is answered 503 (`crate::limits`). Default
+    /// [`crate::limits::NODE_BODIES_BYTES`]; not a flag (tests set it).
+    pub node_bodies: usize,
+    /// What the bodies of enrollments whose bootstrap token is in the body may hold at once;
+    /// default [`crate::limits::ENROLL_BODIES_BYTES`]; not a flag (tests set it).
+    pub enroll_bodies: usize,
 }
 
 /// The default lifetime of a bootstrap token: 24 hours.
@@ -121,7 +124,8 @@ impl Default for Options {
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
             token_dir: None,
             metrics_token_sha256: None,
-            untrusted_bodies: crate::limits::UNTRUSTED_BODIES_BYTES,
+            node_bodies: crate::limits::NODE_BODIES_BYTES,
+            enroll_bodies: crate::limits::ENROLL_BODIES_BYTES,
         }
     }
 }

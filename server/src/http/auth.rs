@@ -2,30 +2,32 @@
 //! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`], and
 //! [`Gate`], which tells who sent a request before its body is read.
 
+use super::{APPLY_ROUTE, ENROLL_ROUTE, FLEETLOCK_ROUTES, NODE_ROUTES};
 use crate::app::{App, Caller};
 use crate::error::ApiError;
-use crate::limits::{Screen, Sender};
+use crate::limits::{self, Budget, Screen, Sender};
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use std::sync::Arc;
-use tokio::sync::Semaphore;
 
 /// Who sent a request, from its headers, for `limits::front` before any of its body is read:
-/// the same credentials, in the same order, as the extractors below and FleetLock's take.
+/// the same credentials, in the same order, as the extractors below and FleetLock's take; and
+/// which bodies a route keeps (an admin's anywhere; a node's on the routes for nodes).
 pub(super) struct Gate<S: Store> {
     app: Arc<App<S>>,
-    untrusted_bodies: Arc<Semaphore>,
+    nodes: Budget,
+    enrollments: Budget,
 }
 
 impl<S: Store> Gate<S> {
     pub(super) fn new(app: Arc<App<S>>) -> Self {
-        let budget = app.options.untrusted_bodies.min(Semaphore::MAX_PERMITS);
         Gate {
+            nodes: Budget::new(app.options.node_bodies),
+            enrollments: Budget::new(app.options.enroll_bodies),
             app,
-            untrusted_bodies: Arc::new(Semaphore::new(budget)),
         }
     }
 }
@@ -34,35 +36,54 @@ impl<S: Store> Clone for Gate<S> {
     fn clone(&self) -> Self {
         Gate {
             app: self.app.clone(),
-            untrusted_bodies: self.untrusted_bodies.clone(),
+            nodes: self.nodes.clone(),
+            enrollments: self.enrollments.clone(),
         }
     }
 }
 
 impl<S: Store> Screen for Gate<S> {
     fn sender(&self, req: &Request) -> Sender {
-        // Enrollment's credential, the bootstrap token, is in its body (a node enrolling again
-        // also sends its own as a bearer token): the body is kept, within the budget of bodies
-        // not an admin's, to be read.
-        if req.uri().path() == super::ENROLL_ROUTE {
-            return Sender::Other;
-        }
-        // A token decides when one is sent, as in `Auth` (FleetLock's Basic password too).
-        if let Some(token) = bearer(req.headers()).or_else(|| basic_password(req.headers())) {
-            return match self.app.authenticate(&token) {
-                Ok(Caller::Admin) => Sender::Admin,
-                Ok(_) => Sender::Other,
-                Err(_) => Sender::Unknown,
-            };
-        }
-        match req.extensions().get::<ClientIdentity>() {
-            Some(id) if id.admin => Sender::Admin,
+        let path = req.uri().path();
+        let headers = req.headers();
+        // A token decides when one is sent, as in `Auth`; FleetLock's routes also take the
+        // Basic password (as `fleetlock` does), no other route does.
+        let fleetlock = FLEETLOCK_ROUTES.contains(&path);
+        let token =
+            bearer(headers).or_else(|| fleetlock.then(|| basic_password(headers)).flatten());
+        let caller = match token {
+            Some(token) => self.app.authenticate(&token).ok(),
+            None => req
+                .extensions()
+                .get::<ClientIdentity>()
+                .filter(|id| id.admin)
+                .map(|_| Caller::Admin),
+        };
+        match caller {
+            Some(Caller::Admin) => Sender::Admin,
+            Some(Caller::Node(_) | Caller::Bootstrap { .. }) if NODE_ROUTES.contains(&path) => {
+                Sender::Node
+            }
+            // Enrollment's credential, the bootstrap token, may be in its body.
+            _ if path == ENROLL_ROUTE => Sender::Enrolling,
             _ => Sender::Unknown,
         }
     }
 
-    fn untrusted_bodies(&self) -> &Arc<Semaphore> {
-        &self.untrusted_bodies
+    fn body_limit(&self, req: &Request) -> usize {
+        match req.uri().path() {
+            APPLY_ROUTE => limits::MAX_APPLY_BODY,
+            ENROLL_ROUTE => limits::MAX_ENROLL_BODY,
+            _ => limits::MAX_BODY,
+        }
+    }
+
+    fn budget(&self, sender: Sender) -> Option<&Budget> {
+        match sender {
+            Sender::Node => Some(&self.nodes),
+            Sender::Enrolling => Some(&self.enrollments),
+            Sender::Admin | Sender::Unknown => None,
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use crate::app::Background;
 #[cfg(doc)]
 use crate::app::MAX_DETACHED;
 use crate::error::ApiError;
+use crate::limits::Held;
 use axum::extract::Request;
 use axum::http::Method;
 use axum::middleware::Next;
@@ -32,8 +33,13 @@ pub async fn changes(
     finish: impl FnOnce(&Response) + Send + 'static,
 ) -> Response {
     let read = req.method() == Method::GET || req.method() == Method::HEAD;
+    // What the request's body holds of its budget, held until the change is done, also in a
+    // task of its own when the client has gone.
+    let mut req = req;
+    let held = req.extensions_mut().remove::<Held>();
     let run = async move {
         let resp = next.run(req).await;
+        drop(held);
         finish(&resp);
         resp
     };

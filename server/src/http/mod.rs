@@ -48,7 +48,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     let api = Router::new()
         .route("/metrics", get(metrics::<S>))
         .route(
-            "/api/v1/manifests",
+            APPLY_ROUTE,
             post(admin::apply::<S>).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
         )
         .route("/api/v1/machineconfigs", get(admin::list_mcs::<S>))
@@ -120,8 +120,8 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/ui/style.css", get(dashboard::style_css))
         .route(ENROLL_ROUTE, post(agent::enroll::<S>))
         .route(DESIRED_ROUTE, get(agent::desired::<S>))
-        .route("/api/v1/agent/status", post(agent::report::<S>))
-        .route("/api/v1/agent/reboot-slot", post(agent::reboot_slot::<S>))
+        .route(STATUS_ROUTE, post(agent::report::<S>))
+        .route(SLOT_ROUTE, post(agent::reboot_slot::<S>))
         .route(
             "/config/{pool}",
             get(firstboot::first_boot::<S>).layer(axum::Extension(Arc::new(
@@ -129,9 +129,12 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             ))),
         )
         .route("/firstboot/bin/{name}", get(firstboot::agent_binary::<S>))
-        .route("/v1/pre-reboot", post(fleetlock::fleetlock_pre_reboot::<S>))
         .route(
-            "/v1/steady-state",
+            FLEETLOCK_ROUTES[0],
+            post(fleetlock::fleetlock_pre_reboot::<S>),
+        )
+        .route(
+            FLEETLOCK_ROUTES[1],
             post(fleetlock::fleetlock_steady_state::<S>),
         )
         .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
@@ -150,8 +153,24 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
 
 /// The agents' long-poll for their desired config.
 pub const DESIRED_ROUTE: &str = "/api/v1/agent/desired";
-/// Enrollment, whose credential (the bootstrap token) travels in its body.
+/// Enrollment, whose credential (the bootstrap token) may travel in its body.
 pub const ENROLL_ROUTE: &str = "/api/v1/enroll";
+/// An agent's status report.
+pub const STATUS_ROUTE: &str = "/api/v1/agent/status";
+/// An agent's reboot slot.
+pub const SLOT_ROUTE: &str = "/api/v1/agent/reboot-slot";
+/// FleetLock's two calls.
+pub const FLEETLOCK_ROUTES: [&str; 2] = ["/v1/pre-reboot", "/v1/steady-state"];
+/// The routes that take a node's body (kept within the budget of nodes' bodies).
+pub const NODE_ROUTES: [&str; 5] = [
+    ENROLL_ROUTE,
+    STATUS_ROUTE,
+    SLOT_ROUTE,
+    FLEETLOCK_ROUTES[0],
+    FLEETLOCK_ROUTES[1],
+];
+/// An admin's apply of manifests (the largest body).
+pub const APPLY_ROUTE: &str = "/api/v1/manifests";
 
 async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
     let method = req.method().clone();

@@ -371,6 +371,18 @@ pub(crate) async fn read_response<R: tokio::io::AsyncRead + Unpin>(c: &mut R) ->
     }
 }
 
+/// The server binary, to measure its memory: as many runtime threads and allocator arenas on
+/// every machine (jemalloc's, and glibc's in a build without the `jemalloc` feature). Each arena
+/// that served a body keeps some of it resident, which on a machine of many cores would add to
+/// the measure a share that has nothing to do with what a test measures.
+pub(crate) fn spawn_measured(state: &Path) -> common::binary::Server {
+    let mut cmd = common::binary::command(state);
+    cmd.env("TOKIO_WORKER_THREADS", "2")
+        .env("_RJEM_MALLOC_CONF", "narenas:2")
+        .env("MALLOC_ARENA_MAX", "2");
+    common::binary::spawn(cmd)
+}
+
 /// The resident memory of process `pid` (KiB).
 pub(crate) fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -398,15 +410,7 @@ async fn a_connection_that_sent_a_large_body_keeps_no_large_buffer() {
     const MAX_KIB_PER_CONNECTION: u64 = 150;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let mut cmd = common::binary::command(&state);
-    // As many runtime threads and allocator arenas on every machine (jemalloc's, and glibc's
-    // in a build without the `jemalloc` feature): each arena that served a body keeps some of
-    // it resident, which on a machine of many cores would add to the measure a share that has
-    // nothing to do with the connections.
-    cmd.env("TOKIO_WORKER_THREADS", "2")
-        .env("_RJEM_MALLOC_CONF", "narenas:2")
-        .env("MALLOC_ARENA_MAX", "2");
-    let server = common::binary::spawn(cmd);
+    let server = spawn_measured(&state);
     let ca = std::fs::read(state.join("pki/ca.crt")).unwrap();
     let pid = server.child.id();
     // One connection first, so that what every connection shares (the runtime's threads, the

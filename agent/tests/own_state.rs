@@ -78,3 +78,42 @@ fn temporary_files_of_the_agents_state_are_cleaned_at_start() {
     assert!(state.join("journal.json").exists());
     assert!(state.join("agent.lock").exists());
 }
+
+/// Issue 31: a config that wrote the agent's journal, credential or lock left an agent that the
+/// server refused forever (409) while it showed the node Done. Now the agent refuses such a
+/// config naming the field before it writes anything, and goes on taking the next one.
+#[test]
+fn a_config_that_writes_the_agents_own_state_is_refused_and_nothing_is_written() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = config(root.path());
+    let out = apply(root.path(), &cfg);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let journal = root.path().join("var/lib/hearth/journal.json");
+    let before = std::fs::read(&journal).unwrap();
+    let bad = root.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        mc(
+            "takeover",
+            "  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n      - path: /etc/other.conf\n        contents:\n          source: data:,y%0A\n      - path: /var/lib/hearth/journal.json\n        contents:\n          source: data:,%7B%7D\n",
+        ),
+    )
+    .unwrap();
+    let out = apply(root.path(), &bad);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("spec.config.storage.files[1].path")
+            && stderr.contains("belongs to hearth-agent"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "the journal was written"
+    );
+    assert!(!root.path().join("etc/other.conf").exists());
+    // The agent still takes a good config.
+    let out = apply(root.path(), &cfg);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}

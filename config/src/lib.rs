@@ -27,6 +27,7 @@
 //! - [`disruption`]: what a plan disrupts, with the MCO's node-disruption policies:
 //!   `validate`, `evaluate`, `outcome`, `rules`, `defaults`.
 //! - [`mco`]: rules taken from the MCO that no Ignition field implies (force file, `overwrite`).
+//! - [`own`]: what the agent owns on a node (state, binaries, unit), which no config may write.
 //! - [`window`]: maintenance windows.
 //! - [`trial`]: changes on trial ("commit confirmed"): which, and the deadline.
 //! - [`time`]: RFC 3339 times, shared by the agent and the server.
@@ -49,6 +50,7 @@ pub mod manifest;
 pub mod mco;
 pub mod model;
 pub mod node;
+pub mod own;
 pub mod paths;
 pub mod plan;
 pub mod render;

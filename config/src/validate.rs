@@ -460,7 +460,10 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
     };
     for (i, f) in config.storage.files.iter().enumerate() {
         let p = format!("{base}.storage.files[{i}]");
-        if let Some(msg) = check_path(&f.path).or_else(|| check_virtual_path(&f.path)) {
+        if let Some(msg) = check_path(&f.path)
+            .or_else(|| check_virtual_path(&f.path))
+            .or_else(|| crate::own::check_path(&f.path))
+        {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&f.path, format!("{p}.path"), out);
@@ -475,7 +478,10 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
     }
     for (i, d) in config.storage.directories.iter().enumerate() {
         let p = format!("{base}.storage.directories[{i}]");
-        if let Some(msg) = check_path(&d.path).or_else(|| check_virtual_path(&d.path)) {
+        if let Some(msg) = check_path(&d.path)
+            .or_else(|| check_virtual_path(&d.path))
+            .or_else(|| crate::own::check_path(&d.path))
+        {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&d.path, format!("{p}.path"), out);
@@ -484,7 +490,10 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
     }
     for (i, l) in config.storage.links.iter().enumerate() {
         let p = format!("{base}.storage.links[{i}]");
-        if let Some(msg) = check_path(&l.path).or_else(|| check_virtual_path(&l.path)) {
+        if let Some(msg) = check_path(&l.path)
+            .or_else(|| check_virtual_path(&l.path))
+            .or_else(|| crate::own::check_path(&l.path))
+        {
             out.push(error(format!("{p}.path"), msg));
         } else {
             claim(&l.path, format!("{p}.path"), out);
@@ -530,6 +539,19 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
                 format!("{p}.enabled"),
                 "a masked unit cannot be enabled; drop `enabled: true` or `mask: true`",
             ));
+        }
+        // The agent's own unit takes drop-ins only.
+        for (field, set) in [
+            ("contents", u.contents.is_some()),
+            ("mask", u.mask.is_some()),
+            ("enabled", u.enabled.is_some()),
+        ] {
+            if let Some(msg) = set
+                .then(|| crate::own::check_unit(&u.name, field))
+                .flatten()
+            {
+                out.push(error(format!("{p}.{field}"), msg));
+            }
         }
         let mut dropins: HashMap<&str, usize> = HashMap::new();
         for (j, d) in u.dropins.iter().enumerate() {

@@ -226,6 +226,51 @@ fn files_on_virtual_filesystems_are_refused() {
 }
 
 #[test]
+fn the_agents_own_state_binaries_and_unit_are_refused_naming_the_field() {
+    let e = config_errors(
+        "    storage:
+      files:
+      - {path: /var/lib/hearth/journal.json, contents: {source: 'data:,{}'}}
+      - {path: /var/lib/hearth/node-token, contents: {source: 'data:,x'}}
+      - {path: /usr/bin/hearth-agent, contents: {source: 'data:,x'}}
+      - {path: /etc/hearth/os.json, contents: {source: 'data:,%7B%7D'}}
+      - {path: /var/lib/hearthx, contents: {source: 'data:,x'}}
+      directories:
+      - {path: /var/lib/hearth/configs}
+      links:
+      - {path: /etc/systemd/system/hearth-agent.service, target: /dev/null}
+    systemd:
+      units:
+      - {name: hearth-agent.service, mask: true}
+      - {name: hearth-agent.service, enabled: false}
+      - name: hearth-agent.service
+        dropins:
+        - {name: 10-proxy.conf, contents: \"[Service]\\nEnvironment=HTTPS_PROXY=http://proxy:3128\\n\"}
+",
+    );
+    let paths: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.config.storage.files[0].path",
+            "spec.config.storage.files[1].path",
+            "spec.config.storage.files[2].path",
+            "spec.config.storage.directories[0].path",
+            "spec.config.storage.links[0].path",
+            "spec.config.systemd.units[0].mask",
+            "spec.config.systemd.units[1].name",
+            "spec.config.systemd.units[1].enabled",
+            "spec.config.systemd.units[2].name",
+        ],
+        "{e:?}"
+    );
+    assert!(e[0].1.contains("belongs to hearth-agent"), "{}", e[0].1);
+    assert!(e[2].1.contains("upgrade the agent"), "{}", e[2].1);
+    assert!(e[4].1.contains("drop-in"), "{}", e[4].1);
+    assert!(e[5].1.contains("drop-ins (dropins) only"), "{}", e[5].1);
+}
+
+#[test]
 fn unit_and_dropin_names_say_what_is_wrong() {
     let e = config_errors(
         "    systemd:

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// hearth's state directory inside the target root.
-pub const STATE_DIR: &str = "/var/lib/hearth";
+pub const STATE_DIR: &str = hearth_config::own::STATE_DIR;
 /// Where originals are kept.
 pub const ORIGINALS_DIR: &str = "/var/lib/hearth/originals";
 /// Ignition's default mode for files.

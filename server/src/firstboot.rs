@@ -11,7 +11,7 @@ use crate::served_agent::{self, ServedAgent};
 pub use hearth_api::firstboot::{AGENT_ENV_PATH, CA_PATH, STAMP_PATH};
 use hearth_config::ignition::Verification;
 /// The agent's unit, enabled on first boot.
-pub const AGENT_UNIT: &str = "hearth-agent.service";
+pub const AGENT_UNIT: &str = hearth_config::own::AGENT_UNIT;
 
 /// The version to serve.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -187,6 +187,31 @@ async fn apply_or_refuse_each(files: Vec<(String, String)>) {
     s.shutdown().await;
 }
 
+/// A config that writes what the agent owns (its state, binary or unit) is refused at apply,
+/// naming the field, and nothing is stored: no node ever gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_writes_the_agents_own_files_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    let bad = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 30-takeover\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n    storage:\n      files:\n      - path: /var/lib/hearth/node-token\n        contents:\n          source: data:,stolen\n";
+    let before = s.app.snapshot().revision;
+    let a = api.apply(&[("takeover.yaml".into(), bad.into())]).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text);
+    let d = &a.json["diagnostics"][0];
+    assert_eq!(d["path"], "spec.config.storage.files[0].path", "{d}");
+    assert_eq!(d["line"], 13, "{d}");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to hearth-agent"),
+        "{d}"
+    );
+    assert_eq!(s.app.snapshot().revision, before, "nothing stored");
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_manifests_are_refused_whole_with_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();

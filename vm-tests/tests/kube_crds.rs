@@ -356,6 +356,32 @@ fn pool_status_is_written_through_the_status_subresource_and_shown() {
     );
 }
 
+/// Issue 31: kustomize patch fragments (metadata and labels, no spec), which the MCO's CRDs
+/// take, were refused by `kubectl apply` because hearth's CRDs made `spec` required.
+#[test]
+fn objects_without_a_spec_apply_as_with_the_mcos_crds() {
+    let cluster = start();
+    for kind in ["MachineConfig", "MachineConfigPool"] {
+        let name = format!("fragment-{}", kind.to_ascii_lowercase());
+        cluster
+            .apply(&format!(
+                r#"{{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"{kind}",
+                    "metadata":{{"name":"{name}","labels":{{"site":"edge"}}}}}}"#
+            ))
+            .unwrap_or_else(|e| panic!("{kind} without a spec: {e:#}"));
+        let labels = cluster
+            .kubectl(&[
+                "get",
+                &kind.to_ascii_lowercase(),
+                &name,
+                "-o",
+                "jsonpath={.metadata.labels.site}",
+            ])
+            .unwrap();
+        assert_eq!(labels, "edge", "{kind}");
+    }
+}
+
 #[test]
 fn wrongly_typed_fields_are_refused_naming_the_field() {
     let cluster = start();

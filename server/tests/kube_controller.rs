@@ -433,6 +433,29 @@ fn lease_holder(cluster: &KubeCluster) -> String {
         .unwrap_or_default()
 }
 
+/// Issue 31: a controller stopped with SIGTERM kept its Lease, so the next one waited for it to
+/// run out (15 s). Now it gives the Lease up as it stops: right after it exited, nobody holds it.
+#[test]
+fn a_controller_stopped_with_sigterm_gives_the_lease_up() {
+    let mut cluster = KubeCluster::start().expect("the test cluster starts");
+    install(&cluster);
+    let (mut first, log) = start_controller(&cluster, "c1");
+    let pid = first.0.id();
+    until(&mut cluster, &mut first, &log, "the lease held", |c| {
+        lease_holder(c).ends_with(&format!("_{pid}"))
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = first.0.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{status}: {text}");
+    assert_eq!(lease_holder(&cluster), "", "{text}");
+    assert!(text.contains("released the controller lease"), "{text}");
+}
+
 #[test]
 fn one_controller_at_a_time_and_the_second_takes_over_when_the_first_dies() {
     let mut cluster = KubeCluster::start().expect("the test cluster starts");

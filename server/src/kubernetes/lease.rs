@@ -221,6 +221,39 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// Gives the Lease up, if this controller still holds it: no holder, so that a waiting
+    /// controller takes it at once rather than after the Lease runs out (a controller stopped
+    /// with SIGTERM). A compare-and-swap on what was read; bounded by [`RENEW_EVERY`].
+    pub async fn release(&self) -> Result<()> {
+        let release = async {
+            let Some(current) = self
+                .api
+                .get_opt(&self.name)
+                .await
+                .context("reading the lease")?
+            else {
+                return Ok(());
+            };
+            let mut value = serde_json::to_value(&current)?;
+            if holder(&value).0.as_deref() != Some(self.identity.as_str()) {
+                return Ok(());
+            }
+            value["spec"]["holderIdentity"] = Value::Null;
+            value["spec"]["renewTime"] = json!(micro_time(jiff::Timestamp::now()));
+            let obj: DynamicObject = serde_json::from_value(value)?;
+            self.api
+                .replace(&self.name, &PostParams::default(), &obj)
+                .await
+                .context("writing the lease")?;
+            Ok(())
+        };
+        tokio::time::timeout(RENEW_EVERY, release)
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {RENEW_EVERY:?}")))
+    }
+}
+
 /// This process's identity in the Lease: the host name and the process id.
 pub fn identity() -> String {
     format!("{}_{}", crate::pki::hostname(), std::process::id())

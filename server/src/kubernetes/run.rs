@@ -182,10 +182,22 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
     let mut lease =
         super::lease::Lease::acquire(client.clone(), namespace, name, &super::lease::identity())
             .await?;
-    tokio::select! {
-        e = lease.keep() => Err(e),
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let result = tokio::select! {
+        e = lease.keep() => return Err(e),
         r = control(client, &opts) => r,
+        _ = term.recv() => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    // Stopping (a signal, or the work ended): the next controller need not wait for the Lease
+    // to run out.
+    match lease.release().await {
+        Ok(()) => tracing::info!("released the controller lease"),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "cannot release the controller lease; it runs out by itself")
+        }
     }
+    result
 }
 
 /// The controller's work, while it holds the Lease.

@@ -81,7 +81,12 @@ pub struct PoolCounts {
     pub degraded: usize,
     /// Handed a config they have not reached, not Done, or silent.
     pub unavailable: usize,
+    /// The first degraded node by name, and why (its reason, or the server's problem with it).
+    pub first_degraded: Option<(String, String)>,
 }
+
+/// What of a degraded node's reason a pool's `NodeDegraded` message carries.
+const DEGRADED_REASON_BYTES: usize = 512;
 
 /// Ready, as both a node's `ready` and its pool's `readyMachineCount` count it: in its target
 /// config, Done, and heard from recently (`fresh`). A node rebooting into its target is not.
@@ -106,12 +111,42 @@ pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> boo
         }
         if n.state().is_some_and(NodeState::is_degraded) || n.error.is_some() {
             c.degraded += 1;
+            if c.first_degraded.is_none() {
+                let why = n
+                    .error
+                    .clone()
+                    .or_else(|| n.report.as_ref().and_then(|r| r.reason.clone()))
+                    .unwrap_or_default();
+                c.first_degraded = Some((n.name.clone(), why));
+            }
         }
         if n.is_unavailable() || (n.report.is_some() && !fresh(n)) {
             c.unavailable += 1;
         }
     }
     c
+}
+
+/// The `NodeDegraded` message: how many, and the first by name with its reason (bounded), where
+/// both an admin of hearth-server and a kubectl user read it, as the MCO's "Node X is reporting".
+fn degraded_message(c: &PoolCounts) -> String {
+    let Some((name, why)) = &c.first_degraded else {
+        return format!("{} node(s) degraded", c.degraded);
+    };
+    let mut end = why.len().min(DEGRADED_REASON_BYTES);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    let more = if end < why.len() { "…" } else { "" };
+    let others = match c.degraded {
+        0 | 1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    format!(
+        "{} node(s) degraded: node {name} is reporting: {}{more}{others}",
+        c.degraded,
+        &why[..end]
+    )
 }
 
 fn condition(kind: &str, status: bool, reason: &str, message: String) -> Condition {
@@ -245,10 +280,7 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
                     node_degraded,
                     if node_degraded { "NodesDegraded" } else { "" },
                     if node_degraded {
-                        format!(
-                            "{} node(s) degraded; hearth describe node NAME shows why",
-                            c.degraded
-                        )
+                        degraded_message(c)
                     } else {
                         String::new()
                     },
@@ -369,5 +401,30 @@ pub fn event(e: &EventRecord) -> EventView {
         object: e.object.clone(),
         reason: e.reason.clone(),
         message: e.message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_degraded_message_names_the_first_node_and_bounds_its_reason() {
+        let mut c = PoolCounts {
+            degraded: 1,
+            first_degraded: Some(("w0".into(), "unit motd.service failed".into())),
+            ..Default::default()
+        };
+        assert_eq!(
+            degraded_message(&c),
+            "1 node(s) degraded: node w0 is reporting: unit motd.service failed"
+        );
+        c.degraded = 3;
+        c.first_degraded = Some(("w0".into(), "é".repeat(400)));
+        let m = degraded_message(&c);
+        assert!(m.ends_with("… (and 2 more)"), "{m}");
+        assert!(m.len() < DEGRADED_REASON_BYTES + 80, "{}", m.len());
+        c.first_degraded = None;
+        assert_eq!(degraded_message(&c), "3 node(s) degraded");
     }
 }

@@ -353,6 +353,15 @@ fn the_controller_renders_rolls_out_under_max_unavailable_and_halts_on_degraded_
         condition(c, "NodeDegraded") == "True" && condition(c, "Degraded") == "True"
     });
     assert_eq!(pool_field(&cluster, "{.status.degradedMachineCount}"), "1");
+    // The node and its reason where a kubectl user reads them (there is no hearth CLI here).
+    let degraded = pool_field(
+        &cluster,
+        "{.status.conditions[?(@.type==\"NodeDegraded\")].message}",
+    );
+    assert_eq!(
+        degraded,
+        "1 node(s) degraded: node w0 is reporting: step 2 of 3 (restart unit motd.service): exited with status 1"
+    );
     let table = cluster
         .kubectl(&["get", "mcp", "worker", "--no-headers"])
         .unwrap();

@@ -26,20 +26,35 @@ pub const AGENT_UNIT: &str = "hearth-agent.service";
 /// The configs `hearth-agent run` follows from files (before it has a server).
 pub const DESIRED_DIR: &str = "/etc/hearth/desired";
 
+/// The node's kubeconfig in Kubernetes mode.
+pub const KUBE_DIR: &str = "/etc/hearth/kube";
+
 /// Directories the agent owns whole.
-const DIRS: [&str; 4] = [STATE_DIR, RUNTIME_DIR, LIBEXEC_DIR, DESIRED_DIR];
-/// The agent's own files in `/etc/hearth`: written at first boot or by the admin on the node.
-const ETC_FILES: [&str; 2] = ["/etc/hearth/agent.env", "/etc/hearth/ca.crt"];
-/// The agent's binaries where packages (`/usr/bin`) and `--serve-agent` (`/usr/local/bin`) put
-/// them.
-const BINARIES: [&str; 3] = [
+const DIRS: [&str; 5] = [STATE_DIR, RUNTIME_DIR, LIBEXEC_DIR, DESIRED_DIR, KUBE_DIR];
+/// The agent's own files in `/etc/hearth`, written at first boot (`hearth_api::firstboot`
+/// names the same paths for the server that writes them).
+const ETC_FILES: [&str; 3] = [
+    "/etc/hearth/agent.env",
+    "/etc/hearth/ca.crt",
+    "/etc/hearth/firstboot-config",
+];
+/// The agent's binaries where packages (`/usr/bin`) and `--serve-agent` (`/usr/local/bin`,
+/// which is `/var/usrlocal/bin` on Fedora CoreOS) put them; the helper beside the agent is the
+/// one the agent runs first.
+const BINARIES: [&str; 6] = [
     "/usr/bin/hearth-agent",
+    "/usr/bin/hearth-ostree-helper",
     "/usr/local/bin/hearth-agent",
     "/usr/local/bin/hearth-ostree-helper",
+    "/var/usrlocal/bin/hearth-agent",
+    "/var/usrlocal/bin/hearth-ostree-helper",
 ];
-/// Where systemd reads unit files from (`/etc` first), each of which may hold the agent's unit.
-const UNIT_DIRS: [&str; 3] = [
+/// Where systemd reads system unit files from, each of which may hold the agent's unit.
+const UNIT_DIRS: [&str; 6] = [
+    "/etc/systemd/system.control",
+    "/run/systemd/system",
     "/etc/systemd/system",
+    "/usr/local/lib/systemd/system",
     "/usr/lib/systemd/system",
     "/lib/systemd/system",
 ];
@@ -84,6 +99,30 @@ pub fn check_path(path: &str) -> Option<String> {
     None
 }
 
+/// What is wrong with a link at `link` to `target`, if the target is one of the agent's own
+/// places: a file written through the link later would land there. The target is resolved as
+/// written (relative to the link's directory, `.` and `..` taken lexically); a link through
+/// another link is not followed.
+pub fn check_link_target(link: &str, target: &str) -> Option<String> {
+    let base = if target.starts_with('/') {
+        ""
+    } else {
+        link.rsplit_once('/').map_or("", |(dir, _)| dir)
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for c in base.split('/').chain(target.split('/')) {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let resolved = format!("/{}", parts.join("/"));
+    check_path(&resolved).map(|why| format!("the link leads to {resolved}: {why}"))
+}
+
 /// What is wrong with a config's `systemd.units[]` entry `name` setting `field` (`contents`,
 /// `mask` or `enabled`), if the unit is the agent's own.
 pub fn check_unit(name: &str, field: &str) -> Option<String> {
@@ -115,9 +154,26 @@ mod tests {
             "/usr/local/bin/hearth-ostree-helper",
             "/etc/systemd/system/hearth-agent.service",
             "/usr/lib/systemd/system/hearth-agent.service",
+            "/etc/systemd/system.control/hearth-agent.service",
+            "/usr/bin/hearth-ostree-helper",
+            "/var/usrlocal/bin/hearth-agent",
+            "/etc/hearth/kube/kubeconfig",
         ] {
             assert!(check_path(p).is_some(), "{p}");
         }
+        for (link, target) in [
+            ("/etc/x", "../var/lib/hearth"),
+            ("/etc/hearth-state", "/var/lib/hearth/"),
+            ("/opt/a/b", "../../usr/bin/hearth-agent"),
+        ] {
+            let why = check_link_target(link, target).expect(link);
+            assert!(why.contains("the link leads to /"), "{why}");
+        }
+        assert_eq!(check_link_target("/etc/x", "../var/lib/hearthx"), None);
+        assert_eq!(
+            check_link_target("/etc/localtime", "/usr/share/zoneinfo/UTC"),
+            None
+        );
         for p in [
             "/etc/hearth/agent.env",
             "/etc/hearth/ca.crt",

@@ -500,7 +500,11 @@ fn validate_config_with(base: &str, config: &Config, contents: bool, out: &mut V
         }
         match l.target.as_deref() {
             None | Some("") => out.push(error(format!("{p}.target"), "a link needs a target")),
-            Some(_) => {}
+            Some(target) => {
+                if let Some(msg) = crate::own::check_link_target(&l.path, target) {
+                    out.push(error(format!("{p}.target"), msg));
+                }
+            }
         }
     }
     for (i, d) in config.storage.disks.iter().enumerate() {

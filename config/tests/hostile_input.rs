@@ -268,6 +268,33 @@ fn the_agents_own_state_binaries_and_unit_are_refused_naming_the_field() {
     assert!(e[2].1.contains("upgrade the agent"), "{}", e[2].1);
     assert!(e[4].1.contains("drop-in"), "{}", e[4].1);
     assert!(e[5].1.contains("drop-ins (dropins) only"), "{}", e[5].1);
+    // Drop-ins of the agent's unit alone are a config's to write, and so is the OS settings'
+    // file; a link into the agent's state is not.
+    let e = config_errors(
+        "    storage:
+      files:
+      - {path: /etc/hearth/os.json, contents: {source: 'data:,%7B%7D'}}
+    systemd:
+      units:
+      - name: hearth-agent.service
+        dropins:
+        - {name: 10-proxy.conf, contents: \"[Service]\\nEnvironment=HTTPS_PROXY=http://proxy:3128\\n\"}
+",
+    );
+    assert!(e.is_empty(), "{e:?}");
+    let e = config_errors(
+        "    storage:
+      links:
+      - {path: /etc/state, target: ../var/lib/hearth}
+",
+    );
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].0, "spec.config.storage.links[0].target");
+    assert!(
+        e[0].1.contains("the link leads to /var/lib/hearth"),
+        "{}",
+        e[0].1
+    );
 }
 
 #[test]

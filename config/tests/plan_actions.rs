@@ -64,6 +64,50 @@ fn empty_to_config_writes_everything_then_reloads_then_enables() {
     assert!(!p.is_empty());
 }
 
+/// A current config from before the agent's unit was refused in configs (it wrote, enabled or
+/// masked `hearth-agent.service`) goes to one that gives it a drop-in only: the plan writes the
+/// drop-in and never disables, deletes, presets or unmasks the agent's own unit.
+#[test]
+fn the_agents_own_unit_is_never_taken_down_by_a_plan() {
+    let current = spec(|s| {
+        let mut agent = unit(
+            "hearth-agent.service",
+            Some("[Service]\nExecStart=/usr/bin/hearth-agent run\n"),
+        );
+        agent.enabled = Some(true);
+        s.config.systemd.units = vec![agent];
+    });
+    let mut agent = unit("hearth-agent.service", None);
+    agent.dropins = vec![dropin(
+        "10-proxy.conf",
+        Some("[Service]\nEnvironment=HTTPS_PROXY=http://proxy:3128\n"),
+    )];
+    let desired = spec(|s| s.config.systemd.units = vec![agent.clone()]);
+    let p = plan_default(&current, &desired);
+    assert_eq!(
+        p.actions,
+        [
+            Action::WriteDropin {
+                unit: "hearth-agent.service".into(),
+                name: "10-proxy.conf".into(),
+                contents: "[Service]\nEnvironment=HTTPS_PROXY=http://proxy:3128\n".into(),
+            },
+            Action::DaemonReload
+        ],
+        "{p}"
+    );
+    // Removed whole, or masked before and removed: nothing for the unit itself.
+    let p = plan_default(&current, &empty());
+    assert!(p.actions.is_empty(), "{p}");
+    let masked = spec(|s| {
+        let mut agent = unit("hearth-agent.service", None);
+        agent.mask = Some(true);
+        s.config.systemd.units = vec![agent];
+    });
+    let p = plan_default(&masked, &empty());
+    assert!(p.actions.is_empty(), "{p}");
+}
+
 #[test]
 fn removing_a_file_deletes_it_and_nothing_else() {
     let current = spec(|s| {

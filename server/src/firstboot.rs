@@ -175,14 +175,23 @@ pub fn with_bootstrap(config: &Config, b: &Bootstrap<'_>) -> Config {
             cas.push(ca);
         }
     }
-    if !c.systemd.units.iter().any(|u| u.name == AGENT_UNIT) {
-        c.systemd.units.push(Unit {
+    // The agent's unit, enabled; with the agent served, its unit is served too (a stock image
+    // has neither). A config may have given it drop-ins (nothing else: `hearth_config::own`),
+    // which stay.
+    let served_unit = b.agent.map(|_| served_agent::unit_text());
+    match c.systemd.units.iter_mut().find(|u| u.name == AGENT_UNIT) {
+        Some(u) => {
+            u.enabled = Some(true);
+            if served_unit.is_some() {
+                u.contents = served_unit;
+            }
+        }
+        None => c.systemd.units.push(Unit {
             name: AGENT_UNIT.to_string(),
             enabled: Some(true),
-            // With the agent served, its unit is served too (a stock image has neither).
-            contents: b.agent.map(|_| served_agent::unit_text()),
+            contents: served_unit,
             ..Default::default()
-        });
+        }),
     }
     c
 }
@@ -322,6 +331,50 @@ spec:
         let text = dataurl::decode(env.contents.source.as_deref().unwrap(), None).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("HEARTH_BOOTSTRAP_TOKEN=tok"), "{text}");
+    }
+
+    /// A config that gives the agent's unit drop-ins (a proxy) still has the agent enabled and,
+    /// served, its unit written at first boot; the drop-ins stay.
+    #[test]
+    fn the_agents_unit_is_enabled_beside_the_drop_ins_a_config_gives_it() {
+        let agent = ServedAgent {
+            binaries: vec![crate::served_agent::ServedBinary {
+                name: "hearth-agent",
+                bytes: b"bin".to_vec().into(),
+                sha512: "00".into(),
+            }],
+        };
+        let mut config = Config::default();
+        config.systemd.units.push(Unit {
+            name: AGENT_UNIT.to_string(),
+            dropins: vec![hearth_config::ignition::Dropin {
+                name: "10-proxy.conf".into(),
+                contents: Some("[Service]\nEnvironment=HTTPS_PROXY=http://proxy:3128\n".into()),
+            }],
+            ..Default::default()
+        });
+        for served in [None, Some(&agent)] {
+            let b = Bootstrap {
+                server_urls: &["https://a:22623".to_string()],
+                ca_pem: "PEM",
+                pool: "worker",
+                bootstrap_token: Some("tok"),
+                node: None,
+                rendered: "rendered-worker-x",
+                agent: served,
+            };
+            let c = with_bootstrap(&config, &b);
+            let units: Vec<_> = c
+                .systemd
+                .units
+                .iter()
+                .filter(|u| u.name == AGENT_UNIT)
+                .collect();
+            assert_eq!(units.len(), 1);
+            assert_eq!(units[0].enabled, Some(true));
+            assert_eq!(units[0].dropins.len(), 1);
+            assert_eq!(units[0].contents.is_some(), served.is_some());
+        }
     }
 
     /// With replicas (`--advertise-url A,B`): the agent gets the whole list; the binaries come

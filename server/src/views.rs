@@ -127,8 +127,9 @@ pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> boo
     c
 }
 
-/// The `NodeDegraded` message: how many, and the first by name with its reason (bounded), where
-/// both an admin of hearth-server and a kubectl user read it, as the MCO's "Node X is reporting".
+/// The `NodeDegraded` message: how many, and the first by name with its reason (bounded, and
+/// escaped: it is a node's text, and `kubectl describe` prints it raw), where both an admin of
+/// hearth-server and a kubectl user read it, as the MCO's "Node X is reporting".
 fn degraded_message(c: &PoolCounts) -> String {
     let Some((name, why)) = &c.first_degraded else {
         return format!("{} node(s) degraded", c.degraded);
@@ -145,7 +146,7 @@ fn degraded_message(c: &PoolCounts) -> String {
     format!(
         "{} node(s) degraded: node {name} is reporting: {}{more}{others}",
         c.degraded,
-        &why[..end]
+        hearth_api::text::escape(&why[..end])
     )
 }
 
@@ -420,10 +421,15 @@ mod tests {
             "1 node(s) degraded: node w0 is reporting: unit motd.service failed"
         );
         c.degraded = 3;
-        c.first_degraded = Some(("w0".into(), "é".repeat(400)));
+        // A three-byte character across the bound: cut before it.
+        c.first_degraded = Some(("w0".into(), format!("x{}", "€".repeat(400))));
         let m = degraded_message(&c);
-        assert!(m.ends_with("… (and 2 more)"), "{m}");
+        assert!(m.ends_with("€… (and 2 more)"), "{m}");
         assert!(m.len() < DEGRADED_REASON_BYTES + 80, "{}", m.len());
+        // A node's control characters are shown, not sent.
+        c.first_degraded = Some(("w0".into(), "bad\x1b[2Jline\nforged".into()));
+        let m = degraded_message(&c);
+        assert!(!m.contains('\x1b') && !m.contains('\n'), "{m:?}");
         c.first_degraded = None;
         assert_eq!(degraded_message(&c), "3 node(s) degraded");
     }

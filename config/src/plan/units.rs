@@ -155,5 +155,21 @@ pub(super) fn plan_units(cur: &Config, des: &Config, desired_files: &HashSet<&st
             state.push(Action::PresetUnit { name });
         }
     }
+    // The agent's own unit is never written, deleted, disabled, enabled, preset or masked by a
+    // plan (configs are refused with such settings, `crate::own`; a current config from before
+    // may still carry them, and dropping them must not take the agent down): only its
+    // drop-ins change.
+    let agents_own = |a: &Action| match a {
+        Action::WriteUnit { name, .. }
+        | Action::DeleteUnit { name }
+        | Action::EnableUnit { name }
+        | Action::DisableUnit { name }
+        | Action::PresetUnit { name }
+        | Action::MaskUnit { name }
+        | Action::UnmaskUnit { name } => name == crate::own::AGENT_UNIT,
+        _ => false,
+    };
+    files.retain(|a| !agents_own(a));
+    state.retain(|a| !agents_own(a));
     UnitPlan { files, state }
 }

@@ -223,9 +223,10 @@ impl Lease {
 
 impl Lease {
     /// Gives the Lease up, if this controller still holds it: no holder, so that a waiting
-    /// controller takes it at once rather than after the Lease runs out (a controller stopped
-    /// with SIGTERM). A compare-and-swap on what was read; bounded by [`RENEW_EVERY`].
-    pub async fn release(&self) -> Result<()> {
+    /// controller takes it at its next try rather than after the Lease runs out (a controller
+    /// stopped with SIGTERM). A compare-and-swap on what was read; bounded by [`RENEW_EVERY`].
+    /// `true` when it gave it up, `false` when it no longer held it.
+    pub async fn release(&self) -> Result<bool> {
         let release = async {
             let Some(current) = self
                 .api
@@ -233,11 +234,11 @@ impl Lease {
                 .await
                 .context("reading the lease")?
             else {
-                return Ok(());
+                return Ok(false);
             };
             let mut value = serde_json::to_value(&current)?;
             if holder(&value).0.as_deref() != Some(self.identity.as_str()) {
-                return Ok(());
+                return Ok(false);
             }
             value["spec"]["holderIdentity"] = Value::Null;
             value["spec"]["renewTime"] = json!(micro_time(jiff::Timestamp::now()));
@@ -246,7 +247,7 @@ impl Lease {
                 .replace(&self.name, &PostParams::default(), &obj)
                 .await
                 .context("writing the lease")?;
-            Ok(())
+            Ok(true)
         };
         tokio::time::timeout(RENEW_EVERY, release)
             .await

@@ -179,10 +179,16 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
         .context("cannot reach the Kubernetes API server")?;
     tracing::info!(version = %version.git_version, "following the Kubernetes API server");
     let (namespace, name) = &opts.lease;
-    let mut lease =
-        super::lease::Lease::acquire(client.clone(), namespace, name, &super::lease::identity())
-            .await?;
+    // SIGTERM (a rolling update) and SIGINT end the controller, giving the Lease up; while it
+    // waits for the Lease they end it at once.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let identity = super::lease::identity();
+    let acquire = super::lease::Lease::acquire(client.clone(), namespace, name, &identity);
+    let mut lease = tokio::select! {
+        l = acquire => l?,
+        _ = term.recv() => return Ok(()),
+        _ = tokio::signal::ctrl_c() => return Ok(()),
+    };
     let result = tokio::select! {
         e = lease.keep() => return Err(e),
         r = control(client, &opts) => r,
@@ -192,7 +198,8 @@ pub async fn run(opts: KubeOptions) -> Result<()> {
     // Stopping (a signal, or the work ended): the next controller need not wait for the Lease
     // to run out.
     match lease.release().await {
-        Ok(()) => tracing::info!("released the controller lease"),
+        Ok(true) => tracing::info!("released the controller lease"),
+        Ok(false) => tracing::info!("the controller lease was no longer this controller's"),
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "cannot release the controller lease; it runs out by itself")
         }

@@ -150,7 +150,7 @@ impl Client {
         let resp = match req.send() {
             Ok(r) => r,
             // Nothing was sent: any request may go to the next server.
-            Err(e) if e.is_connect() => return Err(Failed::Next(error_chain(&e))),
+            Err(e) if e.is_connect() => return Err(Failed::Next(with_hint(base, error_chain(&e)))),
             Err(e) => return Err(lost(error_chain(&e))),
         };
         let status = resp.status().as_u16();
@@ -178,6 +178,42 @@ fn moves_on(read: bool, answer: &ServerError) -> bool {
     untouched || (read && answer.status >= 500)
 }
 
+/// What to do about a connection that failed, when its cause says: a server reached but not
+/// trusted (the CLI's `--ca` is not the server's CA), or nothing listening where a URL without a
+/// port points (hearth-server listens on 22623).
+fn with_hint(base: &str, why: String) -> String {
+    let hint = if why.contains("UnknownIssuer") || why.contains("invalid peer certificate") {
+        Some(
+            "the server was reached, but its certificate is not signed by the CA this command \
+             trusts: pass --ca with the server's CA (<state-dir>/pki/ca.crt on the server), or \
+             run hearth login --ca with it"
+                .to_string(),
+        )
+    } else if why.contains("Connection refused") && !has_port(base) {
+        Some(format!(
+            "nothing answers on {base}'s default port (443); hearth-server listens on 22623: \
+             {}:22623",
+            base.trim_end_matches('/')
+        ))
+    } else {
+        None
+    };
+    match hint {
+        Some(h) => format!("{why} ({h})"),
+        None => why,
+    }
+}
+
+/// Whether a URL names its port (`https://host:22623`, `https://[::1]:22623`).
+fn has_port(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split('/').next().unwrap_or(rest);
+    match host.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => host.contains(':'),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +226,20 @@ mod tests {
             text: body.to_string(),
             body,
         }
+    }
+
+    #[test]
+    fn a_failed_connection_says_what_to_do_when_its_cause_tells() {
+        let untrusted = with_hint(
+            "https://h:22623",
+            "error sending request: invalid peer certificate: UnknownIssuer".into(),
+        );
+        assert!(untrusted.contains("pass --ca"), "{untrusted}");
+        let refused = with_hint("https://h", "tcp connect error: Connection refused".into());
+        assert!(refused.contains("https://h:22623"), "{refused}");
+        let with_port = with_hint("https://h:8443", "Connection refused".into());
+        assert_eq!(with_port, "Connection refused");
+        assert!(has_port("https://[::1]:22623/x") && !has_port("https://[::1]/x"));
     }
 
     #[test]

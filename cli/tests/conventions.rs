@@ -367,6 +367,14 @@ fn viewer_tokens_read_change_nothing_and_can_be_revoked() {
     let (code, _, err) = as_viewer(&["get", "mcp"]);
     assert_ne!(code, Some(0));
     assert!(err.contains("unknown token"), "{err}");
+    // What to do, whichever token was meant (issue 35).
+    for hint in [
+        "<state-dir>/admin.token",
+        "hearth bootstrap-token POOL",
+        "hearth viewer-token create",
+    ] {
+        assert!(err.contains(hint), "{hint}: {err}");
+    }
 }
 
 /// Issue 35: a wrong CA read "cannot reach … UnknownIssuer" and a forgotten port "Connection

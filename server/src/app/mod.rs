@@ -99,6 +99,15 @@ pub struct Options {
     pub enroll_bodies: usize,
 }
 
+/// The refusal of a token the server does not hold, whichever kind was meant: where each kind
+/// lives and how to get a new one (a revoked viewer token reads the same).
+pub const UNKNOWN_TOKEN: &str = "unknown token: this server holds no such token. The admin \
+    token is <state-dir>/admin.token on the server (or use an admin client certificate: \
+    hearth-server issue-admin-cert); a pool's bootstrap token is \
+    <state-dir>/tokens/POOL.token, and `hearth bootstrap-token POOL` makes a new one and prints \
+    it; a node whose record was deleted, or whose credential was reset, enrolls again with its \
+    pool's bootstrap token; a viewer token may have been revoked (hearth viewer-token create)";
+
 /// The default lifetime of a bootstrap token: 24 hours.
 pub const DEFAULT_BOOTSTRAP_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -439,9 +448,7 @@ impl<S: Store> App<S> {
                 "the metrics token may read /metrics and nothing else",
             ));
         }
-        Err(ApiError::unauthorized(
-            "unknown token (a node whose record was deleted must enroll again)",
-        ))
+        Err(ApiError::unauthorized(UNKNOWN_TOKEN))
     }
 }
 

@@ -113,6 +113,24 @@ fn login_apply_get_describe_label_pause() {
     let out = env.ok(&["get", "nodes", "-o", "wide"]);
     let row = columns(&out, "worker-0");
     assert_eq!(row[2], "Degraded", "{out}");
+    // Drift shows beside the state (issue 35: it showed only in `describe node`).
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let drift = header
+        .iter()
+        .position(|c| *c == "DRIFT")
+        .expect("a DRIFT column");
+    assert_eq!(row[drift], "0", "{out}");
+    let cred1 = env.enroll("worker-1");
+    let d1 = env.desired(&cred1);
+    env.report(
+        &cred1,
+        json!({
+            "state": "Done", "reason": null, "current": d1, "desired": d1,
+            "drift": ["/etc/chrony.conf: content changed", "/etc/motd: mode 644, expected 600"],
+        }),
+    );
+    let out = env.ok(&["get", "nodes", "-o", "wide"]);
+    assert_eq!(columns(&out, "worker-1")[drift], "2", "{out}");
     let out = env.ok(&["describe", "mcp", "worker"]);
     assert!(
         out.contains("NodeDegraded") && out.contains("1 degraded"),

@@ -292,7 +292,7 @@ pub(super) fn rows(
                 "NAME", "POOL", "STATE", "READY", "CURRENT", "DESIRED", "AGE",
             ];
             if wide {
-                header.extend(["LASTREPORT", "REASON"]);
+                header.extend(["LASTREPORT", "DRIFT", "REASON"]);
             }
             let nodes: Vec<NodeView> = typed(Value::Array(objects.to_vec()), "/api/v1/nodes")?;
             let rows = nodes
@@ -313,6 +313,8 @@ pub(super) fn rows(
                             None => "-".into(),
                             Some(t) => age_of(Some(t)),
                         });
+                        // How many paths differ from the config (`describe node` lists them).
+                        r.push(st.drift_count.to_string());
                         let reason = st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
                         r.push(text(reason));
                     }

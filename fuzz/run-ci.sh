@@ -74,7 +74,11 @@ for target in "${targets[@]}"; do
     if [ "$target" = read_manifest ]; then
         seeds+=(testdata/manifests testdata/posts)
         for d in ../shared/corpus/mco-e2e ../shared/seeds; do
-            [ -d "$d" ] && seeds+=("$d")
+            if [ -d "$d" ]; then
+                seeds+=("$d")
+            else
+                echo "== $target: NOTE: $d is not beside this clone: seeding from hearth's own fixtures (testdata/) only, without the MCO corpus and the users' documents" >&2
+            fi
         done
     fi
     args=(-max_total_time="$seconds" -rss_limit_mb="$rss_mb" -timeout=10 -max_len=16384)

@@ -383,42 +383,33 @@ fn viewer_tokens_read_change_nothing_and_can_be_revoked() {
 fn a_wrong_ca_and_a_missing_port_say_what_to_do() {
     let env = setup();
     let token = env.token();
+    // `get nodes` against `server`, trusting `ca`: its exit code and standard error.
+    let get_nodes = |server: &str, ca: &std::path::Path| {
+        let (code, _, err) = exit_code(
+            &env,
+            &[
+                "get",
+                "nodes",
+                "--server",
+                server,
+                "--ca",
+                ca.to_str().unwrap(),
+                "--token",
+                &token,
+            ],
+        );
+        (code, err)
+    };
     // A CA that did not sign this server's certificate: another server's.
     let other = setup();
-    let other_ca = other.state("pki/ca.crt");
-    let (code, _, err) = exit_code(
-        &env,
-        &[
-            "get",
-            "nodes",
-            "--server",
-            &env.url,
-            "--ca",
-            other_ca.to_str().unwrap(),
-            "--token",
-            &token,
-        ],
-    );
+    let (code, err) = get_nodes(&env.url, &other.state("pki/ca.crt"));
     assert_ne!(code, Some(0));
     // Another hearth fleet's CA has the same name: rustls says BadSignature (UnknownIssuer for
     // a CA of another name); both are "invalid peer certificate".
     assert!(err.contains("invalid peer certificate"), "{err}");
     assert!(err.contains("pass --ca with the server's CA"), "{err}");
     // No port: 443, where nothing listens here.
-    let ca = env.state("pki/ca.crt");
-    let (code, _, err) = exit_code(
-        &env,
-        &[
-            "get",
-            "nodes",
-            "--server",
-            "https://127.0.0.1",
-            "--ca",
-            ca.to_str().unwrap(),
-            "--token",
-            &token,
-        ],
-    );
+    let (code, err) = get_nodes("https://127.0.0.1", &env.state("pki/ca.crt"));
     assert_ne!(code, Some(0));
     assert!(
         err.contains("hearth-server listens on 22623: https://127.0.0.1:22623"),

@@ -333,17 +333,22 @@ spec:
         assert!(text.contains("HEARTH_BOOTSTRAP_TOKEN=tok"), "{text}");
     }
 
-    /// A config that gives the agent's unit drop-ins (a proxy) still has the agent enabled and,
-    /// served, its unit written at first boot; the drop-ins stay.
-    #[test]
-    fn the_agents_unit_is_enabled_beside_the_drop_ins_a_config_gives_it() {
-        let agent = ServedAgent {
+    /// A served agent of one small binary.
+    fn served() -> ServedAgent {
+        ServedAgent {
             binaries: vec![crate::served_agent::ServedBinary {
                 name: "hearth-agent",
                 bytes: b"bin".to_vec().into(),
                 sha512: "00".into(),
             }],
-        };
+        }
+    }
+
+    /// A config that gives the agent's unit drop-ins (a proxy) still has the agent enabled and,
+    /// served, its unit written at first boot; the drop-ins stay.
+    #[test]
+    fn the_agents_unit_is_enabled_beside_the_drop_ins_a_config_gives_it() {
+        let agent = served();
         let mut config = Config::default();
         config.systemd.units.push(Unit {
             name: AGENT_UNIT.to_string(),
@@ -381,13 +386,7 @@ spec:
     /// from the first.
     #[test]
     fn replicas_go_to_the_agent_and_the_binaries_come_from_the_first() {
-        let agent = ServedAgent {
-            binaries: vec![crate::served_agent::ServedBinary {
-                name: "hearth-agent",
-                bytes: b"bin".to_vec().into(),
-                sha512: "00".into(),
-            }],
-        };
+        let agent = served();
         let b = Bootstrap {
             server_urls: &["https://a:22623".to_string(), "https://b:22623".to_string()],
             ca_pem: "PEM",

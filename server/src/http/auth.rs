@@ -49,16 +49,8 @@ impl<S: Store> Screen for Gate<S> {
         // A token decides when one is sent, as in `Auth`; FleetLock's routes also take the
         // Basic password (as `fleetlock` does), no other route does.
         let fleetlock = FLEETLOCK_ROUTES.contains(&path);
-        let token =
-            bearer(headers).or_else(|| fleetlock.then(|| basic_password(headers)).flatten());
-        let caller = match token {
-            Some(token) => self.app.authenticate(&token).ok(),
-            None => req
-                .extensions()
-                .get::<ClientIdentity>()
-                .filter(|id| id.admin)
-                .map(|_| Caller::Admin),
-        };
+        let caller =
+            caller_of(&self.app, headers, req.extensions(), fleetlock).and_then(Result::ok);
         match caller {
             Some(Caller::Admin) => Sender::Admin,
             Some(Caller::Node(_) | Caller::Bootstrap { .. }) if NODE_ROUTES.contains(&path) => {
@@ -125,22 +117,39 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
         parts: &mut Parts,
         app: &Arc<App<S>>,
     ) -> Result<Self, Self::Rejection> {
-        // A token decides when one is sent (nodes always send theirs); otherwise an admin
-        // client certificate, verified against the fleet CA during the TLS handshake.
-        if let Some(token) = bearer(&parts.headers) {
-            return app.authenticate(&token).map(Auth);
-        }
-        match parts.extensions.get::<ClientIdentity>() {
-            Some(id) if id.admin => Ok(Auth(Caller::Admin)),
-            Some(id) => Err(ApiError::forbidden(format!(
-                "the client certificate of {:?} was not issued for an admin (see hearth-server issue-admin-cert)",
-                id.name
-            ))),
+        match caller_of(app, &parts.headers, &parts.extensions, false) {
+            Some(caller) => caller.map(Auth),
             None => Err(ApiError::unauthorized(
                 "missing credentials: send Authorization: Bearer <token> or an admin client certificate",
             )),
         }
     }
+}
+
+/// The caller a request's credentials name, read in one place for the extractors and the
+/// [`Gate`]: a token decides when one is sent (nodes always send theirs; FleetLock's Basic
+/// password too when `basic`); otherwise an admin client certificate, verified against the
+/// fleet CA during the TLS handshake. `None`: no credential at all.
+fn caller_of<S: Store>(
+    app: &App<S>,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+    basic: bool,
+) -> Option<Result<Caller, ApiError>> {
+    let token = bearer(headers).or_else(|| basic.then(|| basic_password(headers)).flatten());
+    if let Some(token) = token {
+        return Some(app.authenticate(&token));
+    }
+    extensions.get::<ClientIdentity>().map(|id| {
+        if id.admin {
+            Ok(Caller::Admin)
+        } else {
+            Err(ApiError::forbidden(format!(
+                "the client certificate of {:?} was not issued for an admin (see hearth-server issue-admin-cert)",
+                id.name
+            )))
+        }
+    })
 }
 
 /// How an admin authenticated; events name the admin by it.

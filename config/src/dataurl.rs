@@ -4,11 +4,13 @@
 //! The split into media type and data is written here on purpose, not taken from the `data-url`
 //! crate: that one follows the WHATWG fetch standard, while Ignition reads RFC 2397 as Go's
 //! `vincent-petithory/dataurl` does, and hearth must accept and decode exactly what Ignition will
-//! write at first boot. The decoding itself is the `base64` crate and `flate2` (percent-decoding
-//! is a short loop), with the output bounded ([`MAX_DECODED_BYTES`]) before it is allocated.
+//! write at first boot. The decoding itself is the `base64` crate and gzip over `miniz_oxide`
+//! ([`crate::gzip`]; percent-decoding is a short loop), with the output bounded ([`MAX_DECODED_BYTES`]) before it is allocated.
 
 use base64::Engine;
 use std::io::Read;
+
+use crate::gzip::GzDecoder;
 
 /// The most a single decoded (and decompressed) file may hold. Larger contents are refused so
 /// that a small manifest cannot expand into gigabytes (a "zip bomb").
@@ -75,9 +77,8 @@ pub fn decode_limited(
         None | Some("") => Ok(raw),
         Some("gzip") => {
             let mut out = Vec::new();
-            flate2::read::GzDecoder::new(raw.as_slice())
-                .take(limit as u64 + 1)
-                .read_to_end(&mut out)
+            GzDecoder::new(&raw)
+                .and_then(|gz| gz.take(limit as u64 + 1).read_to_end(&mut out))
                 .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
             if out.len() > limit {
                 return Err(DataUrlError::TooLarge);
@@ -99,11 +100,9 @@ pub fn decoded_len(
     match compression {
         Some("gzip") => {
             let raw = decode_url(source, usize::MAX)?;
-            let n = std::io::copy(
-                &mut flate2::read::GzDecoder::new(raw.as_slice()).take(limit as u64 + 1),
-                &mut std::io::sink(),
-            )
-            .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
+            let n = GzDecoder::new(&raw)
+                .and_then(|gz| std::io::copy(&mut gz.take(limit as u64 + 1), &mut std::io::sink()))
+                .map_err(|e| DataUrlError::Gzip(e.to_string()))?;
             if n > limit as u64 {
                 return Err(DataUrlError::TooLarge);
             }

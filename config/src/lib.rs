@@ -44,6 +44,7 @@ pub mod de;
 pub mod diag;
 pub mod disruption;
 pub mod finding;
+mod gzip;
 pub mod ignition;
 pub mod kargs;
 pub mod manifest;

@@ -16,6 +16,10 @@ use hearth_hostops::os::{OsConfig, RemoteConfig, CONFIG_PATH};
 impl Session {
     /// Pulls or resolves the target.
     pub(crate) fn fetch(&self, config: &OsConfig, target: &ImageRef) -> Result<Fetched, OsError> {
+        let target = match target {
+            ImageRef::Container(image) => return self.fetch_container(config, image),
+            ImageRef::Ref(_) | ImageRef::Commit(_) => target,
+        };
         let repo_path = inside(&self.root, "/ostree/repo");
         let repo_name = display(&repo_path);
         let local = |rev: &str| -> Result<Option<String>, OsError> {
@@ -39,7 +43,7 @@ impl Session {
                     }),
                 },
                 ImageRef::Commit(c) if complete(c) => Ok(Fetched::local(c.clone(), None)),
-                ImageRef::Commit(_) => Err(OsError::NotFound {
+                ImageRef::Commit(_) | ImageRef::Container(_) => Err(OsError::NotFound {
                     reference: target.to_string(),
                     repo: repo_name,
                     why: why.into(),
@@ -86,7 +90,7 @@ impl Session {
                 })
         };
         // The commit object first: its size metadata says how much the pull will write.
-        pull(target.as_str(), lo::RepoPullFlags::COMMIT_ONLY)?;
+        pull(&target.image(), lo::RepoPullFlags::COMMIT_ONLY)?;
         let (csum, refspec) = match target {
             ImageRef::Ref(r) => {
                 let refspec = format!("{}:{r}", remote.name);
@@ -98,6 +102,7 @@ impl Session {
                 (csum, Some(refspec))
             }
             ImageRef::Commit(c) => (c.clone(), None),
+            ImageRef::Container(_) => unreachable!("container images are fetched above"),
         };
         let check = self.pull_space(config, &csum, target)?;
         pull(&csum, lo::RepoPullFlags::NONE)?;
@@ -115,6 +120,7 @@ impl Session {
             refspec,
             pulled: Some(pulled),
             space: vec![check],
+            image_digest: None,
         })
     }
 
@@ -187,6 +193,8 @@ pub(crate) struct Fetched {
     pub(crate) pulled: Option<String>,
     /// The space checks done before pulling.
     pub(crate) space: Vec<SpaceCheck>,
+    /// For a container image: the digest of the manifest imported.
+    pub(crate) image_digest: Option<String>,
 }
 
 impl Fetched {
@@ -196,6 +204,7 @@ impl Fetched {
             refspec,
             pulled: None,
             space: Vec::new(),
+            image_digest: None,
         }
     }
 }

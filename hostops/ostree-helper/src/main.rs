@@ -36,17 +36,22 @@
 //! ## Files
 //!
 //! `serve.rs` (request in, response out), `session.rs` (the opened sysroot, status,
-//! verification), `fetch.rs` (resolve or pull), `space.rs` (free space and inodes),
+//! verification), `fetch.rs` (resolve or pull), `container.rs` (container images: resolve,
+//! copy under the signature policy, import, prune; with `skopeo.rs` and `oci_layout.rs`),
+//! `space.rs` (free space and inodes),
 //! `stage.rs`, `rollback.rs`, `adopt.rs`, `glib_log.rs` (GLib's printed notes to the log).
 
 mod adopt;
+mod container;
 mod fetch;
 mod glib_log;
 #[cfg(test)]
 mod kargs_roundtrip;
+mod oci_layout;
 mod rollback;
 mod serve;
 mod session;
+mod skopeo;
 mod space;
 mod stage;
 

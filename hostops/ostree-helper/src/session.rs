@@ -11,11 +11,12 @@ use hearth_config::model::KernelType;
 use lo::gio;
 use lo::glib;
 
+use crate::container::ORIGIN_CONTAINER;
 use hearth_hostops::os::paths::{display, inside};
-use hearth_hostops::os::ImageRef;
 use hearth_hostops::os::OsConfig;
 use hearth_hostops::os::OsError;
 use hearth_hostops::os::{cmdline_differences, compare_booted};
+use hearth_hostops::os::{ContainerImage, ImageRef};
 use hearth_hostops::os::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
 
 /// The origin-file group in which hearth records a deployment's image and kernel type.
@@ -189,8 +190,18 @@ impl Session {
                 .and_then(|o| o.string(group, key).ok())
                 .map(|s| s.to_string())
         };
-        let refspec = get("origin", "refspec");
+        let container = get("origin", ORIGIN_CONTAINER);
+        let refspec = get("origin", "refspec").or_else(|| container.clone());
         let checksum = d.csum().to_string();
+        // The digest hearth recorded; for a container deployment made by another tool
+        // (rpm-ostree, bootc, ostree container), the one ostree-ext recorded in the repository.
+        let image_digest = get(ORIGIN_GROUP, "image-digest").or_else(|| {
+            container.as_ref().and_then(|_| {
+                ostree_ext::container::store::query_image_commit(&self.repo, &checksum)
+                    .ok()
+                    .map(|state| state.manifest_digest.to_string())
+            })
+        });
         let (image, kernel_type) = match get(ORIGIN_GROUP, "image") {
             Some(image) => (
                 image,
@@ -198,15 +209,21 @@ impl Session {
                     .and_then(|k| KernelType::parse(&k))
                     .unwrap_or_default(),
             ),
-            None => match &refspec {
-                Some(rs) => {
+            None => match (&container, &refspec) {
+                (Some(c), _) => (
+                    ContainerImage::parse(c)
+                        .and_then(Result::ok)
+                        .map_or_else(|| c.clone(), |i| i.to_string()),
+                    KernelType::Default,
+                ),
+                (None, Some(rs)) => {
                     let r = rs.split_once(':').map(|(_, r)| r).unwrap_or(rs);
                     match ImageRef::parse(r) {
                         Ok(ImageRef::Ref(r)) => config.split_ref(&r),
                         _ => (r.to_string(), KernelType::Default),
                     }
                 }
-                None => (checksum.clone(), KernelType::Default),
+                (None, None) => (checksum.clone(), KernelType::Default),
             },
         };
         let options = d
@@ -225,6 +242,7 @@ impl Session {
             refspec,
             version: commit_version(&self.repo, &checksum),
             image,
+            image_digest,
             kernel_type,
             kernel_args,
             booted: d.equal(&self.booted),

@@ -20,7 +20,7 @@ use hearth_hostops::os::{human_bytes, OsError};
 const DIR_BYTES: u64 = 4096;
 
 /// `statvfs`: (bytes available to unprivileged users, inodes available, inodes total).
-fn free_space(path: &Path) -> Result<(u64, u64, u64), OsError> {
+pub(crate) fn free_space(path: &Path) -> Result<(u64, u64, u64), OsError> {
     let st = nix::sys::statvfs::statvfs(path).map_err(|e| OsError::io(path, e))?;
     Ok((
         st.blocks_available() as u64 * st.fragment_size() as u64,
@@ -184,7 +184,7 @@ impl Session {
 }
 
 /// Fails with [`OsError::InsufficientSpace`] when the check does not pass.
-fn space_ok(check: &SpaceCheck, target: &str) -> Result<(), OsError> {
+pub(crate) fn space_ok(check: &SpaceCheck, target: &str) -> Result<(), OsError> {
     debug!(what = %check.what, needed = check.needed, available = check.available, detail = %check.detail, "space check");
     if check.needed > check.available {
         return Err(OsError::InsufficientSpace {

@@ -8,6 +8,7 @@ use ::ostree as lo;
 use lo::glib;
 use tracing::info;
 
+use crate::container::ORIGIN_CONTAINER;
 use crate::session::{none, Session, ORIGIN_GROUP};
 use hearth_hostops::os::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
 use hearth_hostops::os::ImageRef;
@@ -46,10 +47,18 @@ impl Session {
 
         // 1. The commit to deploy.
         let t0 = Instant::now();
-        let (revision, refspec, pulled, mut space, target) = if moves {
+        let (revision, refspec, pulled, mut space, target, digest) = if moves {
             let target = config.ref_for(&image, kernel_type)?;
             let f = self.fetch(config, &target)?;
-            (f.commit, f.refspec, f.pulled, f.space, target.to_string())
+            let target = target.to_string();
+            (
+                f.commit,
+                f.refspec,
+                f.pulled,
+                f.space,
+                target,
+                f.image_digest,
+            )
         } else {
             (
                 booted.id.checksum.clone(),
@@ -57,6 +66,7 @@ impl Session {
                 None,
                 Vec::new(),
                 format!("commit {} (the booted commit)", booted.id.checksum),
+                booted.image_digest.clone(),
             )
         };
 
@@ -89,7 +99,15 @@ impl Session {
 
         let t_ledger = t2.elapsed();
         // 5. The origin: a copy of the booted one when the commit stays, else a new one.
-        let origin = if moves {
+        let origin = if let (true, ImageRef::Container(c)) = (moves, &image) {
+            // As ostree-ext and rpm-ostree write it, pinned to the digest deployed.
+            let pinned = digest
+                .as_deref()
+                .map_or_else(|| c.clone(), |d| c.with_digest(d));
+            let origin = glib::KeyFile::new();
+            origin.set_string("origin", ORIGIN_CONTAINER, &pinned.ostree_ext());
+            origin
+        } else if moves {
             let spec = refspec.clone().unwrap_or_else(|| revision.clone());
             self.sysroot.origin_new_from_refspec(&spec)
         } else {
@@ -105,8 +123,11 @@ impl Session {
             }
             copy
         };
-        origin.set_string(ORIGIN_GROUP, "image", image.as_str());
+        origin.set_string(ORIGIN_GROUP, "image", &image.image());
         origin.set_string(ORIGIN_GROUP, "kernel-type", kernel_type.as_str());
+        if let Some(d) = &digest {
+            origin.set_string(ORIGIN_GROUP, "image-digest", d);
+        }
 
         // 6. Stage (native) or write (external).
         let t3 = Instant::now();
@@ -166,6 +187,12 @@ impl Session {
                 )
             })?;
         let deployment = self.info(&new, config);
+        if matches!(image, ImageRef::Container(_)) || booted.image_digest.is_some() {
+            // Images no deployment uses any more go now; a failure here is not the change's.
+            if let Err(e) = self.prune_images() {
+                tracing::warn!("pruning container images after staging: {e}");
+            }
+        }
         info!(
             deployment = %deployment.describe(),
             ?finalization,

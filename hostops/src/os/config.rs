@@ -234,6 +234,12 @@ impl OsConfig {
         if kernel_type == KernelType::Default {
             return Ok(image.clone());
         }
+        if let ImageRef::Container(c) = image {
+            return Err(OsError::InvalidChange(format!(
+                "kernel type {kernel_type} cannot be applied to container image {c}: an image \
+                 carries its kernel (deploy an image built with that kernel)"
+            )));
+        }
         let ImageRef::Ref(base) = image else {
             return Err(OsError::InvalidChange(format!(
                 "kernel type {kernel_type} cannot be applied to OS image {image}: it is a commit \

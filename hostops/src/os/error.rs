@@ -54,6 +54,30 @@ pub enum OsError {
         /// libostree's message.
         cause: String,
     },
+    /// Fetching a container image failed (an unreachable registry, refused credentials, an
+    /// unknown image, a broken layer); nothing was staged, and the layers fetched so far are
+    /// kept for the next try.
+    #[error("pulling container image {image}: {cause}; nothing was staged")]
+    ImagePull {
+        /// The image reference (as `osImageURL` names it).
+        image: String,
+        /// What failed, in skopeo's or ostree-ext's words.
+        cause: String,
+    },
+    /// The containers signature policy refused the image: unsigned, or not signed by a key the
+    /// policy trusts for it.
+    #[error(
+        "container image {image} is refused by the signature policy {policy}: {cause}; nothing \
+         was staged (sign the image with a key the policy trusts, or change the policy)"
+    )]
+    ImageRefused {
+        /// The image reference.
+        image: String,
+        /// The policy file.
+        policy: String,
+        /// Why, in skopeo's words.
+        cause: String,
+    },
     /// A ref or commit is neither in the sysroot's repository nor available from a remote.
     #[error("{reference} is not in the sysroot's repository ({repo}) and {why}")]
     NotFound {

@@ -1,13 +1,14 @@
-//! OS images on the libostree backend: an ostree ref or a commit checksum ([`ImageRef`]), and
-//! the grammar of ostree refs.
+//! OS images on the libostree backend: an ostree ref, a commit checksum or a container image
+//! ([`ImageRef`]), and the grammar of ostree refs.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::container::ContainerImage;
 use super::error::OsError;
 
-/// An OS image on the libostree backend: an ostree ref or a commit checksum.
+/// An OS image on the libostree backend: an ostree ref, a commit checksum or a container image.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ImageRef {
@@ -15,39 +16,44 @@ pub enum ImageRef {
     Ref(String),
     /// A commit checksum (64 hex digits).
     Commit(String),
+    /// An ostree-native container image (`registry.example/os@sha256:…`, `oci:/media/os`).
+    Container(ContainerImage),
 }
 
 impl ImageRef {
     /// Parses an `osImageURL` for the libostree backend.
     pub fn parse(image: &str) -> Result<ImageRef, OsError> {
         let image = image.trim();
+        if let Some(container) = ContainerImage::parse(image) {
+            return container.map(ImageRef::Container).map_err(|why| {
+                OsError::InvalidChange(format!(
+                    "OS image {image:?} is not a valid container image reference: {why}"
+                ))
+            });
+        }
         if image.len() == 64 && image.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(ImageRef::Commit(image.to_ascii_lowercase()));
         }
         if is_valid_ref(image) {
             return Ok(ImageRef::Ref(image.to_string()));
         }
-        let looks_like_container = image.contains('@')
-            || image.contains("://")
-            || image
-                .split_once(':')
-                .is_some_and(|(host, _)| host.contains('/') || host.contains('.'));
-        let why = if looks_like_container {
-            "it looks like a container image reference; those need the rpm-ostree backend"
-        } else if image.contains(':') {
+        let why = if image.contains(':') {
             "name the remote in /etc/hearth/os.json (\"remote\"), not in the image"
         } else {
-            "expected an ostree ref (like hearth/debian/v2) or a 64-digit commit checksum"
+            "expected an ostree ref (like hearth/debian/v2), a 64-digit commit checksum or a \
+             container image (registry.example/os@sha256:...)"
         };
         Err(OsError::InvalidChange(format!(
             "OS image {image:?} cannot be deployed on an ostree host: {why}"
         )))
     }
 
-    /// The ref or checksum.
-    pub fn as_str(&self) -> &str {
+    /// The image as `osImageURL` names it: the ref, the checksum, or the container reference
+    /// (with its transport unless it is a registry).
+    pub fn image(&self) -> String {
         match self {
-            ImageRef::Ref(r) | ImageRef::Commit(r) => r,
+            ImageRef::Ref(r) | ImageRef::Commit(r) => r.clone(),
+            ImageRef::Container(c) => c.to_string(),
         }
     }
 }
@@ -57,6 +63,7 @@ impl fmt::Display for ImageRef {
         match self {
             ImageRef::Ref(r) => write!(f, "ref {r}"),
             ImageRef::Commit(c) => write!(f, "commit {c}"),
+            ImageRef::Container(c) => write!(f, "container image {c}"),
         }
     }
 }
@@ -82,8 +89,14 @@ mod tests {
         );
         let csum = "a".repeat(64);
         assert_eq!(ImageRef::parse(&csum).unwrap(), ImageRef::Commit(csum));
+        let digest = format!("sha256:{}", "1f".repeat(32));
+        let rhcos = format!("quay.io/openshift/rhcos@{digest}");
+        match ImageRef::parse(&rhcos).unwrap() {
+            ImageRef::Container(c) => assert_eq!(c.digest(), Some(digest.as_str())),
+            other => panic!("{other:?}"),
+        }
         let e = ImageRef::parse("quay.io/openshift/rhcos@sha256:0123").unwrap_err();
-        assert!(e.to_string().contains("rpm-ostree"), "{e}");
+        assert!(e.to_string().contains("digest"), "{e}");
         let e = ImageRef::parse("hearth:hearth/debian/v2").unwrap_err();
         assert!(e.to_string().contains("remote"), "{e}");
         assert!(ImageRef::parse("").is_err());

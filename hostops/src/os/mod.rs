@@ -56,6 +56,7 @@
 mod change;
 mod compare;
 mod config;
+pub mod container;
 mod error;
 mod image_ref;
 pub mod ledger;
@@ -76,6 +77,7 @@ pub use self::compare::{
     MAX_KARG_LIST_SHOWN,
 };
 pub use self::config::{HealthCheck, MinFree, OsConfig, RemoteConfig, CONFIG_PATH};
+pub use self::container::{ContainerImage, Transport};
 pub use self::error::{human_bytes, OsError};
 pub use self::image_ref::{is_valid_ref, ImageRef};
 pub use self::ledger::KargLedger;

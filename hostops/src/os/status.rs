@@ -40,8 +40,13 @@ pub struct DeploymentInfo {
     /// The commit's `version` metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// The OS image (ref without the kernel-type variant, or the commit checksum).
+    /// The OS image (ref without the kernel-type variant, the commit checksum, or the
+    /// container image reference).
     pub image: String,
+    /// For a container image, the digest of the manifest it was deployed from (`sha256:…`; of a
+    /// manifest list, the instance for this node's platform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
     /// The kernel type.
     pub kernel_type: KernelType,
     /// Kernel arguments from its boot configuration (`options`), without libostree's own
@@ -64,6 +69,9 @@ impl DeploymentInfo {
         }
         if let Some(v) = &self.version {
             extra.push(format!("version {v}"));
+        }
+        if let Some(d) = &self.image_digest {
+            extra.push(format!("image {} {d}", self.image));
         }
         if extra.is_empty() {
             self.id.to_string()

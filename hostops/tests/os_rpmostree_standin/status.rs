@@ -81,6 +81,8 @@ async fn standin_status_of_a_container_booted_realtime_host() {
     let e = env(vec![d]).await;
     let b = e.backend.status().await.unwrap().booted;
     assert_eq!(b.image, image, "the transport is not part of the image");
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    assert_eq!(b.image_digest.as_deref(), Some(digest.as_str()));
     assert_eq!(
         b.refspec.as_deref(),
         Some(format!("ostree-unverified-registry:{image}").as_str())

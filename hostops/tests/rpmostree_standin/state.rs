@@ -98,6 +98,14 @@ impl Deployment {
                 "container-image-reference",
                 Variant::from(self.origin.clone()),
             );
+            // rpm-ostree reports the digest of the manifest it pulled; the stand-in pulls
+            // nothing and reports the one the reference pins.
+            if let Some((_, digest)) = self.origin.split_once('@') {
+                put(
+                    "container-image-reference-digest",
+                    Variant::from(digest.to_string()),
+                );
+            }
         } else {
             put("origin", Variant::from(self.origin.clone()));
         }

@@ -1,11 +1,9 @@
 //! OS images as rpm-ostree takes them ([`RpmOstreeImage`]): container image references,
 //! ostree refspecs and commit checksums.
 
+use crate::os::container::ContainerImage;
 use crate::os::error::OsError;
 use crate::os::image_ref::is_valid_ref;
-
-/// The transport prefix hearth gives a container image reference (as the MCO does).
-pub const CONTAINER_TRANSPORT: &str = "ostree-unverified-registry:";
 
 /// An OS image as rpm-ostree takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,8 +29,14 @@ impl RpmOstreeImage {
                     .into(),
             ));
         }
-        if image.starts_with("ostree-") && container_image(image).is_some() {
-            return Ok(RpmOstreeImage::Container(image.to_string()));
+        if let Some(container) = ContainerImage::parse(image) {
+            return container
+                .map(|c| RpmOstreeImage::Container(c.ostree_ext()))
+                .map_err(|why| {
+                    OsError::InvalidChange(format!(
+                        "OS image {image:?} is not a valid container image reference: {why}"
+                    ))
+                });
         }
         if image.len() == 64 && image.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(RpmOstreeImage::Commit(image.to_ascii_lowercase()));
@@ -44,22 +48,6 @@ impl RpmOstreeImage {
         if is_valid_ref(reference) && remote.is_none_or(|r| !r.is_empty() && is_valid_ref(r)) {
             return Ok(RpmOstreeImage::Refspec(image.to_string()));
         }
-        let first = image.split('/').next().unwrap_or_default();
-        let registry = first.contains('.') || first.contains(':') || first == "localhost";
-        let tagged = image
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| last.contains(':'));
-        let looks_like_container = image.contains('/')
-            && (registry || tagged || image.contains("@sha256:"))
-            && image
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "./:@_-".contains(c));
-        if looks_like_container {
-            return Ok(RpmOstreeImage::Container(format!(
-                "{CONTAINER_TRANSPORT}{image}"
-            )));
-        }
         Err(OsError::InvalidChange(format!(
             "OS image {image:?} cannot be deployed by rpm-ostree: expected a container image \
              reference (registry/name@sha256:...), an ostree refspec (remote:ref) or a 64-digit \
@@ -70,31 +58,17 @@ impl RpmOstreeImage {
     /// The `osImageURL` form (without a container transport).
     pub fn image(&self) -> String {
         match self {
-            RpmOstreeImage::Container(r) => container_image(r).unwrap_or(r).to_string(),
+            RpmOstreeImage::Container(r) => container_image(r).unwrap_or_else(|| r.clone()),
             RpmOstreeImage::Refspec(r) | RpmOstreeImage::Commit(r) => r.clone(),
         }
     }
 }
 
 /// The image reference inside a container refspec (`ostree-unverified-registry:IMG`,
-/// `ostree-remote-registry:REMOTE:IMG`, `ostree-unverified-image:docker://IMG`, ...).
-pub fn container_image(refspec: &str) -> Option<&str> {
-    for prefix in [
-        "ostree-unverified-registry:",
-        "ostree-unverified-image:docker://",
-        "ostree-image-signed:docker://",
-    ] {
-        if let Some(rest) = refspec.strip_prefix(prefix) {
-            return Some(rest);
-        }
-    }
-    for prefix in ["ostree-remote-registry:", "ostree-remote-image:"] {
-        if let Some(rest) = refspec.strip_prefix(prefix) {
-            let (_, img) = rest.split_once(':')?;
-            return Some(img.strip_prefix("docker://").unwrap_or(img));
-        }
-    }
-    None
+/// `ostree-remote-registry:REMOTE:IMG`, `ostree-unverified-image:docker://IMG`, ...), as
+/// `osImageURL` names it.
+pub fn container_image(refspec: &str) -> Option<String> {
+    ContainerImage::parse(refspec)?.ok().map(|c| c.to_string())
 }
 
 /// The refspec (or checksum) rpm-ostree is given for an image.
@@ -110,14 +84,13 @@ mod tests {
 
     #[test]
     fn images_parse() {
-        let c = RpmOstreeImage::parse("quay.io/openshift/rhcos@sha256:0123abcd").unwrap();
+        let rhcos = format!("quay.io/openshift/rhcos@sha256:{}", "0123abcd".repeat(8));
+        let c = RpmOstreeImage::parse(&rhcos).unwrap();
         assert_eq!(
             c,
-            RpmOstreeImage::Container(
-                "ostree-unverified-registry:quay.io/openshift/rhcos@sha256:0123abcd".into()
-            )
+            RpmOstreeImage::Container(format!("ostree-unverified-registry:{rhcos}"))
         );
-        assert_eq!(c.image(), "quay.io/openshift/rhcos@sha256:0123abcd");
+        assert_eq!(c.image(), rhcos);
         assert_eq!(
             RpmOstreeImage::parse("registry.example:5000/os/rhcos:4.16").unwrap(),
             RpmOstreeImage::Container(

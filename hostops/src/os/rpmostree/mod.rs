@@ -75,7 +75,7 @@ use self::dbus::{connect_bus, get_property};
 pub use self::dbus::{
     BUS_NAME, CLIENT_ID, OS_IFACE, SYSROOT_IFACE, SYSROOT_PATH, TRANSACTION_IFACE,
 };
-pub use self::image::{container_image, RpmOstreeImage, CONTAINER_TRANSPORT};
+pub use self::image::{container_image, RpmOstreeImage};
 pub use self::packages::{
     extension_packages, kernel_type_packages, DEFAULT_KERNEL_PACKAGES, EXTENSIONS,
     KERNEL_64K_PACKAGES, REALTIME_KERNEL_PACKAGES,

@@ -276,7 +276,7 @@ impl Session {
         let origin = dict_str(d, "origin");
         let refspec = container.clone().or(origin);
         let image = match (&container, &refspec) {
-            (Some(c), _) => container_image(c).unwrap_or(c).to_string(),
+            (Some(c), _) => container_image(c).unwrap_or_else(|| c.to_string()),
             (None, Some(r)) => r.clone(),
             (None, None) => checksum.clone(),
         };
@@ -295,6 +295,7 @@ impl Session {
             refspec,
             version: dict_str(d, "version"),
             image,
+            image_digest: dict_str(d, "container-image-reference-digest"),
             kernel_type,
             kernel_args,
             booted: dict_bool(d, "booted"),

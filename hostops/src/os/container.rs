@@ -1,0 +1,357 @@
+//! Container image references as `osImageURL` carries them ([`ContainerImage`]): an image in a
+//! registry (`registry.example:5000/os/rhcos@sha256:…`, as the MCO writes it since OpenShift
+//! 4.12), an OCI layout directory (`oci:/media/os:v2`) or an OCI archive
+//! (`oci-archive:/media/os.tar`), also written with the transports of ostree-ext and rpm-ostree
+//! (`ostree-unverified-registry:…`, `ostree-image-signed:docker://…`, `docker://…`).
+//!
+//! The grammar of a registry reference is the one of `containers/image`'s `docker/reference`
+//! (a domain with a `.` or a port, or `localhost`; lower-case path components; a tag; a
+//! digest), written here so that the agent, which links no container library, parses exactly
+//! what skopeo will accept.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The longest reference accepted (the registry grammar's own limit is 255 for the name).
+pub const MAX_REFERENCE_LEN: usize = 1024;
+
+/// Where a container image comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Transport {
+    /// A registry (`docker://` in skopeo's words).
+    Registry,
+    /// An OCI image layout directory on the node (`oci:PATH[:REF]`).
+    Oci,
+    /// An OCI image layout in a tar archive on the node (`oci-archive:PATH[:REF]`).
+    OciArchive,
+}
+
+/// A container image reference.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerImage {
+    /// The transport.
+    pub transport: Transport,
+    /// `registry/repo[:tag][@sha256:…]` for a registry, `PATH[:REF]` for the OCI transports.
+    pub name: String,
+}
+
+impl ContainerImage {
+    /// Parses a container image reference; `None` when `image` is not one (it may then be an
+    /// ostree ref or checksum), `Some(Err(why))` when it is one, but malformed.
+    pub fn parse(image: &str) -> Option<Result<ContainerImage, String>> {
+        let image = image.trim();
+        let (transport, rest) = strip_transport(image)?;
+        if image.len() > MAX_REFERENCE_LEN {
+            return Some(Err(format!(
+                "the reference is longer than {MAX_REFERENCE_LEN} characters"
+            )));
+        }
+        Some(match transport {
+            Transport::Registry => check_registry_reference(rest).map(|()| ContainerImage {
+                transport,
+                name: rest.to_string(),
+            }),
+            Transport::Oci | Transport::OciArchive => {
+                let path = rest.split_once(':').map_or(rest, |(p, _)| p);
+                if !path.starts_with('/') {
+                    Err(format!("{path:?} is not an absolute path"))
+                } else if rest.chars().any(|c| c.is_control()) {
+                    Err("the path has control characters".into())
+                } else {
+                    Ok(ContainerImage {
+                        transport,
+                        name: rest.to_string(),
+                    })
+                }
+            }
+        })
+    }
+
+    /// The digest the reference pins (`sha256:…`), if any (registry references only).
+    pub fn digest(&self) -> Option<&str> {
+        match self.transport {
+            Transport::Registry => self.name.split_once('@').map(|(_, d)| d),
+            Transport::Oci | Transport::OciArchive => None,
+        }
+    }
+
+    /// The registry's host (and port) of a registry reference.
+    pub fn registry(&self) -> Option<&str> {
+        match self.transport {
+            Transport::Registry => self.name.split('/').next(),
+            Transport::Oci | Transport::OciArchive => None,
+        }
+    }
+
+    /// The reference as skopeo takes it (`docker://…`, `oci:…`, `oci-archive:…`).
+    pub fn skopeo(&self) -> String {
+        match self.transport {
+            Transport::Registry => format!("docker://{}", self.name),
+            Transport::Oci => format!("oci:{}", self.name),
+            Transport::OciArchive => format!("oci-archive:{}", self.name),
+        }
+    }
+
+    /// The reference as ostree-ext and rpm-ostree record it in a deployment's origin
+    /// (`ostree-unverified-registry:…`, `ostree-unverified-image:oci:…`).
+    pub fn ostree_ext(&self) -> String {
+        match self.transport {
+            Transport::Registry => format!("ostree-unverified-registry:{}", self.name),
+            Transport::Oci | Transport::OciArchive => {
+                format!("ostree-unverified-image:{}", self.skopeo())
+            }
+        }
+    }
+
+    /// The same image pinned to `digest` (registry references; others are returned as they are).
+    pub fn with_digest(&self, digest: &str) -> ContainerImage {
+        match self.transport {
+            Transport::Registry => {
+                let repo = self.repository();
+                ContainerImage {
+                    transport: self.transport,
+                    name: format!("{repo}@{digest}"),
+                }
+            }
+            Transport::Oci | Transport::OciArchive => self.clone(),
+        }
+    }
+
+    /// A registry reference without its tag and digest (`registry/repo`).
+    pub fn repository(&self) -> &str {
+        let name = self
+            .name
+            .split_once('@')
+            .map_or(self.name.as_str(), |(n, _)| n);
+        match name.rfind(':') {
+            Some(i) if !name[i..].contains('/') => &name[..i],
+            _ => name,
+        }
+    }
+}
+
+impl fmt::Display for ContainerImage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.transport {
+            Transport::Registry => f.write_str(&self.name),
+            Transport::Oci | Transport::OciArchive => f.write_str(&self.skopeo()),
+        }
+    }
+}
+
+/// The transport of `image` and the rest, or `None` when it is not a container reference.
+fn strip_transport(image: &str) -> Option<(Transport, &str)> {
+    const WRAPPERS: [&str; 4] = [
+        "ostree-unverified-image:",
+        "ostree-image-signed:",
+        "ostree-remote-image:",
+        "ostree-remote-registry:",
+    ];
+    if let Some(rest) = image.strip_prefix("ostree-unverified-registry:") {
+        return Some((Transport::Registry, rest));
+    }
+    for wrapper in WRAPPERS {
+        if let Some(mut rest) = image.strip_prefix(wrapper) {
+            if wrapper.starts_with("ostree-remote-") {
+                // `ostree-remote-image:REMOTE:TRANSPORT:NAME`: the remote names ostree's
+                // signature configuration, which hearth does not use (policy.json does).
+                rest = rest.split_once(':').map_or("", |(_, r)| r);
+            }
+            if wrapper.ends_with("-registry:") {
+                return Some((Transport::Registry, rest));
+            }
+            return strip_transport(rest).or(Some((Transport::Registry, rest)));
+        }
+    }
+    if let Some(rest) = image.strip_prefix("docker://") {
+        return Some((Transport::Registry, rest));
+    }
+    if let Some(rest) = image.strip_prefix("registry:") {
+        return Some((Transport::Registry, rest));
+    }
+    if let Some(rest) = image.strip_prefix("oci-archive:") {
+        return Some((Transport::OciArchive, rest));
+    }
+    if let Some(rest) = image.strip_prefix("oci:") {
+        return Some((Transport::Oci, rest));
+    }
+    // A bare reference: a registry domain first (with a '.' or a port, or `localhost`), or a
+    // digest. Anything else is left to the ostree grammar.
+    let first = image.split('/').next().unwrap_or_default();
+    let port = first
+        .split_once(':')
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let domain = image.contains('/') && (first.contains('.') || port || first == "localhost");
+    (domain || image.contains('@')).then_some((Transport::Registry, image))
+}
+
+/// Checks `name` against the registry reference grammar: `DOMAIN/PATH[:TAG][@DIGEST]`.
+fn check_registry_reference(name: &str) -> Result<(), String> {
+    let (rest, digest) = match name.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (name, None),
+    };
+    let (domain, path) = rest
+        .split_once('/')
+        .ok_or_else(|| format!("{name:?} names no registry (expected registry/repository)"))?;
+    let host_ok = |h: &str| {
+        !h.is_empty()
+            && h.split('.').all(|label| {
+                !label.is_empty()
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    };
+    let domain_ok = match domain.rsplit_once(':') {
+        Some((host, port)) => {
+            host_ok(host) && !port.is_empty() && port.len() <= 5 && port.parse::<u16>().is_ok()
+        }
+        None => host_ok(domain),
+    } || (domain.starts_with('[') && domain.contains(']'));
+    if !domain_ok || !(domain.contains('.') || domain.contains(':') || domain == "localhost") {
+        return Err(format!(
+            "{domain:?} is not a registry host (expected a name with a '.', a port, or \
+             localhost)"
+        ));
+    }
+    let (path, tag) = match path.rsplit_once(':') {
+        Some((p, t)) => (p, Some(t)),
+        None => (path, None),
+    };
+    let component_ok = |c: &str| {
+        // [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*
+        !c.is_empty()
+            && c.starts_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+            && c.ends_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch))
+            && !c.contains("..")
+            && !c.contains("___")
+    };
+    if path.len() > 255 || !path.split('/').all(component_ok) {
+        return Err(format!(
+            "repository {path:?} is not valid (lower-case letters, digits and separators . _ -)"
+        ));
+    }
+    if let Some(tag) = tag {
+        let ok = !tag.is_empty()
+            && tag.len() <= 128
+            && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !ok {
+            return Err(format!("tag {tag:?} is not valid"));
+        }
+    }
+    if let Some(digest) = digest {
+        let ok = digest.strip_prefix("sha256:").is_some_and(|hex| {
+            hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }) || digest.strip_prefix("sha512:").is_some_and(|hex| {
+            hex.len() == 128
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        if !ok {
+            return Err(format!(
+                "digest {digest:?} is not valid (expected sha256: and 64 lower-case hex digits)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> ContainerImage {
+        ContainerImage::parse(s).unwrap().unwrap()
+    }
+
+    fn bad(s: &str) -> String {
+        ContainerImage::parse(s).unwrap().unwrap_err()
+    }
+
+    #[test]
+    fn references_as_the_mco_and_ostree_ext_write_them() {
+        let d = format!("sha256:{}", "0a".repeat(32));
+        let mco = format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@{d}");
+        let i = ok(&mco);
+        assert_eq!(
+            (i.transport, i.name.as_str()),
+            (Transport::Registry, mco.as_str())
+        );
+        assert_eq!(i.digest(), Some(d.as_str()));
+        assert_eq!(i.registry(), Some("quay.io"));
+        assert_eq!(
+            i.repository(),
+            "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+        );
+        assert_eq!(i.skopeo(), format!("docker://{mco}"));
+        assert_eq!(i.ostree_ext(), format!("ostree-unverified-registry:{mco}"));
+        for wrapped in [
+            format!("ostree-unverified-registry:{mco}"),
+            format!("ostree-unverified-image:docker://{mco}"),
+            format!("ostree-image-signed:docker://{mco}"),
+            format!("ostree-remote-image:fedora:docker://{mco}"),
+            format!("ostree-remote-registry:fedora:{mco}"),
+            format!("docker://{mco}"),
+        ] {
+            assert_eq!(ok(&wrapped), i, "{wrapped}");
+        }
+        let tagged = ok("registry.example:5000/os/rhcos:4.16");
+        assert_eq!(tagged.digest(), None);
+        assert_eq!(tagged.repository(), "registry.example:5000/os/rhcos");
+        assert_eq!(
+            tagged.with_digest(&d).name,
+            format!("registry.example:5000/os/rhcos@{d}")
+        );
+        assert_eq!(ok("localhost/os:v1").registry(), Some("localhost"));
+        let oci = ok("oci:/media/os:v2");
+        assert_eq!(
+            (oci.transport, oci.name.as_str()),
+            (Transport::Oci, "/media/os:v2")
+        );
+        assert_eq!(oci.to_string(), "oci:/media/os:v2");
+        assert_eq!(oci.ostree_ext(), "ostree-unverified-image:oci:/media/os:v2");
+        assert_eq!(
+            ok("oci-archive:/media/os.tar").transport,
+            Transport::OciArchive
+        );
+        assert_eq!(
+            ok("ostree-unverified-image:oci-archive:/m/os.tar").transport,
+            Transport::OciArchive
+        );
+    }
+
+    #[test]
+    fn ostree_refs_are_not_container_references() {
+        for r in [
+            "hearth/debian/v2",
+            "fedora/x86_64/coreos/stable",
+            &"a".repeat(64),
+        ] {
+            assert!(ContainerImage::parse(r).is_none(), "{r}");
+        }
+    }
+
+    #[test]
+    fn malformed_references_say_what_is_wrong() {
+        assert!(bad("quay.io/Upper/case@sha256:00").contains("repository"));
+        assert!(bad("quay.io/os@sha256:00").contains("digest"));
+        assert!(bad("quay.io/os:bad tag").contains("tag"));
+        assert!(bad("docker://os").contains("names no registry"));
+        assert!(bad("docker://notahost/os").contains("registry host"));
+        assert!(bad("oci:relative/dir").contains("absolute"));
+        assert!(bad(&format!("quay.io/{}", "a".repeat(2000))).contains("longer"));
+    }
+}

@@ -87,8 +87,13 @@ step() { echo "build-images: [$((SECONDS - STARTED))s] $*"; }
 # systemd, systemd-sysv, dbus, libpam-systemd: PID 1, the system bus, logind; ostree,
 # ostree-boot: the ostree CLI, libostree and the boot integration (ostree-finalize-staged.path
 # and .service, which finalize a staged deployment at shutdown); sudo: the core user's sudo;
-# procps, iproute2, less: small tools for tests and humans.
+# procps, iproute2, less: small tools for tests and humans. skopeo with its containers
+# configuration (golang-github-containers-common and -image; netavark satisfies the virtual
+# container-network-stack the former depends on, which debootstrap does not resolve), libssl3,
+# libzstd1, zlib1g: what hearth-ostree-helper needs on a node that deploys container images.
 PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,ostree,ostree-boot,sudo,procps,iproute2,less
+PACKAGES=$PACKAGES,skopeo,golang-github-containers-common,golang-github-containers-image
+PACKAGES=$PACKAGES,netavark,libssl3,libzstd1,zlib1g
 step "debootstrap bookworm ($PACKAGES)"
 DEBIAN_FRONTEND=noninteractive debootstrap --variant=minbase --include="$PACKAGES" \
     bookworm "$TREE"

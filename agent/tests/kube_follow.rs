@@ -12,7 +12,8 @@
 use crate::common;
 
 use common::*;
-use hearth_vm_tests::kube::{fixtures, relay_into, KubeCluster};
+use hearth_vm_tests::kube::{fixtures, KubeCluster};
+use hearth_vm_tests::relay_into;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

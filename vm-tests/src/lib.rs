@@ -95,6 +95,8 @@ mod mounts;
 mod netns;
 pub mod ostree;
 pub mod qemu;
+pub mod registry;
+mod relay;
 mod rootfs;
 mod util;
 
@@ -104,6 +106,7 @@ pub use host::{
     NSPAWN_REBOOT_EXIT_CODE, TMPDIR_ENV,
 };
 pub use netns::SharedNetwork;
+pub use relay::relay_into;
 pub use rootfs::{
     cache_dir, cached_rootfs, rootfs_key, BUILD_ROOTFS_SCRIPT, CACHE_ENV, DEFAULT_CACHE_DIR,
 };

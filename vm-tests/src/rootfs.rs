@@ -50,6 +50,7 @@ pub fn cached_rootfs() -> Result<PathBuf> {
         script_name: "build-rootfs.sh",
         key: rootfs_key(),
         needs: &[("debootstrap", "debootstrap")],
+        env: Vec::new(),
         complete: is_complete,
         remove: mounts::remove_tree,
     }

@@ -110,17 +110,21 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
 const CARGO_BUILD_ENV: &[&str] = &["OUT_DIR", "MAKEFLAGS", "MFLAGS", "CARGO_MAKEFLAGS"];
 
 /// Runs an embedded build script (`bash -c SCRIPT NAME ARG`) with no input and both output
-/// streams appended to `log`, without cargo's build variables ([`CARGO_BUILD_ENV`]); returns
-/// its exit status.
+/// streams appended to `log`, without cargo's build variables ([`CARGO_BUILD_ENV`]) and with
+/// `env` added; returns its exit status.
 pub(crate) fn run_build_script(
     script: &str,
     name: &str,
     arg: &Path,
+    env: &[(&str, PathBuf)],
     log: fs::File,
 ) -> Result<std::process::ExitStatus> {
     let mut cmd = std::process::Command::new("bash");
     for var in CARGO_BUILD_ENV {
         cmd.env_remove(var);
+    }
+    for (var, value) in env {
+        cmd.env(var, value);
     }
     cmd.arg("-c")
         .arg(script)
@@ -150,6 +154,8 @@ pub(crate) struct CachedBuild<'a> {
     pub key: String,
     /// Programs a build needs, with their Debian packages (checked only when building).
     pub needs: &'a [(&'a str, &'a str)],
+    /// Environment variables the script reads (inputs built elsewhere).
+    pub env: Vec<(&'a str, PathBuf)>,
     /// Whether a directory is a finished build (it appears only by rename after one).
     pub complete: fn(&Path) -> bool,
     /// Removes a build directory (partial or stale).
@@ -209,7 +215,7 @@ impl CachedBuild<'_> {
             .with_context(|| format!("creating {}", log_path.display()))?;
         tracing::info!(dest = %dest.display(), log = %log_path.display(), "building {} ({})", self.what, self.takes);
         let started = std::time::Instant::now();
-        let status = run_build_script(self.script, self.script_name, &tmp, log)?;
+        let status = run_build_script(self.script, self.script_name, &tmp, &self.env, log)?;
         if !status.success() || !(self.complete)(&tmp) {
             if let Err(e) = (self.remove)(&tmp) {
                 tracing::warn!("cleaning up the failed build of {}: {e:#}", self.what);

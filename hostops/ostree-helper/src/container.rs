@@ -88,6 +88,7 @@ impl Session {
                     pulled: None,
                     space: Vec::new(),
                     image_digest: Some(resolved.digest),
+                    fetched_bytes: Some(0),
                 });
             }
         }
@@ -139,6 +140,7 @@ impl Session {
             pulled: Some(pulled),
             space: vec![check],
             image_digest: Some(resolved.digest),
+            fetched_bytes: Some(missing_bytes),
         })
     }
 

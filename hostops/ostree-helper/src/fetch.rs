@@ -121,6 +121,7 @@ impl Session {
             pulled: Some(pulled),
             space: vec![check],
             image_digest: None,
+            fetched_bytes: None,
         })
     }
 
@@ -195,6 +196,8 @@ pub(crate) struct Fetched {
     pub(crate) space: Vec<SpaceCheck>,
     /// For a container image: the digest of the manifest imported.
     pub(crate) image_digest: Option<String>,
+    /// For a container image: the bytes fetched from the registry.
+    pub(crate) fetched_bytes: Option<u64>,
 }
 
 impl Fetched {
@@ -205,6 +208,7 @@ impl Fetched {
             pulled: None,
             space: Vec::new(),
             image_digest: None,
+            fetched_bytes: None,
         }
     }
 }

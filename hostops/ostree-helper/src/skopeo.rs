@@ -169,7 +169,9 @@ impl Skopeo {
     ) -> Result<(), OsError> {
         self.check_policy(image)?;
         let mut c = self.command("copy");
-        c.arg("--retry-times").arg("2");
+        // The signatures are checked (the policy applies to the source), not kept: an OCI
+        // layout cannot hold them.
+        c.arg("--retry-times").arg("2").arg("--remove-signatures");
         self.source_options(&mut c, image, true);
         c.arg(reference)
             .arg(format!("oci:{}:{tag}", layout.display()));

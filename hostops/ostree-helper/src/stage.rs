@@ -47,7 +47,7 @@ impl Session {
 
         // 1. The commit to deploy.
         let t0 = Instant::now();
-        let (revision, refspec, pulled, mut space, target, digest) = if moves {
+        let (revision, refspec, pulled, mut space, target, digest, fetched) = if moves {
             let target = config.ref_for(&image, kernel_type)?;
             let f = self.fetch(config, &target)?;
             let target = target.to_string();
@@ -58,6 +58,7 @@ impl Session {
                 f.space,
                 target,
                 f.image_digest,
+                f.fetched_bytes,
             )
         } else {
             (
@@ -67,6 +68,7 @@ impl Session {
                 Vec::new(),
                 format!("commit {} (the booted commit)", booted.id.checksum),
                 booted.image_digest.clone(),
+                None,
             )
         };
 
@@ -209,6 +211,7 @@ impl Session {
             finalization,
             skipped_deletes: plan.skipped,
             pulled,
+            fetched_bytes: fetched,
             space,
         })
     }

@@ -162,6 +162,10 @@ pub struct StagedDeployment {
     /// The refspec pulled from the remote, if a pull was needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pulled: Option<String>,
+    /// For a container image: the bytes of the layers fetched from the registry (compressed;
+    /// the layers the node had already are not fetched again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_bytes: Option<u64>,
     /// The space checks that passed.
     pub space: Vec<SpaceCheck>,
 }

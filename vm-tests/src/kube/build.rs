@@ -63,6 +63,7 @@ pub fn cached_kube() -> Result<KubeBinaries> {
             ("make", "make"),
             ("dpkg-source", "dpkg-dev"),
         ],
+        env: Vec::new(),
         complete: is_complete,
         remove: remove_dir,
     }

@@ -2,51 +2,16 @@
 //! from the container's own loopback through a relay the test process runs, and the node's
 //! credentials and kubeconfig installed inside.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 
 use super::{pki, KubeCluster};
+use crate::relay_into;
 use crate::SystemdHost;
 
 /// Where [`KubeCluster::connect_host`] puts the node's kubeconfig inside the container.
 pub const HOST_KUBECONFIG: &str = "/etc/hearth/kube/kubeconfig";
-
-/// Listens on the container's loopback at `port` (0: any free one; the socket is made in its
-/// network namespace, which a reboot of the container replaces: listen again then, with the
-/// same port) and relays every connection to `to` on the test machine's loopback, for as long
-/// as the test process runs. Returns the port inside.
-pub fn relay_into(host: &SystemdHost, to: SocketAddr, port: u16) -> Result<u16> {
-    let netns = format!("/proc/{}/ns/net", host.leader_pid());
-    let listener = std::thread::spawn(move || -> Result<TcpListener> {
-        let ns = std::fs::File::open(&netns).with_context(|| format!("opening {netns}"))?;
-        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
-            .context("joining the container's network namespace")?;
-        TcpListener::bind(("127.0.0.1", port)).context("listening in the container")
-    })
-    .join()
-    .map_err(|_| anyhow!("the relay's thread panicked"))??;
-    let port = listener.local_addr()?.port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(inside) = conn else { return };
-            let Ok(outside) = TcpStream::connect(to) else {
-                continue;
-            };
-            let pipe = |mut from: TcpStream, mut to: TcpStream| {
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut from, &mut to);
-                    let _ = to.shutdown(std::net::Shutdown::Write);
-                });
-            };
-            if let (Ok(a), Ok(b)) = (inside.try_clone(), outside.try_clone()) {
-                pipe(a, b);
-                pipe(outside, inside);
-            }
-        }
-    });
-    Ok(port)
-}
 
 impl KubeCluster {
     /// Makes `host` node `name` of this cluster: a relay from its loopback to the API server,

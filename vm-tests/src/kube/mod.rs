@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 pub use build::{cached_kube, kube_key, KubeBinaries, BUILD_KUBE_SCRIPT};
-pub use host::{relay_into, HOST_KUBECONFIG};
+pub use host::HOST_KUBECONFIG;
 pub use pki::{MASTERS_GROUP, NODES_GROUP};
 
 use crate::exec;

@@ -110,6 +110,7 @@ pub fn cached_images() -> Result<Images> {
         script_name: "build-images.sh",
         key: images_key(),
         needs: &[("debootstrap", "debootstrap")],
+        env: Vec::new(),
         complete: images_complete,
         remove: mounts::remove_tree,
     }

@@ -45,15 +45,18 @@
 //! - `entries.rs`: a boot loader entry resolved to its deployment ([`BootEntry`])
 //! - `sysroot.rs`: [`TestSysroot`]: making (with [`DEFAULT_KARGS`]), querying and removing a
 //!   sysroot; sysroots of dead test processes
+//! - `oci.rs`: the same images as ostree-native container images in an OCI layout
+//!   ([`cached_oci_images`], [`OciImages`], [`tags`])
 //! - `booted.rs`: [`OstreeHost`]: a deployment booted in systemd-nspawn, the harness as boot
 //!   loader on reboots
 //!
 //! Imports run one way: `booted` uses `sysroot`, `images` and `entries`; `sysroot` uses `images`
-//! and `entries`. This file only re-exports.
+//! and `entries`; `oci` uses `images`. This file only re-exports.
 
 mod booted;
 mod entries;
 mod images;
+mod oci;
 mod sysroot;
 
 pub use booted::{OstreeHost, OstreeHostOptions};
@@ -61,4 +64,5 @@ pub use entries::BootEntry;
 pub use images::{
     cached_images, images_key, refs, Images, BUILD_IMAGES_SCRIPT, IMAGES_REPO_INSIDE,
 };
+pub use oci::{cached_oci_images, oci_images_key, tags, OciImages, BUILD_OCI_IMAGES_SCRIPT};
 pub use sysroot::{SysrootOptions, TestSysroot, DEFAULT_KARGS, OSNAME};

@@ -98,6 +98,7 @@ pub fn cached_vm_image() -> Result<VmImage> {
             ("ostree", "ostree"),
             ("mkfs.ext4", "e2fsprogs"),
         ],
+        env: Vec::new(),
         complete: image_complete,
         remove: remove_build_dir,
     }

@@ -83,6 +83,7 @@ impl Session {
                 finalization: Finalization::AtShutdown,
                 skipped_deletes: plan.skipped,
                 pulled: None,
+                fetched_bytes: None,
                 space: Vec::new(),
             });
         }
@@ -224,6 +225,7 @@ impl Session {
             finalization,
             skipped_deletes: plan.skipped,
             pulled: update.refspec(),
+            fetched_bytes: None,
             space: Vec::new(),
         })
     }

@@ -1,0 +1,367 @@
+//! Container images on hearth's libostree backend, on real sysroots booted in systemd-nspawn
+//! (the ostree fast tier), from inside the booted system (native mode: staged, finalized at
+//! shutdown; the production path): the OS images of `images/build-images.sh` as ostree-native
+//! container images (`images/build-oci-images.sh`), pushed to a real registry (Debian's
+//! docker-registry, TLS, htpasswd) that the container reaches on its loopback, pulled by the
+//! real helper with skopeo and ostree-ext.
+//!
+//! Needs root, systemd-nspawn, ostree, skopeo, docker-registry, htpasswd and gpg; the first
+//! run builds the OS images and their container images (cached).
+
+use crate::os_common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use hearth_hostops::os::{OsChange, OsError, OsStatus};
+use hearth_vm_tests::ostree::{cached_oci_images, tags, OciImages, OstreeHost};
+use hearth_vm_tests::registry::{lookaside_config, Registry, SigningKey};
+use hearth_vm_tests::relay_into;
+use os_common::*;
+
+const IMAGE_CACHE: &str = hearth_hostops::os::paths::IMAGE_CACHE;
+
+fn image_change(image: &str) -> OsChange {
+    OsChange {
+        os_image: Some(image.to_string()),
+        ..Default::default()
+    }
+}
+
+/// Writes a file into the booted system's `/etc` (or anywhere in its live root).
+fn put(host: &OstreeHost, path: &str, content: &[u8]) {
+    let p = host.live_path(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, content).unwrap();
+}
+
+/// The registry reached from inside on the same port; its CA and the pull secret where a node
+/// keeps them (`/etc/containers/certs.d/HOST/ca.crt`, `/etc/ostree/auth.json`).
+fn connect(host: &OstreeHost, registry: &Registry, with_credentials: bool) {
+    relay_into(host.host(), registry.addr(), registry.port()).unwrap();
+    put(
+        host,
+        &format!("/etc/containers/certs.d/{}/ca.crt", registry.host()),
+        registry.ca_pem().unwrap().as_bytes(),
+    );
+    if with_credentials {
+        put(host, "/etc/ostree/auth.json", registry.auth_json().as_bytes());
+    }
+}
+
+fn read_inside(host: &OstreeHost, path: &str) -> String {
+    host.exec_ok(&["cat", path]).unwrap().trim().to_string()
+}
+
+/// The container images recorded in the sysroot's repository (ostree-ext's refs).
+fn repo_images(host: &OstreeHost) -> BTreeSet<String> {
+    host.exec_ok(&[
+        "ostree",
+        "refs",
+        "--repo=/sysroot/ostree/repo",
+        "ostree/container/image",
+    ])
+    .unwrap()
+    .lines()
+    .filter(|l| !l.trim().is_empty())
+    .map(|l| l.trim().to_string())
+    .collect()
+}
+
+/// The manifests the node's layout keeps.
+fn layout_manifests(host: &OstreeHost) -> BTreeSet<String> {
+    let index = std::fs::read(host.live_path(&format!("{IMAGE_CACHE}/index.json")))
+        .unwrap_or_default();
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap_or_default();
+    index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["digest"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn layout_blob_bytes(host: &OstreeHost) -> u64 {
+    let dir = host.live_path(&format!("{IMAGE_CACHE}/blobs/sha256"));
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn no_pending(d: &Driver, host: &OstreeHost) -> OsStatus {
+    let status = d.status(host).unwrap();
+    assert!(
+        status.pending.is_none(),
+        "nothing may be staged after a failed pull: {:?}",
+        status.pending
+    );
+    status
+}
+
+fn total_layer_bytes(images: &OciImages, tag: &str) -> u64 {
+    images.layers(tag).unwrap().iter().map(|(_, s)| s).sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A manifest list by tag (this node's platform instance is deployed), then a derived image by
+/// digest (only its own layer is fetched), each rebooted into and read back; afterwards the
+/// repository and the node's layout hold the two deployed images and nothing else.
+#[test]
+fn container_image_pivots_inside() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    for (tag, name) in [(tags::V1, "v1"), (tags::V2, "v2"), (tags::MULTI, "multi")] {
+        registry
+            .push(&images.reference(tag), &format!("hearth/debian:{name}"), None)
+            .unwrap();
+    }
+    let (v1, v2) = (images.digest(tags::V1).unwrap(), images.digest(tags::V2).unwrap());
+    let mut host = boot_v1();
+    connect(&host, &registry, true);
+    let d = Driver::new(&host, Mode::Inside);
+
+    // 1. A tag naming a manifest list: linux/amd64's instance is v1, fetched whole.
+    let multi = format!("{}/hearth/debian:multi", registry.host());
+    let staged = d.stage(&host, &image_change(&multi)).unwrap();
+    assert_eq!(staged.deployment.image, multi);
+    assert_eq!(staged.deployment.image_digest.as_deref(), Some(v1));
+    assert_eq!(
+        staged.fetched_bytes,
+        Some(total_layer_bytes(&images, tags::V1) + config_size(&images, tags::V1))
+    );
+    host.reboot(REBOOT).unwrap();
+    relay_into(host.host(), registry.addr(), registry.port()).unwrap();
+    let status = d.status(&host).unwrap();
+    assert_eq!(status.booted.id, staged.deployment.id);
+    assert_eq!(status.booted.image_digest.as_deref(), Some(v1));
+    assert_eq!(read_inside(&host, "/usr/lib/hearth-image-version"), "v1");
+    // As ostree-ext and rpm-ostree record it: pinned to the digest.
+    let id = &status.booted.id;
+    let origin = read_inside(
+        &host,
+        &format!(
+            "/sysroot/ostree/deploy/{}/deploy/{}.{}.origin",
+            id.osname, id.checksum, id.serial
+        ),
+    );
+    let pinned = format!("{}/hearth/debian@{v1}", registry.host());
+    assert!(
+        origin.contains(&format!("container-image-reference=ostree-unverified-registry:{pinned}")),
+        "{origin}"
+    );
+
+    // 2. v2 by digest: v1's layers are on the node, only v2's own layer and config come.
+    let by_digest = format!("{}/hearth/debian@{v2}", registry.host());
+    let staged = d.stage(&host, &image_change(&by_digest)).unwrap();
+    let (own_layer, own_size) = images.layers(tags::V2).unwrap().last().cloned().unwrap();
+    assert!(images.layers(tags::V1).unwrap().iter().all(|(l, _)| *l != own_layer));
+    assert_eq!(
+        staged.fetched_bytes,
+        Some(own_size + config_size(&images, tags::V2)),
+        "only the derived layer and the config are fetched"
+    );
+    host.reboot(REBOOT).unwrap();
+    let status = d.status(&host).unwrap();
+    assert_eq!(status.booted.image_digest.as_deref(), Some(v2));
+    assert_eq!(status.booted.image, by_digest);
+    assert_eq!(read_inside(&host, "/usr/lib/hearth-image-version"), "v2");
+    assert_eq!(
+        status.rollback.as_ref().and_then(|r| r.image_digest.as_deref()),
+        Some(v1)
+    );
+
+    // 3. Only what is deployed stays: the two images, in the repository and in the layout.
+    assert_eq!(repo_images(&host).len(), 2, "{:?}", repo_images(&host));
+    assert_eq!(
+        layout_manifests(&host),
+        BTreeSet::from([v1.to_string(), v2.to_string()])
+    );
+    host.shutdown().unwrap();
+}
+
+fn config_size(images: &OciImages, tag: &str) -> u64 {
+    images.manifest(tag).unwrap()["config"]["size"]
+        .as_u64()
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// What goes wrong on the way from a registry: no credentials, no registry, a pull stopped
+/// midway (a layer the registry cannot serve); each is a per-node reason naming the image, and
+/// nothing is staged. The layers fetched before the stop stay: the next try fetches only the
+/// rest.
+#[test]
+fn container_pull_failures_inside() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    registry
+        .push(&images.reference(tags::V2), "hearth/debian:v2", None)
+        .unwrap();
+    let v2 = format!("{}/hearth/debian:v2", registry.host());
+    let host = boot_v1();
+    let d = Driver::new(&host, Mode::Inside);
+
+    // 1. No pull secret.
+    connect(&host, &registry, false);
+    let e = d.stage(&host, &image_change(&v2)).unwrap_err();
+    match &e {
+        OsError::ImagePull { image, cause } => {
+            assert_eq!(image, &v2);
+            assert!(
+                cause.contains("unauthorized") || cause.contains("authentication required"),
+                "{e}"
+            );
+        }
+        other => panic!("expected an image pull error, got {other:?}"),
+    }
+    assert!(e.to_string().contains("nothing was staged"), "{e}");
+    no_pending(&d, &host);
+
+    // 2. Nothing listens there.
+    let nowhere = "127.0.0.1:1/hearth/debian:v2";
+    let e = d.stage(&host, &image_change(nowhere)).unwrap_err();
+    assert!(
+        matches!(&e, OsError::ImagePull { cause, .. } if cause.contains("connection refused")),
+        "{e}"
+    );
+    no_pending(&d, &host);
+
+    // 3. Stopped midway: the registry serves v2's layers but not its config, which skopeo
+    //    fetches after them.
+    put(&host, "/etc/ostree/auth.json", registry.auth_json().as_bytes());
+    let config = images.manifest(tags::V2).unwrap()["config"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data = registry.blob_data(&config).unwrap();
+    let aside = data.with_extension("aside");
+    std::fs::rename(&data, &aside).unwrap();
+    let e = d.stage(&host, &image_change(&v2)).unwrap_err();
+    assert!(matches!(&e, OsError::ImagePull { .. }), "{e}");
+    no_pending(&d, &host);
+    let layers = total_layer_bytes(&images, tags::V2);
+    assert_eq!(
+        layout_blob_bytes(&host),
+        layers,
+        "the layers fetched before the stop stay on the node"
+    );
+    // 4. Served again: the next try fetches what was missing, not what it has.
+    std::fs::rename(&aside, &data).unwrap();
+    let staged = d.stage(&host, &image_change(&v2)).unwrap();
+    assert_eq!(
+        staged.fetched_bytes,
+        Some(config_size(&images, tags::V2)),
+        "resumed: only the config is fetched"
+    );
+    assert_eq!(
+        staged.deployment.image_digest.as_deref(),
+        Some(images.digest(tags::V2).unwrap())
+    );
+    host.shutdown().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A node whose containers policy requires images of the site registry to be signed by the
+/// site's key: an unsigned image and one signed by another key are refused before a layer is
+/// fetched, with the image, the policy and the reason; the image signed by the site's key
+/// (`skopeo copy --sign-by`, signatures in a lookaside store) is deployed.
+#[test]
+fn container_signature_policy_inside() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    let site = SigningKey::create("hearth-site").unwrap();
+    let stranger = SigningKey::create("stranger").unwrap();
+    registry
+        .push(&images.reference(tags::V2), "hearth/unsigned:v2", None)
+        .unwrap();
+    registry
+        .push(&images.reference(tags::V2), "hearth/stranger:v2", Some(&stranger))
+        .unwrap();
+    registry
+        .push(&images.reference(tags::V2), "hearth/signed:v2", Some(&site))
+        .unwrap();
+    let host = boot_v1();
+    connect(&host, &registry, true);
+    // The site's policy, key and lookaside store, as a MachineConfig would write them.
+    let policy = serde_json::json!({
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {registry.host(): [{
+            "type": "signedBy",
+            "keyType": "GPGKeys",
+            "keyPath": "/etc/pki/containers/hearth-site.gpg"
+        }]}}
+    });
+    put(
+        &host,
+        "/etc/containers/policy.json",
+        serde_json::to_string_pretty(&policy).unwrap().as_bytes(),
+    );
+    put(
+        &host,
+        "/etc/pki/containers/hearth-site.gpg",
+        &std::fs::read(site.public_key()).unwrap(),
+    );
+    let store_inside = "/var/lib/hearth-test-sigstore";
+    put(
+        &host,
+        "/etc/containers/registries.d/hearth-site.yaml",
+        lookaside_config(&registry.host(), Path::new(store_inside), false).as_bytes(),
+    );
+    for key in [&site, &stranger] {
+        copy_tree(&key.sigstore(), &host.live_path(store_inside));
+    }
+    let d = Driver::new(&host, Mode::Inside);
+
+    for repo in ["unsigned", "stranger"] {
+        let image = format!("{}/hearth/{repo}:v2", registry.host());
+        let e = d.stage(&host, &image_change(&image)).unwrap_err();
+        match &e {
+            OsError::ImageRefused {
+                image: i,
+                policy,
+                cause,
+            } => {
+                assert_eq!(i, &image);
+                assert_eq!(policy, "/etc/containers/policy.json");
+                assert!(cause.to_lowercase().contains("signature"), "{repo}: {e}");
+            }
+            other => panic!("{repo}: expected a refusal by the policy, got {other:?}"),
+        }
+        no_pending(&d, &host);
+        assert_eq!(
+            layout_blob_bytes(&host),
+            0,
+            "{repo}: refused before any layer is fetched"
+        );
+    }
+    let signed = format!("{}/hearth/signed:v2", registry.host());
+    let staged = d.stage(&host, &image_change(&signed)).unwrap();
+    assert_eq!(
+        staged.deployment.image_digest.as_deref(),
+        Some(images.digest(tags::V2).unwrap())
+    );
+    host.shutdown().unwrap();
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}

@@ -35,7 +35,7 @@ tool() { "$HEARTH_IMAGE_TOOL" "$@" | tee -a "$OUT/digests.tmp"; }
 step "v1: encapsulating hearth/debian/v1"
 tool encapsulate "$HEARTH_IMAGES/repo" hearth/debian/v1 "$OUT/layout" v1 --label version=v1
 step "v2: v1 plus a layer"
-tool derive "$OUT/layout" v1 v2 --file /usr/lib/hearth-image-version=v2 --label version=v2
+tool derive "$OUT/layout" v1 v2 --file $'/usr/lib/hearth-image-version=v2\n' --label version=v2
 step "multi: a manifest list"
 tool index "$OUT/layout" multi --platform linux/amd64=v1 --platform linux/arm64=v2
 sed 's/ /=/' "$OUT/digests.tmp" >"$OUT/digests.env"

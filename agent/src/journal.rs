@@ -207,6 +207,10 @@ pub struct Journal {
     /// ended, so that none runs twice for the same rendered config (`apply/action.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<hearth_api::ActionRun>,
+    /// The booted OS deployment as the OS backend last reported it (read once per agent start
+    /// and after a boot into a new deployment; reported to the server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<hearth_api::BootedOs>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -235,6 +239,7 @@ impl Default for Journal {
             forcing: None,
             request_results: Vec::new(),
             actions: Vec::new(),
+            os: None,
         }
     }
 }

@@ -34,6 +34,7 @@ pub fn status_document(j: &Journal) -> AgentStatus {
         requests_done: j.requests_done,
         request_results: j.request_results.clone(),
         actions: j.actions.clone(),
+        os: j.os.clone(),
     }
 }
 
@@ -89,6 +90,16 @@ pub fn status_text(j: &Journal) -> String {
             "no"
         }
     ));
+    if let Some(os) = &j.os {
+        let digest = os
+            .image_digest
+            .as_deref()
+            .filter(|d| !os.image.ends_with(d))
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
+        out.push_str(&format!("OS image:        {}{digest}\n", os.image));
+        out.push_str(&format!("OS deployment:   {} (booted)\n", os.deployment));
+    }
     if let Some(os) = j.progress.as_ref().and_then(|p| p.os.as_ref()) {
         out.push_str(&format!("OS change:       {}\n", os.change));
         if let Some(d) = &os.expect.deployment {

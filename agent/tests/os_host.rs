@@ -8,7 +8,11 @@
 use crate::common;
 
 use common::mc;
-use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS};
+use hearth_vm_tests::ostree::{
+    cached_oci_images, refs, tags, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS,
+};
+use hearth_vm_tests::registry::Registry;
+use hearth_vm_tests::relay_into;
 use hearth_vm_tests::qemu::workspace_binary;
 use std::time::{Duration, Instant};
 
@@ -228,6 +232,46 @@ fn pivot_to_v2_then_the_realtime_kernel_keeps_the_image() {
             .unwrap(),
         "realtime\n"
     );
+    host.shutdown().unwrap();
+}
+
+/// An ostree-native container image from the site's registry (TLS, a pull secret), as the MCO
+/// writes `osImageURL` (`registry/repo@sha256:…`): pulled by skopeo and imported by the helper
+/// as children of the agent's unit, under its hardening (capability bounding set, system call
+/// filter, `NoNewPrivileges`, `MemoryDenyWriteExecute`); booted and verified.
+#[test]
+fn a_container_image_is_pulled_under_the_units_hardening_and_booted() {
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    registry
+        .push(&images.reference(tags::V2), "os/debian:v2", None)
+        .unwrap();
+    let digest = images.digest(tags::V2).unwrap();
+    let image = format!("{}/os/debian@{digest}", registry.host());
+    let mut host = boot_with_agent(120);
+    relay_into(host.host(), registry.addr(), registry.port()).unwrap();
+    put(
+        &host,
+        &format!("/etc/containers/certs.d/{}/ca.crt", registry.host()),
+        &registry.ca_pem().unwrap(),
+    );
+    put(&host, "/etc/ostree/auth.json", &registry.auth_json());
+    desire(&host, "10-os-image", &format!("  osImageURL: {image}\n"));
+    start_agent(&host);
+    reboot(&mut host, "reboot into the container image");
+    let st = wait_for_state(&host, "Done", Duration::from_secs(60));
+    assert_eq!(st["current"], "10-os-image");
+    assert_eq!(
+        host.exec_ok(&["cat", "/usr/lib/hearth-image-version"])
+            .unwrap(),
+        "v2\n"
+    );
+    assert_eq!(st["os"]["image"], image.as_str(), "{st:#}");
+    assert_eq!(st["os"]["imageDigest"], digest, "{st:#}");
+    let log = host
+        .exec_ok(&["journalctl", "-u", "hearth-agent", "--no-pager", "-o", "cat"])
+        .unwrap();
+    assert!(log.contains("skopeo: "), "skopeo ran under the unit:\n{log}");
     host.shutdown().unwrap();
 }
 

@@ -59,7 +59,8 @@ pub use request::{
 };
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{
-    ActionFailurePolicy, ActionOutcome, ActionRun, ActionWhen, AgentStatus, HistoryItem, NodeState,
+    ActionFailurePolicy, ActionOutcome, ActionRun, ActionWhen, AgentStatus, BootedOs, HistoryItem,
+    NodeState,
 };
 pub use version::VersionInfo;
 pub use views::{

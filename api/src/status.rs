@@ -126,6 +126,28 @@ pub struct AgentStatus {
     /// desired config and the last ones of earlier configs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<ActionRun>,
+    /// The OS the node booted, as its OS backend reports it (hosts with one: ostree,
+    /// rpm-ostree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<BootedOs>,
+}
+
+/// The booted OS deployment of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootedOs {
+    /// The deployment (`<stateroot>/<commit>.<serial>`).
+    pub deployment: String,
+    /// The OS image as the config named it: a container image reference, an ostree ref or a
+    /// commit checksum.
+    pub image: String,
+    /// For a container image, the digest of the manifest deployed (`sha256:…`; of a manifest
+    /// list, this node's platform's instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    /// The image's version (its `version` metadata), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// When a run-once action runs relative to its config's files (`spec.actions[].when`).

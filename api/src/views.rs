@@ -163,6 +163,9 @@ pub struct NodeStatus {
     /// How many drift lines it reported (in every view: the summary view leaves the lines out).
     #[serde(default)]
     pub drift_count: usize,
+    /// The OS it booted, as it reported it (nodes with an OS backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<crate::BootedOs>,
     /// Its recent transitions, oldest first (none in a list's summary view).
     #[serde(default)]
     pub history: Vec<HistoryItem>,

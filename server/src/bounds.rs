@@ -139,6 +139,19 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
         a.started_at = fit(std::mem::take(&mut a.started_at), MAX_NAME);
         a.output_tail = fit_front(std::mem::take(&mut a.output_tail), MAX_ACTION_TAIL);
     }
+    if let Some(os) = &mut s.os {
+        // Every field named, so that a new one cannot go unbounded.
+        let hearth_api::BootedOs {
+            deployment,
+            image,
+            image_digest,
+            version,
+        } = os;
+        *deployment = fit(std::mem::take(deployment), MAX_NAME);
+        *image = fit(std::mem::take(image), MAX_LINE);
+        *image_digest = image_digest.take().map(|d| fit(d, MAX_NAME));
+        *version = version.take().map(|v| fit(v, MAX_NAME));
+    }
     Ok(s)
 }
 

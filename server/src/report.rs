@@ -14,7 +14,7 @@
 //! with every agent waiting; not keeping the JSON saves some 1 GiB more
 //! (docs/performance.md, "100,000 agents with real reports").
 
-use hearth_api::{AgentStatus, NodeState, RequestResult};
+use hearth_api::{AgentStatus, BootedOs, NodeState, RequestResult};
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
@@ -66,6 +66,8 @@ pub struct Summary {
     /// How many drift lines the report holds: at most [`crate::bounds::MAX_DRIFT_LINES`] of
     /// the node's, and then one of the server's saying how many more it did not keep.
     pub drift_lines: u32,
+    /// The booted OS (boxed: a pointer's worth for nodes without one).
+    pub os: Option<Box<BootedOs>>,
 }
 
 impl Report {
@@ -96,6 +98,7 @@ impl Report {
                 request_results: status.request_results,
                 progress,
                 drift_lines,
+                os: status.os.map(Box::new),
             },
             json: Mutex::new(Some(bytes::Bytes::from(json))),
         }))
@@ -120,6 +123,7 @@ impl Report {
             request_results: s.request_results,
             progress: s.progress.map(|p| summary_progress(p.get())),
             drift_lines: s.drift.0,
+            os: s.os.map(Box::new),
         };
         Ok(Report(Arc::new(Held {
             sha256: Sha256::digest(&json).into(),
@@ -184,6 +188,7 @@ impl Report {
             requests_done: s.requests_done,
             request_results: s.request_results.clone(),
             actions: Vec::new(),
+            os: s.os.as_deref().cloned(),
         }
     }
 
@@ -329,6 +334,8 @@ struct StoredSummary<'a> {
     progress: Option<&'a RawValue>,
     #[serde(default)]
     drift: Count,
+    #[serde(default)]
+    os: Option<BootedOs>,
 }
 
 /// The length of a JSON array, its items passed over.

@@ -358,6 +358,7 @@ pub fn node(
             progress,
             drift,
             drift_count,
+            os: r.and_then(|r| r.os.clone()),
             history,
             error: n.error.clone(),
             pinned: n.pin.as_ref().map(|p| PinView {

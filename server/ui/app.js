@@ -44,6 +44,13 @@ async function api(path, text) {
   return text ? r.text() : r.json();
 }
 
+// The booted image with its digest cut to 12 hex digits (the node's own view has it whole).
+function shortImage(os) {
+  if (!os) return "-";
+  if (!os.imageDigest) return os.image;
+  const cut = os.imageDigest.replace(/^(sha256:[0-9a-f]{12})[0-9a-f]+$/, "$1");
+  return os.image.endsWith(os.imageDigest) ? os.image.slice(0, -os.imageDigest.length) + cut : os.image + "@" + cut;
+}
 function short(name) { return name ? String(name).replace(/^(rendered-.*-)([0-9a-f]{8})[0-9a-f]+$/, "$1$2…") : "-"; }
 
 function firstLine(s) {
@@ -90,7 +97,7 @@ function renderNodes(nodes) {
     const st = s.state || (s.enrolled ? "Enrolled" : "NotEnrolled");
     const tr = row([n.metadata.name, s.pool || "-", el("span", st, "state-" + st),
       el("span", short(s.current), "mono"), el("span", short(s.desired), "mono"),
-      s.driftCount || "", firstLine(s.reason || s.error)]);
+      s.driftCount || "", el("span", shortImage(s.os), "mono"), firstLine(s.reason || s.error)]);
     tr.className = "clickable";
     tr.dataset.node = n.metadata.name;
     if (state.selected && state.selected.kind === "node" && state.selected.name === n.metadata.name) tr.classList.add("selected");
@@ -134,6 +141,9 @@ async function renderNodeDetail(name) {
     ["Desired", el("span", s.desired || "-", "mono")],
     ["Progress", progress],
     ["Last report", s.lastReport],
+    ["OS image", el("span", s.os ? s.os.image : "-", "mono")],
+    ["Image digest", el("span", s.os && s.os.imageDigest ? s.os.imageDigest : "-", "mono")],
+    ["OS deployment", el("span", s.os ? s.os.deployment + (s.os.version ? " (version " + s.os.version + ")" : "") : "-", "mono")],
     ["Pinned", s.pinned ? s.pinned.config + " by " + s.pinned.by : "-"],
     ["Excluded", s.excluded ? "by " + s.excluded.by : "-"],
   ]));

@@ -163,6 +163,9 @@ pub struct Agent {
     /// Whether this process cleaned the temporaries of its own state yet (see
     /// [`Agent::lock`]).
     cleaned_state: std::sync::atomic::AtomicBool,
+    /// Whether this process recorded the booted OS in the journal yet (see
+    /// [`Agent::note_booted_os`]).
+    noted_os: std::sync::atomic::AtomicBool,
     /// Directories the steps wrote into, fsynced once each before the journal records the
     /// steps (see `execute.rs`).
     written_dirs: DirSyncs,
@@ -207,6 +210,7 @@ impl Agent {
             ssh_layout,
             os,
             cleaned_state: std::sync::atomic::AtomicBool::new(false),
+            noted_os: std::sync::atomic::AtomicBool::new(false),
             written_dirs: DirSyncs::new(),
         })
     }
@@ -236,6 +240,9 @@ impl Agent {
     ) -> Result<Outcome, AgentError> {
         let _lock = self.lock()?;
         let mut j = Journal::load(&self.root)?;
+        if self.note_booted_os(&mut j, false).await {
+            j.save(&self.root)?;
+        }
         // The config being applied, waiting for its reboot, or in place, arrives again under
         // another name with the same content (a node moved into a pool that renders the same
         // config): it is the same config; record the new name, or whoever asks for it (the
@@ -388,6 +395,9 @@ impl Agent {
     ) -> Result<Option<Outcome>, AgentError> {
         let _lock = self.lock()?;
         *j = Journal::load(&self.root)?;
+        if self.note_booted_os(j, false).await {
+            j.save(&self.root)?;
+        }
         self.resume_locked(j, opts).await
     }
 

@@ -136,6 +136,38 @@ impl Agent {
         }
     }
 
+    /// Records the booted OS deployment (its image and the image's digest) in the journal, once
+    /// per agent process (a reboot starts a new one) unless `again` (after a boot into a new
+    /// deployment). `true` when the journal changed. Hosts without an OS backend have none;
+    /// a backend that cannot say keeps the last record and logs why.
+    pub(super) async fn note_booted_os(&self, j: &mut Journal, again: bool) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.os.unsupported_reason().is_some()
+            || (!again && self.noted_os.swap(true, Ordering::SeqCst))
+        {
+            return false;
+        }
+        let booted = match self.os.status().await {
+            Ok(status) => status.booted,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the booted OS deployment");
+                return false;
+            }
+        };
+        let os = hearth_api::BootedOs {
+            deployment: booted.id.to_string(),
+            image: booted.image,
+            image_digest: booted.image_digest,
+            version: booted.version,
+        };
+        if j.os.as_ref() == Some(&os) {
+            return false;
+        }
+        tracing::info!(deployment = %os.deployment, image = %os.image, digest = ?os.image_digest, "booted OS");
+        j.os = Some(os);
+        true
+    }
+
     /// Stages the OS change as one new deployment; what the boot must show.
     pub(super) async fn stage_os(&self, change: &OsChange) -> Result<OsProgress, StepError> {
         tracing::info!(%change, backend = self.os.kind(), "staging the OS change");
@@ -330,6 +362,7 @@ impl Agent {
             tracing::error!(%reason, "OS verification failed");
             return self.end_failed_os(j, desired, reason).map(Some);
         }
+        self.note_booted_os(j, true).await;
         let config = OsConfig::load(&self.root_path).unwrap_or_default();
         let Err(why) = self.boot_health(&config.health).await else {
             tracing::info!(deployment = ?os.expect.deployment, "the new OS deployment booted healthy");

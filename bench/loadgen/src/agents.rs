@@ -98,6 +98,16 @@ pub(crate) fn status_doc(
         requests_done: 0,
         request_results: Vec::new(),
         actions: Vec::new(),
+        // What an RHCOS node reports: the same image (and deployment) for a whole pool.
+        os: Some(hearth_api::BootedOs {
+            deployment: format!("rhcos/{}.0", "5e".repeat(32)),
+            image: format!(
+                "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{}",
+                "3f".repeat(32)
+            ),
+            image_digest: Some(format!("sha256:{}", "3f".repeat(32))),
+            version: Some("416.94.202405291527-0".into()),
+        }),
     })
     .unwrap_or_default()
 }

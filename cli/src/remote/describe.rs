@@ -146,6 +146,22 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             if let Some(e) = &st.error {
                 field(&mut out, "Server problem", text(e));
             }
+            if let Some(os) = &st.os {
+                field(&mut out, "OS image", text(&os.image));
+                if let Some(d) = &os.image_digest {
+                    field(&mut out, "Image digest", text(d));
+                }
+                let version = os
+                    .version
+                    .as_deref()
+                    .map(|v| format!(" (version {})", text(v)))
+                    .unwrap_or_default();
+                field(
+                    &mut out,
+                    "OS deployment",
+                    format!("{}{version}", text(&os.deployment)),
+                );
+            }
             if st.drift.is_empty() {
                 field(&mut out, "Drift", "none".into());
             } else {

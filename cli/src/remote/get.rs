@@ -292,7 +292,7 @@ pub(super) fn rows(
                 "NAME", "POOL", "STATE", "READY", "CURRENT", "DESIRED", "AGE",
             ];
             if wide {
-                header.extend(["LASTREPORT", "DRIFT", "REASON"]);
+                header.extend(["LASTREPORT", "DRIFT", "IMAGE", "REASON"]);
             }
             let nodes: Vec<NodeView> = typed(Value::Array(objects.to_vec()), "/api/v1/nodes")?;
             let rows = nodes
@@ -315,6 +315,7 @@ pub(super) fn rows(
                         });
                         // How many paths differ from the config (`describe node` lists them).
                         r.push(st.drift_count.to_string());
+                        r.push(text(&image_column(st.os.as_ref())));
                         let reason = st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
                         r.push(text(reason));
                     }
@@ -432,5 +433,55 @@ mod tests {
         for bad in ["w0", "node/", "mc/x", "/w0"] {
             assert!(event_object(bad).is_err(), "{bad}");
         }
+    }
+}
+
+/// The IMAGE column of `get nodes -o wide`: the booted image with its digest cut to 12 hex
+/// digits (`describe node` has it whole); `-` for a node without an OS backend.
+fn image_column(os: Option<&hearth_api::BootedOs>) -> String {
+    let Some(os) = os else {
+        return "-".into();
+    };
+    let Some(digest) = &os.image_digest else {
+        return os.image.clone();
+    };
+    let short = match digest.split_once(':') {
+        Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
+        None => digest.clone(),
+    };
+    match os.image.strip_suffix(digest.as_str()) {
+        Some(name) => format!("{name}{short}"),
+        None => format!("{}@{short}", os.image),
+    }
+}
+
+#[cfg(test)]
+mod image_column_tests {
+    use super::image_column;
+
+    #[test]
+    fn digests_are_cut_and_named_once() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let os = |image: String| hearth_api::BootedOs {
+            deployment: "rhcos/x.0".into(),
+            image,
+            image_digest: Some(digest.clone()),
+            version: None,
+        };
+        assert_eq!(
+            image_column(Some(&os(format!("quay.io/os@{digest}")))),
+            "quay.io/os@sha256:abababababab"
+        );
+        assert_eq!(
+            image_column(Some(&os("quay.io/os:4.16".into()))),
+            "quay.io/os:4.16@sha256:abababababab"
+        );
+        let plain = hearth_api::BootedOs {
+            image: "hearth/debian/v2".into(),
+            image_digest: None,
+            ..os(String::new())
+        };
+        assert_eq!(image_column(Some(&plain)), "hearth/debian/v2");
+        assert_eq!(image_column(None), "-");
     }
 }

@@ -273,6 +273,7 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
                 current: a.get(CURRENT_CONFIG).cloned(),
                 desired: a.get(DESIRED_CONFIG).cloned(),
                 pending_reboot: false,
+                os: None,
                 progress: None,
                 drift: Vec::new(),
                 history: Vec::new(),

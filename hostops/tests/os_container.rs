@@ -365,3 +365,100 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+
+/// Bytes of the files under `dir` (hard links counted once per name: the repository's objects).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        total += if meta.is_dir() {
+            tree_bytes(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// Ten updates in a row, each a new image (v1 plus a layer of its own: 1 MiB that no other
+/// image has), staged one after the other on the booted host: the repository and the node's
+/// layout keep what is deployed (the booted commit and the last staged image), not ten images.
+#[test]
+fn container_images_are_pruned_inside() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let layout = work.path().join("layout");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&images.layout)
+        .arg(&layout)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let tool = hearth_vm_tests::qemu::workspace_binary("hearth-image-tool", "hearth-image-tool")
+        .unwrap();
+    const PAYLOAD: u64 = 1024 * 1024;
+    let registry = Registry::start().unwrap();
+    for i in 1..=10 {
+        // 1 MiB of its own: hex of a hash chain seeded with the update's number.
+        use sha2::Digest;
+        let mut block = sha2::Sha256::digest(format!("update {i}"));
+        let mut content = String::with_capacity(PAYLOAD as usize);
+        while (content.len() as u64) < PAYLOAD {
+            block = sha2::Sha256::digest(block);
+            content.push_str(&hex::encode(block));
+        }
+        let file = work.path().join(format!("payload-{i}"));
+        std::fs::write(&file, &content).unwrap();
+        let out = std::process::Command::new(&tool)
+            .arg("derive")
+            .arg(&layout)
+            .args([tags::V1, &format!("u{i}")])
+            .arg(format!("--file=/usr/lib/hearth-update=@{}", file.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        registry
+            .push(
+                &format!("oci:{}:u{i}", layout.display()),
+                &format!("hearth/debian:u{i}"),
+                None,
+            )
+            .unwrap();
+    }
+    let host = boot_v1();
+    connect(&host, &registry, true);
+    let d = Driver::new(&host, Mode::Inside);
+    let objects = host.sysroot().repo().join("objects");
+    let mut after_first = 0;
+    let mut last = None;
+    for i in 1..=10 {
+        let staged = d
+            .stage(
+                &host,
+                &image_change(&format!("{}/hearth/debian:u{i}", registry.host())),
+            )
+            .unwrap();
+        if i == 1 {
+            after_first = tree_bytes(&objects);
+        }
+        last = staged.deployment.image_digest;
+    }
+    let after_ten = tree_bytes(&objects);
+    assert_eq!(
+        repo_images(&host).len(),
+        1,
+        "only the staged image is kept (the booted deployment is a commit): {:?}",
+        repo_images(&host)
+    );
+    assert_eq!(layout_manifests(&host), BTreeSet::from([last.unwrap()]));
+    assert!(
+        after_ten < after_first + 2 * PAYLOAD,
+        "ten updates grew the repository by {} bytes (one image's own layer is {PAYLOAD})",
+        after_ten.saturating_sub(after_first)
+    );
+    host.shutdown().unwrap();
+}

@@ -26,6 +26,12 @@
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
 #                           backports gets the matching Debian 12 qemu-utils with it (the two
 #                           versions conflict), instead of apt removing qemu-utils.
+#   libzstd-dev             hearth-ostree-helper links ostree-ext (container images), whose
+#                           zstd-sys builds against the system's libzstd (libssl-dev is below)
+#   skopeo docker-registry  OS images as container images (hostops/tests/os_container.rs):
+#   apache2-utils gnupg     skopeo pushes the test images (images/build-oci-images.sh) to a
+#                           registry the tests start (docker-registry; htpasswd from
+#                           apache2-utils), signed with GnuPG keys the tests make
 #   golang-go jq rsync      the Kubernetes tier (src/kube/): images/build-kube.sh builds
 #   make dpkg-dev           kube-apiserver and kube-controller-manager from Debian's kubernetes
 #                           source (apt-get source, dpkg-source, Go 1.19) on first use. Debian's
@@ -45,7 +51,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
     strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils chromium chromium-driver
-    golang-go jq rsync make dpkg-dev)
+    golang-go jq rsync make dpkg-dev libzstd-dev skopeo docker-registry apache2-utils gnupg)
 updated=
 apt_update_once() {
     [ -n "$updated" ] || { apt-get update -qq; updated=1; }

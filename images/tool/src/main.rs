@@ -6,7 +6,7 @@
 //! ```text
 //! hearth-image-tool encapsulate REPO REV LAYOUT TAG [--label K=V]...
 //!     the commit REV of the ostree repository REPO as an image tagged TAG
-//! hearth-image-tool derive LAYOUT FROM TAG --file PATH=CONTENT... [--label K=V]...
+//! hearth-image-tool derive LAYOUT FROM TAG --file PATH=CONTENT|@FILE... [--label K=V]...
 //!     FROM plus one layer with these files (a derived, "layered" image)
 //! hearth-image-tool index LAYOUT TAG --platform OS/ARCH=IMAGE_TAG...
 //!     a manifest list of images already in the layout
@@ -62,7 +62,8 @@ enum Command {
         from: String,
         /// The tag of the new image.
         tag: String,
-        /// Files of the new layer, `PATH=CONTENT` (absolute paths; mode 0644).
+        /// Files of the new layer, `PATH=CONTENT`, or `PATH=@FILE` for the content of a file
+        /// here (absolute paths; mode 0644).
         #[arg(long = "file", required = true)]
         files: Vec<String>,
         /// Labels to set or change, `KEY=VALUE`.
@@ -153,6 +154,10 @@ fn derive(layout: &Path, from: &str, tag: &str, files: &[String], labels: &[Stri
     let mut layer = oci.create_layer(None)?;
     for f in files {
         let (path, content) = split_pair(f, "file")?;
+        let content = match content.strip_prefix('@') {
+            Some(file) => std::fs::read(file).with_context(|| format!("reading {file}"))?,
+            None => content.as_bytes().to_vec(),
+        };
         let Some(rel) = path.strip_prefix('/') else {
             bail!("file {path:?}: expected an absolute path");
         };
@@ -163,7 +168,7 @@ fn derive(layout: &Path, from: &str, tag: &str, files: &[String], labels: &[Stri
         header.set_gid(0);
         header.set_mtime(created.timestamp() as u64);
         header.set_size(content.len() as u64);
-        layer.append_data(&mut header, rel, content.as_bytes())?;
+        layer.append_data(&mut header, rel, content.as_slice())?;
     }
     let layer = layer.into_inner()?.complete()?;
     oci.push_layer_full(

@@ -11,9 +11,9 @@ use common::mc;
 use hearth_vm_tests::ostree::{
     cached_oci_images, refs, tags, OstreeHost, OstreeHostOptions, SysrootOptions, DEFAULT_KARGS,
 };
+use hearth_vm_tests::qemu::workspace_binary;
 use hearth_vm_tests::registry::Registry;
 use hearth_vm_tests::relay_into;
-use hearth_vm_tests::qemu::workspace_binary;
 use std::time::{Duration, Instant};
 
 /// Where the agent lives in the host: in the stateroot's `/var`, which every deployment shares
@@ -269,9 +269,19 @@ fn a_container_image_is_pulled_under_the_units_hardening_and_booted() {
     assert_eq!(st["os"]["image"], image.as_str(), "{st:#}");
     assert_eq!(st["os"]["imageDigest"], digest, "{st:#}");
     let log = host
-        .exec_ok(&["journalctl", "-u", "hearth-agent", "--no-pager", "-o", "cat"])
+        .exec_ok(&[
+            "journalctl",
+            "-u",
+            "hearth-agent",
+            "--no-pager",
+            "-o",
+            "cat",
+        ])
         .unwrap();
-    assert!(log.contains("skopeo: "), "skopeo ran under the unit:\n{log}");
+    assert!(
+        log.contains("skopeo: "),
+        "skopeo ran under the unit:\n{log}"
+    );
     host.shutdown().unwrap();
 }
 

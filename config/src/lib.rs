@@ -42,6 +42,7 @@ pub mod actions;
 pub mod dataurl;
 pub mod de;
 pub mod diag;
+pub mod digest;
 pub mod disruption;
 pub mod finding;
 mod gzip;

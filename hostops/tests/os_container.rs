@@ -45,7 +45,11 @@ fn connect(host: &OstreeHost, registry: &Registry, with_credentials: bool) {
         registry.ca_pem().unwrap().as_bytes(),
     );
     if with_credentials {
-        put(host, "/etc/ostree/auth.json", registry.auth_json().as_bytes());
+        put(
+            host,
+            "/etc/ostree/auth.json",
+            registry.auth_json().as_bytes(),
+        );
     }
 }
 
@@ -70,8 +74,8 @@ fn repo_images(host: &OstreeHost) -> BTreeSet<String> {
 
 /// The manifests the node's layout keeps.
 fn layout_manifests(host: &OstreeHost) -> BTreeSet<String> {
-    let index = std::fs::read(host.live_path(&format!("{IMAGE_CACHE}/index.json")))
-        .unwrap_or_default();
+    let index =
+        std::fs::read(host.live_path(format!("{IMAGE_CACHE}/index.json"))).unwrap_or_default();
     let index: serde_json::Value = serde_json::from_slice(&index).unwrap_or_default();
     index["manifests"]
         .as_array()
@@ -82,7 +86,7 @@ fn layout_manifests(host: &OstreeHost) -> BTreeSet<String> {
 }
 
 fn layout_blob_bytes(host: &OstreeHost) -> u64 {
-    let dir = host.live_path(&format!("{IMAGE_CACHE}/blobs/sha256"));
+    let dir = host.live_path(format!("{IMAGE_CACHE}/blobs/sha256"));
     std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| e.ok()?.metadata().ok())
@@ -118,10 +122,17 @@ fn container_image_pivots_inside() {
     let registry = Registry::start().unwrap();
     for (tag, name) in [(tags::V1, "v1"), (tags::V2, "v2"), (tags::MULTI, "multi")] {
         registry
-            .push(&images.reference(tag), &format!("hearth/debian:{name}"), None)
+            .push(
+                &images.reference(tag),
+                &format!("hearth/debian:{name}"),
+                None,
+            )
             .unwrap();
     }
-    let (v1, v2) = (images.digest(tags::V1).unwrap(), images.digest(tags::V2).unwrap());
+    let (v1, v2) = (
+        images.digest(tags::V1).unwrap(),
+        images.digest(tags::V2).unwrap(),
+    );
     let mut host = boot_v1();
     connect(&host, &registry, true);
     let d = Driver::new(&host, Mode::Inside);
@@ -152,19 +163,34 @@ fn container_image_pivots_inside() {
     );
     let pinned = format!("{}/hearth/debian@{v1}", registry.host());
     assert!(
-        origin.contains(&format!("container-image-reference=ostree-unverified-registry:{pinned}")),
+        origin.contains(&format!(
+            "container-image-reference=ostree-unverified-registry:{pinned}"
+        )),
         "{origin}"
     );
 
-    // 2. v2 by digest: v1's layers are on the node, only v2's own layer and config come.
+    // 2. v2 by digest: v1's layers are on the node, only v2's own layer and config come (as
+    //    the registry's own request log says).
     let by_digest = format!("{}/hearth/debian@{v2}", registry.host());
+    let served_before = registry.blobs_served().len();
     let staged = d.stage(&host, &image_change(&by_digest)).unwrap();
     let (own_layer, own_size) = images.layers(tags::V2).unwrap().last().cloned().unwrap();
-    assert!(images.layers(tags::V1).unwrap().iter().all(|(l, _)| *l != own_layer));
+    assert!(images
+        .layers(tags::V1)
+        .unwrap()
+        .iter()
+        .all(|(l, _)| *l != own_layer));
+    assert_eq!(
+        registry.blobs_served()[served_before..]
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from([own_layer, config_digest(&images, tags::V2)]),
+        "only the derived layer and the config are downloaded"
+    );
     assert_eq!(
         staged.fetched_bytes,
-        Some(own_size + config_size(&images, tags::V2)),
-        "only the derived layer and the config are fetched"
+        Some(own_size + config_size(&images, tags::V2))
     );
     host.reboot(REBOOT).unwrap();
     let status = d.status(&host).unwrap();
@@ -172,7 +198,10 @@ fn container_image_pivots_inside() {
     assert_eq!(status.booted.image, by_digest);
     assert_eq!(read_inside(&host, "/usr/lib/hearth-image-version"), "v2");
     assert_eq!(
-        status.rollback.as_ref().and_then(|r| r.image_digest.as_deref()),
+        status
+            .rollback
+            .as_ref()
+            .and_then(|r| r.image_digest.as_deref()),
         Some(v1)
     );
 
@@ -183,6 +212,13 @@ fn container_image_pivots_inside() {
         BTreeSet::from([v1.to_string(), v2.to_string()])
     );
     host.shutdown().unwrap();
+}
+
+fn config_digest(images: &OciImages, tag: &str) -> String {
+    images.manifest(tag).unwrap()["config"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn config_size(images: &OciImages, tag: &str) -> u64 {
@@ -236,11 +272,12 @@ fn container_pull_failures_inside() {
 
     // 3. Stopped midway: the registry serves v2's layers but not its config, which skopeo
     //    fetches after them.
-    put(&host, "/etc/ostree/auth.json", registry.auth_json().as_bytes());
-    let config = images.manifest(tags::V2).unwrap()["config"]["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    put(
+        &host,
+        "/etc/ostree/auth.json",
+        registry.auth_json().as_bytes(),
+    );
+    let config = config_digest(&images, tags::V2);
     let data = registry.blob_data(&config).unwrap();
     let aside = data.with_extension("aside");
     std::fs::rename(&data, &aside).unwrap();
@@ -253,9 +290,16 @@ fn container_pull_failures_inside() {
         layers,
         "the layers fetched before the stop stay on the node"
     );
-    // 4. Served again: the next try fetches what was missing, not what it has.
+    // 4. Served again: the next try downloads what was missing, not what it has (the
+    //    registry's own request log).
     std::fs::rename(&aside, &data).unwrap();
+    let served_before = registry.blobs_served().len();
     let staged = d.stage(&host, &image_change(&v2)).unwrap();
+    assert_eq!(
+        registry.blobs_served()[served_before..],
+        [config.clone()],
+        "resumed: only the config is downloaded"
+    );
     assert_eq!(
         staged.fetched_bytes,
         Some(config_size(&images, tags::V2)),
@@ -285,7 +329,11 @@ fn container_signature_policy_inside() {
         .push(&images.reference(tags::V2), "hearth/unsigned:v2", None)
         .unwrap();
     registry
-        .push(&images.reference(tags::V2), "hearth/stranger:v2", Some(&stranger))
+        .push(
+            &images.reference(tags::V2),
+            "hearth/stranger:v2",
+            Some(&stranger),
+        )
         .unwrap();
     registry
         .push(&images.reference(tags::V2), "hearth/signed:v2", Some(&site))
@@ -343,8 +391,36 @@ fn container_signature_policy_inside() {
             0,
             "{repo}: refused before any layer is fetched"
         );
+        assert!(
+            registry.blobs_served().is_empty(),
+            "{repo}: the registry served no blob: {:?}",
+            registry.blobs_served()
+        );
     }
+    // ostree-ext's rule for `ostree-image-signed:`: a policy whose default accepts anything is
+    // refused (this one's default does); an ostree remote's keys are not used on this backend.
     let signed = format!("{}/hearth/signed:v2", registry.host());
+    let e = d
+        .stage(
+            &host,
+            &image_change(&format!("ostree-image-signed:docker://{signed}")),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, OsError::ImageRefused { cause, .. } if cause.contains("insecureAcceptAnything")),
+        "{e}"
+    );
+    let e = d
+        .stage(
+            &host,
+            &image_change(&format!("ostree-remote-image:fedora:docker://{signed}")),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, OsError::InvalidChange(m) if m.contains("policy.json")),
+        "{e}"
+    );
+    no_pending(&d, &host);
     let staged = d.stage(&host, &image_change(&signed)).unwrap();
     assert_eq!(
         staged.deployment.image_digest.as_deref(),
@@ -398,8 +474,8 @@ fn container_images_are_pruned_inside() {
         .status()
         .unwrap();
     assert!(copied.success());
-    let tool = hearth_vm_tests::qemu::workspace_binary("hearth-image-tool", "hearth-image-tool")
-        .unwrap();
+    let tool =
+        hearth_vm_tests::qemu::workspace_binary("hearth-image-tool", "hearth-image-tool").unwrap();
     const PAYLOAD: u64 = 1024 * 1024;
     let registry = Registry::start().unwrap();
     for i in 1..=10 {
@@ -420,7 +496,11 @@ fn container_images_are_pruned_inside() {
             .arg(format!("--file=/usr/lib/hearth-update=@{}", file.display()))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         registry
             .push(
                 &format!("oci:{}:u{i}", layout.display()),
@@ -461,4 +541,98 @@ fn container_images_are_pruned_inside() {
         after_ten.saturating_sub(after_first)
     );
     host.shutdown().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Measurements (not a pass/fail test): a container pivot staged by hearth (v1 whole, then v2
+/// with only its own layer), next to the floor of its download, `skopeo copy` of the same image
+/// into an OCI layout in the same container. Prints a Markdown table (docs/performance.md, "OS
+/// images as container images").
+///
+/// ```sh
+/// cargo test -p hearth-hostops --test hostops os_container::measure_container_pivots -- --ignored --nocapture
+/// ```
+#[test]
+#[ignore = "measurement, not a pass/fail test (it proves nothing; its figures are in docs/performance.md): run with --ignored --nocapture"]
+fn measure_container_pivots() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    for tag in [tags::V1, tags::V2] {
+        registry
+            .push(
+                &images.reference(tag),
+                &format!("hearth/debian:{tag}"),
+                None,
+            )
+            .unwrap();
+    }
+    let v1 = format!(
+        "{}/hearth/debian@{}",
+        registry.host(),
+        images.digest(tags::V1).unwrap()
+    );
+    let v2 = format!(
+        "{}/hearth/debian@{}",
+        registry.host(),
+        images.digest(tags::V2).unwrap()
+    );
+    let (mut full, mut delta, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut full_bytes, mut delta_bytes) = (0, 0);
+    for _ in 0..5 {
+        let host = boot_v1();
+        connect(&host, &registry, true);
+        let d = Driver::new(&host, Mode::Inside);
+        let t = std::time::Instant::now();
+        let out = host
+            .exec(&[
+                "skopeo",
+                "copy",
+                "--quiet",
+                "--authfile=/etc/ostree/auth.json",
+                &format!("docker://{v1}"),
+                "oci:/var/tmp/floor:v1",
+            ])
+            .unwrap();
+        assert!(out.success(), "{out}");
+        floor.push(t.elapsed());
+        host.exec_ok(&["rm", "-rf", "/var/tmp/floor"]).unwrap();
+        let t = std::time::Instant::now();
+        full_bytes = d
+            .stage(&host, &image_change(&v1))
+            .unwrap()
+            .fetched_bytes
+            .unwrap();
+        full.push(t.elapsed());
+        let t = std::time::Instant::now();
+        delta_bytes = d
+            .stage(&host, &image_change(&v2))
+            .unwrap()
+            .fetched_bytes
+            .unwrap();
+        delta.push(t.elapsed());
+        host.shutdown().unwrap();
+    }
+    let median = |v: &mut Vec<std::time::Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (f, dl, fl) = (median(&mut full), median(&mut delta), median(&mut floor));
+    println!("| what | median of 5 | fetched |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| floor: `skopeo copy` of v1 into an OCI layout | {} ms | {} bytes |",
+        fl.as_millis(),
+        total_layer_bytes(&images, tags::V1) + config_size(&images, tags::V1)
+    );
+    println!(
+        "| hearth stages v1 (copy under the policy, import, deploy, prune) | {} ms ({:.1}× the floor) | {full_bytes} bytes |",
+        f.as_millis(),
+        f.as_secs_f64() / fl.as_secs_f64()
+    );
+    println!(
+        "| hearth stages v2 after v1 (its own layer only) | {} ms | {delta_bytes} bytes |",
+        dl.as_millis()
+    );
 }

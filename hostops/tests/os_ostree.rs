@@ -309,7 +309,8 @@ fn pivot_to_a_commit_checksum_and_errors_name_the_image() {
         )
         .unwrap_err();
     assert!(
-        e.to_string().contains("not a valid container image reference")
+        e.to_string()
+            .contains("not a valid container image reference")
             && e.to_string().contains("64"),
         "{e}"
     );

@@ -149,7 +149,10 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
         } = os;
         *deployment = fit(std::mem::take(deployment), MAX_NAME);
         *image = fit(std::mem::take(image), MAX_LINE);
-        *image_digest = image_digest.take().map(|d| fit(d, MAX_NAME));
+        // A digest is `sha256:` and 64 hex digits, or it is not kept (views cut it by bytes).
+        *image_digest = image_digest
+            .take()
+            .filter(|d| hearth_config::digest::is_sha256_digest(d));
         *version = version.take().map(|v| fit(v, MAX_NAME));
     }
     Ok(s)
@@ -224,5 +227,29 @@ mod tests {
         let f = cut_front(&s, 5);
         assert!(f.ends_with("éé") && f.starts_with("[16 bytes cut"), "{f}");
         assert_eq!(cut_front("short", 5), "short");
+    }
+
+    #[test]
+    fn a_reported_os_is_bounded_and_its_digest_checked() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let report = |image_digest: &str| AgentStatus {
+            state: hearth_api::NodeState::Done,
+            os: Some(hearth_api::BootedOs {
+                deployment: "d".repeat(5000),
+                image: "i".repeat(5000),
+                image_digest: Some(image_digest.to_string()),
+                version: Some("v".repeat(5000)),
+            }),
+            ..serde_json::from_value(serde_json::json!({"state": "Done"})).unwrap()
+        };
+        let kept = status_report(report(&digest)).unwrap().os.unwrap();
+        assert_eq!(kept.image_digest.as_deref(), Some(digest.as_str()));
+        assert!(kept.image.len() < 1100 && kept.deployment.len() < 300);
+        assert!(kept.version.unwrap().len() < 300);
+        let odd = status_report(report("sha256:éééé")).unwrap().os.unwrap();
+        assert_eq!(
+            odd.image_digest, None,
+            "a digest that is not one is not kept"
+        );
     }
 }

@@ -42,4 +42,3 @@ pub fn relay_into(host: &SystemdHost, to: SocketAddr, port: u16) -> Result<u16> 
     });
     Ok(port)
 }
-

@@ -446,7 +446,7 @@ fn image_column(os: Option<&hearth_api::BootedOs>) -> String {
         return os.image.clone();
     };
     let short = match digest.split_once(':') {
-        Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
+        Some((alg, hex)) => format!("{alg}:{}", hex.chars().take(12).collect::<String>()),
         None => digest.clone(),
     };
     match os.image.strip_suffix(digest.as_str()) {

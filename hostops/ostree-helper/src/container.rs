@@ -1,34 +1,35 @@
 //! Container images on the libostree backend: the manifest for this node (a manifest list
 //! resolved to its platform's instance), the space its missing layers need, the copy into the
-//! node's OCI layout under the containers signature policy (skopeo.rs), the import into the
-//! sysroot's repository with ostree-ext (layered images included), and pruning what no
-//! deployment uses any more.
+//! node's OCI layout under the containers signature policy (skopeo.rs), and the import into the
+//! sysroot's repository with ostree-ext (layered images included). Pruning: prune.rs.
 //!
 //! The imported image is recorded under its pinned reference (`registry/repo@sha256:…`), as
 //! ostree-ext and rpm-ostree record the images they deploy, so that `rpm-ostree status` and
 //! `bootc status` read the same origin.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use ostree_ext::container as oc;
 use sha2::{Digest as _, Sha256};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::fetch::Fetched;
 use crate::oci_layout::{go_arch, parse_manifest, Blob, Layout, Parsed};
-use crate::session::{none, Session};
-use crate::skopeo::Skopeo;
+use crate::session::Session;
+use crate::skopeo::{skopeo_command, Skopeo};
 use crate::space::{free_space, space_ok};
 use hearth_hostops::os::paths::{display, inside, IMAGE_CACHE};
-use hearth_hostops::os::{human_bytes, ContainerImage, OsConfig, OsError, SpaceCheck, Transport};
+use hearth_hostops::os::{
+    human_bytes, ContainerImage, OsConfig, OsError, SigVerify, SpaceCheck, Transport, SHA256,
+};
 
 /// The origin key in which ostree-ext and rpm-ostree record a deployment's container image.
 pub(crate) const ORIGIN_CONTAINER: &str = oc::deploy::ORIGIN_CONTAINER;
 
 /// The manifest this node deploys from an image reference.
 struct Resolved {
-    /// What skopeo copies (`docker://repo@sha256:instance`, `oci:…`).
+    /// What skopeo copies: pinned to the manifest's digest (`docker://repo@sha256:…`), or the
+    /// OCI reference as it is.
     source: String,
     /// The image manifest's digest (of the platform's instance, for a list).
     digest: String,
@@ -43,8 +44,14 @@ pub(crate) fn recorded(image: &ContainerImage) -> oc::OstreeImageReference {
         Transport::Oci => oc::Transport::OciDir,
         Transport::OciArchive => oc::Transport::OciArchive,
     };
+    let sigverify = match &image.sigverify {
+        SigVerify::ContainerPolicy => oc::SignatureSource::ContainerPolicy,
+        SigVerify::Unverified | SigVerify::OstreeRemote(_) => {
+            oc::SignatureSource::ContainerPolicyAllowInsecure
+        }
+    };
     oc::OstreeImageReference {
-        sigverify: oc::SignatureSource::ContainerPolicyAllowInsecure,
+        sigverify,
         imgref: oc::ImageReference {
             transport,
             name: image.name.clone(),
@@ -53,7 +60,7 @@ pub(crate) fn recorded(image: &ContainerImage) -> oc::OstreeImageReference {
 }
 
 fn sha256(raw: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(raw)))
+    format!("{SHA256}{}", hex::encode(Sha256::digest(raw)))
 }
 
 fn pull_error(image: &ContainerImage, cause: impl std::fmt::Display) -> OsError {
@@ -65,54 +72,59 @@ fn pull_error(image: &ContainerImage, cause: impl std::fmt::Display) -> OsError 
 
 impl Session {
     /// Fetches a container image into the sysroot's repository and returns its merge commit.
+    /// The copy runs every time, also for an image the repository has (another tool imported
+    /// it, or a looser policy let it in): the policy is checked before a layer is fetched, and
+    /// layers the node's layout has are not fetched again.
     pub(crate) fn fetch_container(
         &self,
         config: &OsConfig,
         image: &ContainerImage,
     ) -> Result<Fetched, OsError> {
         let skopeo = Skopeo::new(&self.root, self.native);
+        if let SigVerify::OstreeRemote(remote) = &image.sigverify {
+            return Err(OsError::InvalidChange(format!(
+                "container image {image}: its reference asks for the GPG keys of ostree remote \
+                 {remote:?}, which the libostree backend does not use for container images; \
+                 name the image without the ostree-remote transport and require signatures in \
+                 /etc/containers/policy.json (signedBy)"
+            )));
+        }
+        if image.sigverify == SigVerify::ContainerPolicy && skopeo.policy_accepts_anything()? {
+            return Err(OsError::ImageRefused {
+                image: image.to_string(),
+                policy: skopeo.policy(),
+                cause: "the reference is ostree-image-signed, and the policy's default accepts \
+                        any image unsigned (insecureAcceptAnything)"
+                    .into(),
+            });
+        }
         let layout = Layout::new(&self.root, IMAGE_CACHE);
         // 1. The manifest for this node.
         let resolved = self.resolve(&skopeo, image)?;
         let pinned = image.with_digest(&resolved.digest);
-        let record = recorded(&pinned);
-        // 2. Imported already (a retry, or a deployment of the same image)?
-        if let Some(state) = oc::store::query_image(&self.repo, &record.imgref)
-            .map_err(|e| pull_error(image, format!("reading the repository: {e:#}")))?
-        {
-            if state.manifest_digest.to_string() == resolved.digest {
-                debug!(image = %pinned, "already in the repository");
-                return Ok(Fetched {
-                    commit: state.merge_commit.clone(),
-                    refspec: None,
-                    pulled: None,
-                    space: Vec::new(),
-                    image_digest: Some(resolved.digest),
-                    fetched_bytes: Some(0),
-                });
-            }
-        }
-        // 3. Space for what is missing.
+        // 2. Space for what the layout does not have.
         let missing: Vec<&Blob> = resolved
             .blobs
             .iter()
             .filter(|b| !layout.has_blob(&b.digest))
             .collect();
-        let missing_bytes: u64 = missing.iter().map(|b| b.size).sum();
-        let check = self.image_space(config, image, &resolved, missing_bytes)?;
-        // 4. The copy, under the signature policy.
-        let dir = layout.dir();
-        std::fs::create_dir_all(dir).map_err(|e| OsError::io(dir, e))?;
-        let tag = format!("hearth-{}", resolved.digest.trim_start_matches("sha256:"));
+        let missing_bytes = missing
+            .iter()
+            .try_fold(0u64, |sum, b| sum.checked_add(b.size))
+            .ok_or_else(|| pull_error(image, "its manifest's layer sizes add up past 2^64"))?;
+        let space = self.image_space(config, image, &layout, &resolved, missing_bytes)?;
+        // 3. The copy, under the signature policy.
+        layout.prepare()?;
+        let tag = format!("hearth-{}", resolved.digest.trim_start_matches(SHA256));
         info!(
             image = %image,
             digest = %resolved.digest,
-            layers = resolved.blobs.len() - 1,
+            layers = resolved.blobs.len().saturating_sub(1),
             missing = missing.len(),
             missing_bytes,
             "fetching the container image's missing layers"
         );
-        skopeo.copy(image, &resolved.source, dir, &tag)?;
+        skopeo.copy(image, &resolved.source, layout.dir(), &tag)?;
         match layout.tagged(&tag)? {
             Some(d) if d == resolved.digest => {}
             other => {
@@ -126,11 +138,11 @@ impl Session {
                 ))
             }
         }
-        // 5. The import.
-        let commit = self.import(image, dir, &tag, &record)?;
+        // 4. The import (nothing to do when the repository has it already).
+        let commit = self.import(image, layout.dir(), &tag, &recorded(&pinned))?;
         let pulled = format!(
             "{pinned} ({} layers, {} fetched)",
-            resolved.blobs.len() - 1,
+            resolved.blobs.len().saturating_sub(1),
             human_bytes(missing_bytes)
         );
         info!(pulled, commit, "imported the container image");
@@ -138,14 +150,20 @@ impl Session {
             commit,
             refspec: None,
             pulled: Some(pulled),
-            space: vec![check],
+            space,
             image_digest: Some(resolved.digest),
             fetched_bytes: Some(missing_bytes),
         })
     }
 
     fn resolve(&self, skopeo: &Skopeo, image: &ContainerImage) -> Result<Resolved, OsError> {
-        let raw = skopeo.inspect_raw(image, &image.skopeo())?;
+        // A reference with a tag and a digest is asked for by its digest (the registry
+        // transport takes no reference with both).
+        let asked = match image.digest() {
+            Some(d) => image.with_digest(d),
+            None => image.clone(),
+        };
+        let raw = skopeo.inspect_raw(image, &asked.skopeo())?;
         let parsed = parse_manifest(&raw).map_err(|e| pull_error(image, e))?;
         if let Some(want) = image.digest() {
             let got = sha256(&raw);
@@ -156,21 +174,17 @@ impl Session {
                 ));
             }
         }
-        match parsed {
-            Parsed::Image(blobs) => Ok(Resolved {
-                source: image.skopeo(),
-                digest: sha256(&raw),
-                blobs,
-            }),
+        let (digest, raw) = match parsed {
+            Parsed::Image(_) => (sha256(&raw), raw),
             Parsed::List(instances) => {
                 let arch = go_arch();
                 let Some((digest, ..)) = instances
                     .iter()
-                    .find(|(_, a, os, _)| a == arch && os == "linux")
+                    .find(|(_, a, os)| a == arch && os == "linux")
                 else {
                     let have: Vec<String> = instances
                         .iter()
-                        .map(|(_, a, os, _)| format!("{os}/{a}"))
+                        .map(|(_, a, os)| format!("{os}/{a}"))
                         .collect();
                     return Err(pull_error(
                         image,
@@ -180,66 +194,134 @@ impl Session {
                         ),
                     ));
                 };
-                let instance = image.with_digest(digest);
-                let source = match image.transport {
-                    Transport::Registry => instance.skopeo(),
-                    // skopeo picks the platform's instance itself from a layout.
-                    Transport::Oci | Transport::OciArchive => image.skopeo(),
-                };
-                let raw = skopeo.inspect_raw(&instance, &instance.skopeo())?;
-                if sha256(&raw) != *digest {
-                    return Err(pull_error(
-                        image,
-                        format!("the manifest of instance {digest} does not match its digest"),
-                    ));
-                }
-                match parse_manifest(&raw).map_err(|e| pull_error(image, e))? {
-                    Parsed::Image(blobs) => {
-                        debug!(list = ?image.digest(), instance = %digest, arch, "the platform's instance");
-                        Ok(Resolved {
-                            source,
-                            digest: digest.clone(),
-                            blobs,
-                        })
-                    }
-                    Parsed::List(_) => Err(pull_error(
-                        image,
-                        format!("instance {digest} of the manifest list is a list itself"),
-                    )),
-                }
+                let raw = self.instance(skopeo, image, digest)?;
+                debug!(list = ?image.digest(), instance = %digest, arch, "the platform's instance");
+                (digest.clone(), raw)
             }
+        };
+        let blobs = match parse_manifest(&raw).map_err(|e| pull_error(image, e))? {
+            Parsed::Image(blobs) => blobs,
+            Parsed::List(_) => {
+                return Err(pull_error(
+                    image,
+                    format!("instance {digest} of the manifest list is a list itself"),
+                ))
+            }
+        };
+        let source = match image.transport {
+            Transport::Registry => image.with_digest(&digest).skopeo(),
+            // skopeo picks the platform's instance of a layout itself.
+            Transport::Oci | Transport::OciArchive => image.skopeo(),
+        };
+        Ok(Resolved {
+            source,
+            digest,
+            blobs,
+        })
+    }
+
+    /// The manifest of a list's instance, checked against its digest: from the registry by
+    /// digest, or from the blobs of an `oci:` layout; an `oci-archive:` list is refused.
+    fn instance(
+        &self,
+        skopeo: &Skopeo,
+        image: &ContainerImage,
+        digest: &str,
+    ) -> Result<Vec<u8>, OsError> {
+        let raw = match image.transport {
+            Transport::Registry => {
+                let instance = image.with_digest(digest);
+                skopeo.inspect_raw(image, &instance.skopeo())?
+            }
+            Transport::Oci => {
+                let dir = image
+                    .name
+                    .split_once(':')
+                    .map_or(image.name.as_str(), |(d, _)| d);
+                let source = Layout::at(inside(&self.root, dir));
+                source
+                    .read_blob(digest)?
+                    .ok_or_else(|| pull_error(image, format!("the layout has no blob {digest}")))?
+            }
+            Transport::OciArchive => {
+                return Err(pull_error(
+                    image,
+                    "it is a manifest list in an OCI archive, whose instances cannot be read \
+                     without unpacking it: unpack it (oci:DIR) or name the platform's image",
+                ))
+            }
+        };
+        if sha256(&raw) != digest {
+            return Err(pull_error(
+                image,
+                format!("the manifest of instance {digest} does not match its digest"),
+            ));
         }
+        Ok(raw)
     }
 
     /// The layout must hold the missing layers (compressed sizes from the manifest) and the
     /// repository their unpacked objects: at least as much again, bounded in the end by
-    /// libostree's own min-free-space while it writes.
+    /// libostree's own min-free-space while it writes. One check when both are on one file
+    /// system, else one each.
     fn image_space(
         &self,
         config: &OsConfig,
         image: &ContainerImage,
+        layout: &Layout,
         resolved: &Resolved,
         missing: u64,
-    ) -> Result<SpaceCheck, OsError> {
+    ) -> Result<Vec<SpaceCheck>, OsError> {
         let repo_path = inside(&self.root, "/ostree/repo");
-        let (available, _, _) = free_space(&repo_path)?;
         let reserve = self.repo.min_free_space_bytes().unwrap_or(0) + config.min_free_bytes.sysroot;
-        let check = SpaceCheck {
+        let layers = resolved.blobs.len().saturating_sub(1);
+        let total = resolved
+            .blobs
+            .iter()
+            .fold(0u64, |sum, b| sum.saturating_add(b.size));
+        let unpacked = missing;
+        let layout_dir = layout.existing_ancestor();
+        let same_fs = same_file_system(&repo_path, &layout_dir);
+        let mut checks = Vec::new();
+        let (available, _, _) = free_space(&repo_path)?;
+        checks.push(SpaceCheck {
             what: "/sysroot".into(),
             path: display(&repo_path),
-            needed: 2 * missing + reserve,
+            needed: unpacked
+                .saturating_add(if same_fs { missing } else { 0 })
+                .saturating_add(reserve),
             available,
             detail: format!(
-                "{} of {} layers to fetch (compressed, of {} in all) into {IMAGE_CACHE}, as much \
-                 again at least for their unpacked objects in the repository; {} reserve",
+                "{} of {layers} layers to fetch (compressed, of {} in all){}, as much again at \
+                 least for their unpacked objects in the repository; {} reserve",
                 human_bytes(missing),
-                resolved.blobs.len() - 1,
-                human_bytes(resolved.blobs.iter().map(|b| b.size).sum()),
+                human_bytes(total),
+                if same_fs {
+                    format!(" into {IMAGE_CACHE} on the same file system")
+                } else {
+                    String::new()
+                },
                 human_bytes(reserve)
             ),
-        };
-        space_ok(&check, &image.to_string())?;
-        Ok(check)
+        });
+        if !same_fs {
+            let (available, _, _) = free_space(&layout_dir)?;
+            checks.push(SpaceCheck {
+                what: IMAGE_CACHE.into(),
+                path: display(&layout_dir),
+                needed: missing.saturating_add(config.min_free_bytes.sysroot),
+                available,
+                detail: format!(
+                    "{} of {layers} layers to fetch (compressed); {} reserve",
+                    human_bytes(missing),
+                    human_bytes(config.min_free_bytes.sysroot)
+                ),
+            });
+        }
+        for check in &checks {
+            space_ok(check, &image.to_string())?;
+        }
+        Ok(checks)
     }
 
     fn import(
@@ -259,8 +341,8 @@ impl Session {
         // The layout's content passed the policy when skopeo copied it: the proxy that reads it
         // back (which enforces the policy from protocol 0.2.6 on) checks nothing again. Not
         // under ostree-ext's `setpriv --reuid nobody`: the layout is root's.
-        let mut skopeo = std::process::Command::new("setpriv");
-        skopeo.args(["--pdeathsig", "KILL", "--", "skopeo", "--insecure-policy"]);
+        let mut skopeo = skopeo_command();
+        skopeo.arg("--insecure-policy");
         let proxy = oc::store::ImageProxyConfig {
             skopeo_cmd: Some(skopeo),
             auth_anonymous: true,
@@ -284,56 +366,14 @@ impl Session {
             .map_err(|e| pull_error(image, format!("importing into the repository: {e:#}")))?;
         Ok(state.merge_commit.clone())
     }
+}
 
-    /// Removes the images and layers no deployment uses from the repository and the node's
-    /// layout (after a new deployment was written: the booted, the new and the rollback
-    /// deployments' images stay).
-    pub(crate) fn prune_images(&self) -> Result<(), OsError> {
-        let deployed: HashSet<String> = self
-            .sysroot
-            .deployments()
-            .iter()
-            .filter_map(|d| d.origin())
-            .filter_map(|o| o.string("origin", ORIGIN_CONTAINER).ok())
-            .filter_map(|s| oc::OstreeImageReference::try_from(s.as_str()).ok())
-            .map(|r| r.imgref.to_string())
-            .collect();
-        let images = oc::store::list_images(&self.repo).map_err(|e| {
-            OsError::ostree("listing container images".to_string(), format!("{e:#}"))
-        })?;
-        for name in images {
-            if deployed.contains(&name) {
-                continue;
-            }
-            let Ok(imgref) = oc::ImageReference::try_from(name.as_str()) else {
-                continue;
-            };
-            match oc::store::remove_image(&self.repo, &imgref) {
-                Ok(_) => info!(image = %name, "removed a container image no deployment uses"),
-                Err(e) => warn!(image = %name, "removing a container image: {e:#}"),
-            }
-        }
-        let layers = oc::store::gc_image_layers(&self.repo).map_err(|e| {
-            OsError::ostree(
-                "pruning container image layers".to_string(),
-                format!("{e:#}"),
-            )
-        })?;
-        // libostree's cleanup: unreachable objects go, the deployments' commits (the staged
-        // one's included) stay, as after `ostree admin cleanup`.
-        self.sysroot
-            .cleanup(none())
-            .map_err(|e| OsError::ostree("pruning the repository".to_string(), e))?;
-        info!(layers, "pruned the repository");
-        let keep: HashSet<String> = self
-            .sysroot
-            .deployments()
-            .iter()
-            .filter_map(|d| d.origin())
-            .filter_map(|o| o.string(crate::session::ORIGIN_GROUP, "image-digest").ok())
-            .map(|s| s.to_string())
-            .collect();
-        Layout::new(&self.root, IMAGE_CACHE).collect_garbage(&keep)?;
-        Ok(())
+/// Whether two paths are on one file system (`st_dev`); `true` when either cannot be read (the
+/// stricter, combined check).
+fn same_file_system(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev(),
+        _ => true,
     }
 }

@@ -37,7 +37,8 @@
 //!
 //! `serve.rs` (request in, response out), `session.rs` (the opened sysroot, status,
 //! verification), `fetch.rs` (resolve or pull), `container.rs` (container images: resolve,
-//! copy under the signature policy, import, prune; with `skopeo.rs` and `oci_layout.rs`),
+//! copy under the signature policy, import; with `skopeo.rs` and `oci_layout.rs`), `prune.rs`
+//! (images no deployment uses),
 //! `space.rs` (free space and inodes),
 //! `stage.rs`, `rollback.rs`, `adopt.rs`, `glib_log.rs` (GLib's printed notes to the log).
 
@@ -48,6 +49,7 @@ mod glib_log;
 #[cfg(test)]
 mod kargs_roundtrip;
 mod oci_layout;
+mod prune;
 mod rollback;
 mod serve;
 mod session;

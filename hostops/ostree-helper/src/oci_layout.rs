@@ -9,16 +9,20 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tracing::{debug, info};
+use tracing::{debug, warn};
 
 use hearth_hostops::fs::Root;
 use hearth_hostops::os::paths::inside;
-use hearth_hostops::os::OsError;
+use hearth_hostops::os::{is_sha256_digest, OsError, SHA256};
 
 use crate::skopeo::MAX_MANIFEST_BYTES;
 
 /// The largest `index.json` read (a layout hearth writes holds a few entries).
 const MAX_INDEX_BYTES: usize = 4 * 1024 * 1024;
+
+/// The prefix of the temporary files containers/image writes a blob into, in the layout's
+/// directory, before it renames them into `blobs/` (a killed copy leaves them).
+const TEMP_BLOB_PREFIX: &str = "oci-put-blob";
 
 /// The annotation that names a tag in an OCI layout's index.
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -38,15 +42,10 @@ pub(crate) struct Blob {
 /// A parsed manifest: a manifest list (its instances) or an image manifest (its blobs).
 #[derive(Debug)]
 pub(crate) enum Parsed {
-    /// A list: `(digest, architecture, os, variant)` per instance.
-    List(Vec<(String, String, String, Option<String>)>),
+    /// A list: `(digest, architecture, os)` per instance.
+    List(Vec<(String, String, String)>),
     /// An image: its config and layers.
     Image(Vec<Blob>),
-}
-
-fn is_digest(d: &str) -> bool {
-    d.strip_prefix("sha256:")
-        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Reads a manifest's JSON.
@@ -57,7 +56,7 @@ pub(crate) fn parse_manifest(raw: &[u8]) -> Result<Parsed, String> {
         let mut out = Vec::new();
         for m in v["manifests"].as_array().into_iter().flatten() {
             let digest = m["digest"].as_str().unwrap_or_default();
-            if !is_digest(digest) {
+            if !is_sha256_digest(digest) {
                 return Err(format!("manifest list entry with digest {digest:?}"));
             }
             let p = &m["platform"];
@@ -65,7 +64,6 @@ pub(crate) fn parse_manifest(raw: &[u8]) -> Result<Parsed, String> {
                 digest.to_string(),
                 p["architecture"].as_str().unwrap_or_default().to_string(),
                 p["os"].as_str().unwrap_or_default().to_string(),
-                p["variant"].as_str().map(str::to_string),
             ));
         }
         return Ok(Parsed::List(out));
@@ -74,7 +72,7 @@ pub(crate) fn parse_manifest(raw: &[u8]) -> Result<Parsed, String> {
     let config = std::iter::once(&v["config"]);
     for b in config.chain(v["layers"].as_array().into_iter().flatten()) {
         let digest = b["digest"].as_str().unwrap_or_default();
-        if !is_digest(digest) {
+        if !is_sha256_digest(digest) {
             return Err(format!("manifest names a blob with digest {digest:?}"));
         }
         let size = b["size"]
@@ -86,6 +84,10 @@ pub(crate) fn parse_manifest(raw: &[u8]) -> Result<Parsed, String> {
         });
     }
     Ok(Parsed::Image(blobs))
+}
+
+fn empty_index() -> Value {
+    serde_json::json!({"schemaVersion": 2, "manifests": []})
 }
 
 /// The Go architecture name of this machine (what manifest lists use).
@@ -103,18 +105,28 @@ pub(crate) fn go_arch() -> &'static str {
 /// An OCI image layout directory inside a root.
 #[derive(Debug)]
 pub(crate) struct Layout {
+    /// The root its writes are confined to, and its path there.
     root: PathBuf,
-    path: &'static str,
+    path: String,
     dir: PathBuf,
 }
 
 impl Layout {
     /// The layout at `path` inside `root`.
-    pub(crate) fn new(root: &Path, path: &'static str) -> Layout {
+    pub(crate) fn new(root: &Path, path: &str) -> Layout {
         Layout {
             root: root.to_path_buf(),
-            path,
+            path: path.trim_end_matches('/').to_string(),
             dir: inside(root, path),
+        }
+    }
+
+    /// The layout that is the directory `dir` (its writes confined to it).
+    pub(crate) fn at(dir: PathBuf) -> Layout {
+        Layout {
+            root: dir.clone(),
+            path: String::new(),
+            dir,
         }
     }
 
@@ -122,14 +134,32 @@ impl Layout {
         &self.dir
     }
 
+    /// The layout's directory, or the nearest ancestor that exists (for a space check before
+    /// the first pull made it).
+    pub(crate) fn existing_ancestor(&self) -> PathBuf {
+        self.dir
+            .ancestors()
+            .find(|p| p.exists())
+            .unwrap_or(&self.root)
+            .to_path_buf()
+    }
+
     fn blob_path(&self, digest: &str) -> Option<PathBuf> {
-        let hex = digest.strip_prefix("sha256:")?;
-        Some(self.dir.join("blobs/sha256").join(hex))
+        is_sha256_digest(digest)
+            .then(|| self.dir.join("blobs/sha256").join(&digest[SHA256.len()..]))
     }
 
     /// Whether the layout holds the blob.
     pub(crate) fn has_blob(&self, digest: &str) -> bool {
         self.blob_path(digest).is_some_and(|p| p.is_file())
+    }
+
+    /// A blob of at most [`MAX_MANIFEST_BYTES`] (a manifest), if the layout has it.
+    pub(crate) fn read_blob(&self, digest: &str) -> Result<Option<Vec<u8>>, OsError> {
+        match self.blob_path(digest) {
+            Some(path) => Self::read_bounded(&path, MAX_MANIFEST_BYTES),
+            None => Ok(None),
+        }
     }
 
     fn read_bounded(path: &Path, max: usize) -> Result<Option<Vec<u8>>, OsError> {
@@ -151,10 +181,53 @@ impl Layout {
     fn index(&self) -> Result<Value, OsError> {
         let path = self.dir.join("index.json");
         match Self::read_bounded(&path, MAX_INDEX_BYTES)? {
-            None => Ok(serde_json::json!({"schemaVersion": 2, "manifests": []})),
+            None => Ok(empty_index()),
             Some(raw) => serde_json::from_slice(&raw)
                 .map_err(|e| OsError::io(&path, format!("invalid JSON: {e}"))),
         }
+    }
+
+    fn write_index(&self, index: &Value) -> Result<(), OsError> {
+        let bytes = serde_json::to_vec(index).unwrap_or_default();
+        let path = format!("{}/index.json", self.path);
+        Root::open(&self.root)
+            .and_then(|r| r.write_atomic(&path, &bytes, 0o644, Some((0, 0))))
+            .map_err(|e| OsError::io(self.dir.join("index.json"), e))
+    }
+
+    /// Before a copy: the directory exists; what a killed copy left is gone (its temporary
+    /// blob files); an index a crash left unreadable (skopeo writes it in place) is replaced by
+    /// an empty one: the layout is a cache, its blobs stay and are found again by digest.
+    pub(crate) fn prepare(&self) -> Result<(), OsError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| OsError::io(&self.dir, e))?;
+        self.remove_temporaries()?;
+        if self.dir.join("index.json").exists() && self.index().is_err() {
+            warn!(layout = %self.dir.display(), "the image layout's index.json is unreadable; starting it anew");
+            self.write_index(&empty_index())?;
+        }
+        Ok(())
+    }
+
+    /// Removes containers/image's temporary blob files; returns the bytes freed.
+    fn remove_temporaries(&self) -> Result<u64, OsError> {
+        let mut freed = 0;
+        for dir in [self.dir.clone(), self.dir.join("blobs/sha256")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(TEMP_BLOB_PREFIX)
+                {
+                    freed += entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    let path = entry.path();
+                    std::fs::remove_file(&path).map_err(|e| OsError::io(&path, e))?;
+                }
+            }
+        }
+        Ok(freed)
     }
 
     /// The digest of the manifest tagged `tag`.
@@ -172,21 +245,18 @@ impl Layout {
     /// Keeps the manifests in `keep` (digests) and the blobs they name; removes the other
     /// index entries and blobs (and what a stopped copy left behind). Returns the bytes freed.
     pub(crate) fn collect_garbage(&self, keep: &HashSet<String>) -> Result<u64, OsError> {
-        if !self.dir.join("index.json").exists() {
+        if !self.dir.exists() {
             return Ok(0);
         }
-        let mut index = self.index()?;
+        let mut freed = self.remove_temporaries()?;
+        let mut index = self.index().unwrap_or_else(|_| empty_index());
         let before = index["manifests"].as_array().map_or(0, Vec::len);
         if let Some(list) = index["manifests"].as_array_mut() {
             list.retain(|m| m["digest"].as_str().is_some_and(|d| keep.contains(d)));
         }
         let after = index["manifests"].as_array().map_or(0, Vec::len);
         if after != before {
-            let bytes = serde_json::to_vec(&index).unwrap_or_default();
-            let path = format!("{}/index.json", self.path);
-            Root::open(&self.root)
-                .and_then(|r| r.write_atomic(&path, &bytes, 0o644, Some((0, 0))))
-                .map_err(|e| OsError::io(self.dir.join("index.json"), e))?;
+            self.write_index(&index)?;
         }
         // What the kept manifests name (a list's instances included).
         let mut live: HashSet<String> = HashSet::new();
@@ -200,10 +270,7 @@ impl Layout {
             if !live.insert(d.clone()) {
                 continue;
             }
-            let Some(path) = self.blob_path(&d) else {
-                continue;
-            };
-            let Some(raw) = Self::read_bounded(&path, MAX_MANIFEST_BYTES)? else {
+            let Some(raw) = self.read_blob(&d)? else {
                 continue;
             };
             match parse_manifest(&raw) {
@@ -213,10 +280,9 @@ impl Layout {
             }
         }
         let blobs = self.dir.join("blobs/sha256");
-        let mut freed = 0u64;
         let entries = match std::fs::read_dir(&blobs) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(freed),
             Err(e) => return Err(OsError::io(&blobs, e)),
         };
         for entry in entries {
@@ -229,9 +295,7 @@ impl Layout {
             freed += entry.metadata().map(|m| m.len()).unwrap_or(0);
             std::fs::remove_file(&path).map_err(|e| OsError::io(&path, e))?;
         }
-        if freed > 0 {
-            info!(layout = %self.dir.display(), freed, "removed the layers of images no longer deployed");
-        }
+        debug!(layout = %self.dir.display(), freed, "image layout collected");
         Ok(freed)
     }
 }
@@ -268,7 +332,7 @@ mod tests {
         });
         match parse_manifest(list.to_string().as_bytes()).unwrap() {
             Parsed::List(i) => {
-                assert_eq!(i[0].3.as_deref(), Some("v8"));
+                assert_eq!(i[0].1, "arm64");
                 assert_eq!(
                     (i[1].0.as_str(), i[1].1.as_str()),
                     (digest('e').as_str(), "amd64")
@@ -302,7 +366,8 @@ mod tests {
         for c in ['a', 'b', 'c'] {
             std::fs::write(blobs.join(c.to_string().repeat(64)), "x").unwrap();
         }
-        std::fs::write(blobs.join("oci-put-blob123"), "partial").unwrap();
+        std::fs::write(dir.join("oci-put-blob123"), "partial").unwrap();
+        std::fs::write(blobs.join("oci-put-blob456"), "partial").unwrap();
         let index = serde_json::json!({"schemaVersion": 2, "manifests": [
             {"digest": digest('1'), "size": 1, "annotations": {REF_NAME: "one"}},
             {"digest": digest('2'), "size": 1, "annotations": {REF_NAME: "two"}}
@@ -319,5 +384,25 @@ mod tests {
         assert_eq!(left, ["2", "a", "c"]);
         assert_eq!(layout.tagged("one").unwrap(), None);
         assert!(layout.has_blob(&digest('c')) && !layout.has_blob(&digest('b')));
+        assert!(
+            !dir.join("oci-put-blob123").exists(),
+            "a killed copy's temporary file"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_index_is_started_anew_and_the_blobs_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::new(root.path(), "/images");
+        let dir = layout.dir().to_path_buf();
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join("blobs/sha256").join("a".repeat(64)), "layer").unwrap();
+        std::fs::write(dir.join("index.json"), "{\"manifests\": [{\"dig").unwrap();
+        std::fs::write(dir.join("oci-put-blob9"), "partial").unwrap();
+        assert!(layout.tagged("x").is_err());
+        layout.prepare().unwrap();
+        assert_eq!(layout.tagged("x").unwrap(), None);
+        assert!(layout.has_blob(&digest('a')));
+        assert!(!dir.join("oci-put-blob9").exists());
     }
 }

@@ -22,6 +22,9 @@ use hearth_hostops::os::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
 /// The origin-file group in which hearth records a deployment's image and kernel type.
 pub const ORIGIN_GROUP: &str = "hearth";
 
+/// The key of that group holding the digest of a container image's manifest.
+pub const ORIGIN_IMAGE_DIGEST: &str = "image-digest";
+
 /// Where libostree records a failed finalization, below `/boot`.
 const FINALIZE_FAILURE_STAMP: &str = "/boot/ostree/finalize-failure.stamp";
 
@@ -195,7 +198,7 @@ impl Session {
         let checksum = d.csum().to_string();
         // The digest hearth recorded; for a container deployment made by another tool
         // (rpm-ostree, bootc, ostree container), the one ostree-ext recorded in the repository.
-        let image_digest = get(ORIGIN_GROUP, "image-digest").or_else(|| {
+        let image_digest = get(ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST).or_else(|| {
             container.as_ref().and_then(|_| {
                 ostree_ext::container::store::query_image_commit(&self.repo, &checksum)
                     .ok()

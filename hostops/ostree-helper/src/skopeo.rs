@@ -28,6 +28,16 @@ pub(crate) const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// The most of skopeo's standard error kept for a message.
 const MAX_STDERR_BYTES: usize = 64 * 1024;
 
+/// The largest `policy.json` read.
+const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
+/// `setpriv --pdeathsig KILL -- skopeo`: skopeo, killed with the helper.
+pub(crate) fn skopeo_command() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--pdeathsig", "KILL", "--", "skopeo"]);
+    c
+}
+
 /// The containers configuration of the root a pull is for.
 #[derive(Debug)]
 pub(crate) struct Skopeo {
@@ -60,8 +70,7 @@ impl Skopeo {
     /// where it always does; for a root seen from outside it is named (`--policy`,
     /// `--registries.d`, `CONTAINERS_REGISTRIES_CONF`).
     fn command(&self, sub: &str) -> Command {
-        let mut c = Command::new("setpriv");
-        c.args(["--pdeathsig", "KILL", "--", "skopeo"]);
+        let mut c = skopeo_command();
         c.arg("--policy").arg(&self.policy);
         if !self.native {
             c.arg("--registries.d")
@@ -94,6 +103,18 @@ impl Skopeo {
                 }
             }
         }
+    }
+
+    /// Whether the policy's default accepts any image (`insecureAcceptAnything` first): what
+    /// ostree-ext refuses for an `ostree-image-signed:` reference.
+    pub(crate) fn policy_accepts_anything(&self) -> Result<bool, OsError> {
+        let mut raw = Vec::new();
+        std::fs::File::open(&self.policy)
+            .and_then(|f| f.take(MAX_POLICY_BYTES).read_to_end(&mut raw))
+            .map_err(|e| OsError::io(&self.policy, e))?;
+        let policy: serde_json::Value = serde_json::from_slice(&raw)
+            .map_err(|e| OsError::io(&self.policy, format!("invalid JSON: {e}")))?;
+        Ok(policy["default"][0]["type"] == "insecureAcceptAnything")
     }
 
     fn check_policy(&self, image: &ContainerImage) -> Result<(), OsError> {
@@ -184,14 +205,19 @@ impl Skopeo {
             .map_err(|e| spawn_error(image, e))?;
         let stderr = child.stderr.take().map(read_stderr);
         if let Some(out) = child.stdout.take() {
-            // Bounded lines: skopeo's are short; a longer one is cut.
-            let mut lines = BufReader::new(out.take(64 * 1024 * 1024));
+            // Lines of at most 4 KiB logged (skopeo's are short; a longer one is cut), at most
+            // 10,000 of them; the rest is read and dropped, so skopeo never blocks on a full
+            // pipe.
+            let mut lines = BufReader::new(out);
             let mut line = Vec::new();
+            let mut logged = 0;
             loop {
                 line.clear();
                 match lines.by_ref().take(4096).read_until(b'\n', &mut line) {
                     Ok(0) | Err(_) => break,
+                    Ok(_) if logged >= 10_000 => {}
                     Ok(_) => {
+                        logged += 1;
                         let text = String::from_utf8_lossy(&line);
                         let text = text.trim();
                         if !text.is_empty() {

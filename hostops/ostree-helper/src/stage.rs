@@ -9,7 +9,7 @@ use lo::glib;
 use tracing::info;
 
 use crate::container::ORIGIN_CONTAINER;
-use crate::session::{none, Session, ORIGIN_GROUP};
+use crate::session::{none, Session, ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST};
 use hearth_hostops::os::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
 use hearth_hostops::os::ImageRef;
 use hearth_hostops::os::OsChange;
@@ -128,7 +128,7 @@ impl Session {
         origin.set_string(ORIGIN_GROUP, "image", &image.image());
         origin.set_string(ORIGIN_GROUP, "kernel-type", kernel_type.as_str());
         if let Some(d) = &digest {
-            origin.set_string(ORIGIN_GROUP, "image-digest", d);
+            origin.set_string(ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST, d);
         }
 
         // 6. Stage (native) or write (external).
@@ -189,7 +189,7 @@ impl Session {
                 )
             })?;
         let deployment = self.info(&new, config);
-        if matches!(image, ImageRef::Container(_)) || booted.image_digest.is_some() {
+        if self.has_container_images() {
             // Images no deployment uses any more go now; a failure here is not the change's.
             if let Err(e) = self.prune_images() {
                 tracing::warn!("pruning container images after staging: {e}");

@@ -13,6 +13,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use hearth_config::digest::{is_sha256_digest, SHA256};
+
 /// The longest reference accepted (the registry grammar's own limit is 255 for the name).
 pub const MAX_REFERENCE_LEN: usize = 1024;
 
@@ -28,6 +30,23 @@ pub enum Transport {
     OciArchive,
 }
 
+/// How the image's signature is to be verified, as the reference's ostree-ext transport says
+/// (`ostree-unverified-registry:`, `ostree-image-signed:`, `ostree-remote-image:REMOTE:`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SigVerify {
+    /// As the containers policy (`policy.json`) says, whatever its default: what a reference
+    /// without an ostree-ext transport means, and what the MCO writes.
+    #[default]
+    Unverified,
+    /// `ostree-image-signed:`: the containers policy, and a default that accepts anything is
+    /// refused (ostree-ext's rule).
+    ContainerPolicy,
+    /// `ostree-remote-image:REMOTE:` / `ostree-remote-registry:REMOTE:`: the ostree remote's
+    /// GPG keys (rpm-ostree does this; the libostree backend refuses it).
+    OstreeRemote(String),
+}
+
 /// A container image reference.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -36,6 +55,9 @@ pub struct ContainerImage {
     pub transport: Transport,
     /// `registry/repo[:tag][@sha256:…]` for a registry, `PATH[:REF]` for the OCI transports.
     pub name: String,
+    /// How its signature is verified.
+    #[serde(default)]
+    pub sigverify: SigVerify,
 }
 
 impl ContainerImage {
@@ -43,7 +65,7 @@ impl ContainerImage {
     /// ostree ref or checksum), `Some(Err(why))` when it is one, but malformed.
     pub fn parse(image: &str) -> Option<Result<ContainerImage, String>> {
         let image = image.trim();
-        let (transport, rest) = strip_transport(image)?;
+        let (sigverify, transport, rest) = strip_transport(image)?;
         if image.len() > MAX_REFERENCE_LEN {
             return Some(Err(format!(
                 "the reference is longer than {MAX_REFERENCE_LEN} characters"
@@ -53,6 +75,7 @@ impl ContainerImage {
             Transport::Registry => check_registry_reference(rest).map(|()| ContainerImage {
                 transport,
                 name: rest.to_string(),
+                sigverify,
             }),
             Transport::Oci | Transport::OciArchive => {
                 let path = rest.split_once(':').map_or(rest, |(p, _)| p);
@@ -64,6 +87,7 @@ impl ContainerImage {
                     Ok(ContainerImage {
                         transport,
                         name: rest.to_string(),
+                        sigverify,
                     })
                 }
             }
@@ -95,13 +119,19 @@ impl ContainerImage {
         }
     }
 
-    /// The reference as ostree-ext and rpm-ostree record it in a deployment's origin
-    /// (`ostree-unverified-registry:…`, `ostree-unverified-image:oci:…`).
+    /// The reference as ostree-ext and rpm-ostree take it and record it in a deployment's
+    /// origin, with its signature source (`ostree-unverified-registry:…`,
+    /// `ostree-image-signed:docker://…`, `ostree-remote-image:REMOTE:docker://…`,
+    /// `ostree-unverified-image:oci:…`).
     pub fn ostree_ext(&self) -> String {
-        match self.transport {
-            Transport::Registry => format!("ostree-unverified-registry:{}", self.name),
-            Transport::Oci | Transport::OciArchive => {
-                format!("ostree-unverified-image:{}", self.skopeo())
+        match (&self.sigverify, self.transport) {
+            (SigVerify::Unverified, Transport::Registry) => {
+                format!("ostree-unverified-registry:{}", self.name)
+            }
+            (SigVerify::Unverified, _) => format!("ostree-unverified-image:{}", self.skopeo()),
+            (SigVerify::ContainerPolicy, _) => format!("ostree-image-signed:{}", self.skopeo()),
+            (SigVerify::OstreeRemote(remote), _) => {
+                format!("ostree-remote-image:{remote}:{}", self.skopeo())
             }
         }
     }
@@ -114,6 +144,7 @@ impl ContainerImage {
                 ContainerImage {
                     transport: self.transport,
                     name: format!("{repo}@{digest}"),
+                    sigverify: self.sigverify.clone(),
                 }
             }
             Transport::Oci | Transport::OciArchive => self.clone(),
@@ -142,50 +173,64 @@ impl fmt::Display for ContainerImage {
     }
 }
 
-/// The transport of `image` and the rest, or `None` when it is not a container reference.
-fn strip_transport(image: &str) -> Option<(Transport, &str)> {
-    const WRAPPERS: [&str; 4] = [
-        "ostree-unverified-image:",
-        "ostree-image-signed:",
-        "ostree-remote-image:",
-        "ostree-remote-registry:",
-    ];
+/// The signature source, the transport of `image` and the rest, or `None` when it is not a
+/// container reference.
+fn strip_transport(image: &str) -> Option<(SigVerify, Transport, &str)> {
     if let Some(rest) = image.strip_prefix("ostree-unverified-registry:") {
-        return Some((Transport::Registry, rest));
+        return Some((SigVerify::Unverified, Transport::Registry, rest));
     }
-    for wrapper in WRAPPERS {
-        if let Some(mut rest) = image.strip_prefix(wrapper) {
-            if wrapper.starts_with("ostree-remote-") {
-                // `ostree-remote-image:REMOTE:TRANSPORT:NAME`: the remote names ostree's
-                // signature configuration, which hearth does not use (policy.json does).
-                rest = rest.split_once(':').map_or("", |(_, r)| r);
-            }
-            if wrapper.ends_with("-registry:") {
-                return Some((Transport::Registry, rest));
-            }
-            return strip_transport(rest).or(Some((Transport::Registry, rest)));
-        }
+    if let Some(rest) = image.strip_prefix("ostree-remote-registry:") {
+        let (remote, rest) = rest.split_once(':').unwrap_or(("", rest));
+        return Some((
+            SigVerify::OstreeRemote(remote.into()),
+            Transport::Registry,
+            rest,
+        ));
     }
-    if let Some(rest) = image.strip_prefix("docker://") {
-        return Some((Transport::Registry, rest));
+    let wrapped = if let Some(rest) = image.strip_prefix("ostree-unverified-image:") {
+        Some((SigVerify::Unverified, rest))
+    } else if let Some(rest) = image.strip_prefix("ostree-image-signed:") {
+        Some((SigVerify::ContainerPolicy, rest))
+    } else if let Some(rest) = image.strip_prefix("ostree-remote-image:") {
+        let (remote, rest) = rest.split_once(':').unwrap_or(("", rest));
+        Some((SigVerify::OstreeRemote(remote.into()), rest))
+    } else {
+        None
+    };
+    if let Some((sigverify, rest)) = wrapped {
+        // The image inside names its transport (`docker://`, `registry:`, `oci:`, ...).
+        return Some(match image_transport(rest) {
+            Some((transport, name)) => (sigverify, transport, name),
+            None => (sigverify, Transport::Registry, rest),
+        });
     }
-    if let Some(rest) = image.strip_prefix("registry:") {
-        return Some((Transport::Registry, rest));
+    if let Some((transport, rest)) = image_transport(image) {
+        return Some((SigVerify::Unverified, transport, rest));
     }
-    if let Some(rest) = image.strip_prefix("oci-archive:") {
-        return Some((Transport::OciArchive, rest));
-    }
-    if let Some(rest) = image.strip_prefix("oci:") {
-        return Some((Transport::Oci, rest));
-    }
-    // A bare reference: a registry domain first (with a '.' or a port, or `localhost`), or a
-    // digest. Anything else is left to the ostree grammar.
-    let first = image.split('/').next().unwrap_or_default();
-    let port = first
-        .split_once(':')
-        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let domain = image.contains('/') && (first.contains('.') || port || first == "localhost");
-    (domain || image.contains('@')).then_some((Transport::Registry, image))
+    // A bare reference: a registry host first (`host.domain`, `host:PORT` or `localhost`) and a
+    // tag or a digest, or a port. Without a tag, a digest or a port it is left to the ostree
+    // grammar: `fedora.example/os/x86_64` is an ostree ref there, as it always was.
+    let (first, path) = image.split_once('/')?;
+    let (host, port) = match first.split_once(':') {
+        Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (h, true),
+        Some(_) => return None, // `remote:ref`
+        None => (first, false),
+    };
+    let domain = host.contains('.') || port || host == "localhost";
+    let pinned = path.contains(':') || path.contains('@');
+    (domain && (pinned || port)).then_some((SigVerify::Unverified, Transport::Registry, image))
+}
+
+/// An image's own transport prefix (`docker://`, `registry:`, `oci:`, `oci-archive:`).
+fn image_transport(image: &str) -> Option<(Transport, &str)> {
+    [
+        ("docker://", Transport::Registry),
+        ("registry:", Transport::Registry),
+        ("oci-archive:", Transport::OciArchive),
+        ("oci:", Transport::Oci),
+    ]
+    .into_iter()
+    .find_map(|(prefix, t)| image.strip_prefix(prefix).map(|rest| (t, rest)))
 }
 
 /// Checks `name` against the registry reference grammar: `DOMAIN/PATH[:TAG][@DIGEST]`.
@@ -249,18 +294,7 @@ fn check_registry_reference(name: &str) -> Result<(), String> {
         }
     }
     if let Some(digest) = digest {
-        let ok = digest.strip_prefix("sha256:").is_some_and(|hex| {
-            hex.len() == 64
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }) || digest.strip_prefix("sha512:").is_some_and(|hex| {
-            hex.len() == 128
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        });
-        if !ok {
+        if !is_sha256_digest(digest) {
             return Err(format!(
                 "digest {digest:?} is not valid (expected sha256: and 64 lower-case hex digits)"
             ));
@@ -301,13 +335,38 @@ mod tests {
         for wrapped in [
             format!("ostree-unverified-registry:{mco}"),
             format!("ostree-unverified-image:docker://{mco}"),
-            format!("ostree-image-signed:docker://{mco}"),
-            format!("ostree-remote-image:fedora:docker://{mco}"),
-            format!("ostree-remote-registry:fedora:{mco}"),
             format!("docker://{mco}"),
         ] {
             assert_eq!(ok(&wrapped), i, "{wrapped}");
         }
+        // The signature source is kept, and written back as it came.
+        let signed = ok(&format!("ostree-image-signed:docker://{mco}"));
+        assert_eq!(signed.sigverify, SigVerify::ContainerPolicy);
+        assert_eq!(
+            signed.ostree_ext(),
+            format!("ostree-image-signed:docker://{mco}")
+        );
+        for remote in [
+            format!("ostree-remote-image:fedora:docker://{mco}"),
+            format!("ostree-remote-registry:fedora:{mco}"),
+        ] {
+            let r = ok(&remote);
+            assert_eq!(
+                r.sigverify,
+                SigVerify::OstreeRemote("fedora".into()),
+                "{remote}"
+            );
+            assert_eq!(r.name, mco);
+            assert_eq!(
+                r.ostree_ext(),
+                format!("ostree-remote-image:fedora:docker://{mco}")
+            );
+        }
+        assert_eq!(
+            signed.with_digest(&d).sigverify,
+            SigVerify::ContainerPolicy,
+            "pinning keeps the signature source"
+        );
         let tagged = ok("registry.example:5000/os/rhcos:4.16");
         assert_eq!(tagged.digest(), None);
         assert_eq!(tagged.repository(), "registry.example:5000/os/rhcos");
@@ -348,10 +407,13 @@ mod tests {
     fn malformed_references_say_what_is_wrong() {
         assert!(bad("quay.io/Upper/case@sha256:00").contains("repository"));
         assert!(bad("quay.io/os@sha256:00").contains("digest"));
+        let sha512 = format!("quay.io/os@sha512:{}", "0".repeat(128));
+        assert!(bad(&sha512).contains("expected sha256"));
         assert!(bad("quay.io/os:bad tag").contains("tag"));
         assert!(bad("docker://os").contains("names no registry"));
         assert!(bad("docker://notahost/os").contains("registry host"));
+        assert!(bad("quay.io/os:bad:tag").contains("not valid"));
         assert!(bad("oci:relative/dir").contains("absolute"));
-        assert!(bad(&format!("quay.io/{}", "a".repeat(2000))).contains("longer"));
+        assert!(bad(&format!("quay.io/{}:v1", "a".repeat(2000))).contains("longer"));
     }
 }

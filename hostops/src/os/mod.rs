@@ -77,7 +77,7 @@ pub use self::compare::{
     MAX_KARG_LIST_SHOWN,
 };
 pub use self::config::{HealthCheck, MinFree, OsConfig, RemoteConfig, CONFIG_PATH};
-pub use self::container::{ContainerImage, Transport};
+pub use self::container::{is_sha256_digest, ContainerImage, SigVerify, Transport, SHA256};
 pub use self::error::{human_bytes, OsError};
 pub use self::image_ref::{is_valid_ref, ImageRef};
 pub use self::ledger::KargLedger;

@@ -32,7 +32,10 @@ const CREATED: &str = "2024-01-01T00:00:00Z";
 const BOOTABLE_LABELS: [(&str, &str); 2] = [("ostree.bootable", "true"), ("containers.bootc", "1")];
 
 #[derive(Debug, Parser)]
-#[command(version, about = "Builds the ostree-native container images of hearth's tests")]
+#[command(
+    version,
+    about = "Builds the ostree-native container images of hearth's tests"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -212,7 +215,9 @@ fn index(layout: &Path, tag: &str, platforms: &[String]) -> Result<()> {
         "mediaType": "application/vnd.oci.image.index.v1+json",
         "manifests": instances,
     });
-    let blob = oci.write_json_blob(&list, oci::MediaType::ImageIndex)?.build()?;
+    let blob = oci
+        .write_json_blob(&list, oci::MediaType::ImageIndex)?
+        .build()?;
     let mut desc = serde_json::to_value(&blob)?;
     desc["annotations"] = serde_json::json!({"org.opencontainers.image.ref.name": tag});
     if let Some(list) = index["manifests"].as_array_mut() {

@@ -79,6 +79,7 @@ pub(super) fn status(
         requests_done: 0,
         request_results: vec![],
         actions: vec![],
+        os: None,
     }
 }
 

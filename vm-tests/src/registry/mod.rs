@@ -63,7 +63,7 @@ impl Registry {
         let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
         let config = format!(
             "version: 0.1\n\
-             log:\n  level: warn\n\
+             log:\n  level: info\n  formatter: json\n\
              storage:\n  filesystem:\n    rootdirectory: {root}/data\n  delete:\n    enabled: true\n\
              http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {root}/server.crt\n    key: {root}/server.key\n\
              auth:\n  htpasswd:\n    realm: hearth-test\n    path: {root}/htpasswd\n",
@@ -144,7 +144,8 @@ impl Registry {
         let target = format!("{}/{dest}", self.host());
         let mut c = Command::new("skopeo");
         if let Some(key) = sign {
-            c.arg("--registries.d").arg(key.registries_d_for(&self.host())?);
+            c.arg("--registries.d")
+                .arg(key.registries_d_for(&self.host())?);
             c.env("GNUPGHOME", key.home());
         }
         c.arg("copy")
@@ -183,6 +184,25 @@ impl Registry {
             .join("data"))
     }
 
+    /// The blobs the registry has served so far (GETs answered 200), by digest, oldest first:
+    /// what clients really downloaded, from its own request log.
+    pub fn blobs_served(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| {
+                v["msg"] == "response completed"
+                    && v["http.request.method"] == "GET"
+                    && v["http.response.status"] == 200
+            })
+            .filter_map(|v| {
+                let uri = v["http.request.uri"].as_str()?;
+                let (_, digest) = uri.split_once("/blobs/")?;
+                Some(digest.to_string())
+            })
+            .collect()
+    }
+
     /// The registry's log.
     pub fn log(&self) -> String {
         let mut s = String::new();
@@ -216,7 +236,10 @@ fn make_certificates(dir: &Path) -> Result<()> {
     dn.push(DnType::CommonName, "hearth test registry CA");
     ca.distinguished_name = dn;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_key = key()?;
     let ca_cert = ca
         .self_signed(&ca_key)

@@ -38,7 +38,10 @@ impl SigningKey {
                 .output()
                 .context("running gpg")?;
             if !out.status.success() {
-                bail!("gpg {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
+                bail!(
+                    "gpg {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
             }
             Ok(out.stdout)
         };
@@ -93,7 +96,11 @@ impl SigningKey {
 /// A `registries.d` file naming a lookaside store for `registry` (`sigstore-staging` is where
 /// signing writes; `sigstore` where verification reads).
 pub fn lookaside_config(registry: &str, store: &Path, staging: bool) -> String {
-    let key = if staging { "sigstore-staging" } else { "sigstore" };
+    let key = if staging {
+        "sigstore-staging"
+    } else {
+        "sigstore"
+    };
     format!(
         "docker:\n  {registry}:\n    {key}: file://{}\n",
         store.display()

@@ -39,6 +39,7 @@
 //!
 //! See `docs/config-model.md` and `docs/plan.md`.
 pub mod actions;
+pub mod container;
 pub mod dataurl;
 pub mod de;
 pub mod diag;

@@ -70,6 +70,14 @@ pub struct Cli {
     /// /ostree/repo/, for OS image pivots in disconnected sites.
     #[arg(long, value_name = "DIR", env = "HEARTH_OSTREE_REPO")]
     pub ostree_repo: Option<PathBuf>,
+    /// Credentials for resolving MachineConfigs' tagged osImageURLs (`registry/os:tag`) to
+    /// digests when they are applied: a containers auth file (`{"auths": {"registry:5000":
+    /// {"auth": "<base64 user:password>"}}}`, the format of /etc/ostree/auth.json).
+    #[arg(long, value_name = "FILE", env = "HEARTH_REGISTRY_AUTH")]
+    pub registry_auth: Option<PathBuf>,
+    /// CA certificates (PEM) trusted for those registries, besides the system's.
+    #[arg(long, value_name = "FILE", env = "HEARTH_REGISTRY_CA")]
+    pub registry_ca: Option<PathBuf>,
     /// For tests only (hidden): judge maintenance windows as if the clock read this many Unix
     /// seconds at start (and ran on from there). Nothing else uses this clock.
     #[arg(long, value_name = "UNIX_SECONDS", hide = true)]
@@ -338,6 +346,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             node_events_budget: Options::default().node_events_budget,
             tick: Duration::from_secs(10),
             ostree_repo: cli.ostree_repo.clone(),
+            registry: Some(std::sync::Arc::new(
+                crate::registry::Resolver::new(
+                    cli.registry_auth.as_deref(),
+                    cli.registry_ca.as_deref(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            )),
             served_agent,
             render_gate: cli.test_render_gate.clone(),
             bootstrap_ttl: (cli.bootstrap_token_ttl > 0)

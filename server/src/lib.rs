@@ -37,6 +37,7 @@ pub mod ostree_repo;
 pub mod pace;
 pub mod pki;
 pub mod records;
+pub mod registry;
 pub mod render_memo;
 pub mod report;
 pub mod rollout;

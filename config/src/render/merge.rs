@@ -65,7 +65,10 @@ pub fn merge(configs: &[&MachineConfig]) -> Result<MachineConfigSpec, RenderErro
             spec.kernel_type = s.kernel_type;
         }
         if !s.os_image_url.is_empty() {
-            spec.os_image_url = s.os_image_url.clone();
+            // A tag hearth-server resolved when the config was applied deploys pinned.
+            spec.os_image_url =
+                crate::container::effective_os_image(&s.os_image_url, &mc.metadata.annotations)
+                    .to_string();
         }
         for e in &s.extensions {
             if extensions.insert(e.as_str()) {

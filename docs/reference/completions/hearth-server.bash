@@ -35,7 +35,7 @@ _hearth__server() {
 
     case "${cmd}" in
         hearth__server)
-            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --desired-answers-at-once --deferred-reports-per-second --ostree-repo --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --etcd-endpoints --etcd-ca --etcd-cert --etcd-key --etcd-prefix --kubernetes --kubeconfig --kube-lease --help --version issue-admin-cert help"
+            opts="-h -V --state-dir --listen --san --advertise-url --retention --max-wait --stale-after --desired-answers-at-once --deferred-reports-per-second --ostree-repo --registry-auth --registry-ca --window-clock-start --bootstrap-token-ttl --serve-agent --test-render-gate --etcd-endpoints --etcd-ca --etcd-cert --etcd-key --etcd-prefix --kubernetes --kubeconfig --kube-lease --help --version issue-admin-cert help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -78,6 +78,14 @@ _hearth__server() {
                     return 0
                     ;;
                 --ostree-repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --registry-auth)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --registry-ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

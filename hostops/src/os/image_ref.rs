@@ -5,8 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::container::ContainerImage;
 use super::error::OsError;
+use hearth_config::container::ContainerImage;
 
 /// An OS image on the libostree backend: an ostree ref, a commit checksum or a container image.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

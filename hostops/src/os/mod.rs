@@ -56,7 +56,6 @@
 mod change;
 mod compare;
 mod config;
-pub mod container;
 mod error;
 mod image_ref;
 pub mod ledger;
@@ -77,7 +76,6 @@ pub use self::compare::{
     MAX_KARG_LIST_SHOWN,
 };
 pub use self::config::{HealthCheck, MinFree, OsConfig, RemoteConfig, CONFIG_PATH};
-pub use self::container::{is_sha256_digest, ContainerImage, SigVerify, Transport, SHA256};
 pub use self::error::{human_bytes, OsError};
 pub use self::image_ref::{is_valid_ref, ImageRef};
 pub use self::ledger::KargLedger;
@@ -87,6 +85,9 @@ pub use self::rpmostree::RpmOstreeBackend;
 pub use self::status::{
     DeploymentId, DeploymentInfo, Finalization, OsExpectation, OsStatus, RollbackOutcome,
     SkippedKarg, SpaceCheck, StagedDeployment,
+};
+pub use hearth_config::container::{
+    is_sha256_digest, ContainerImage, SigVerify, Transport, SHA256,
 };
 
 /// The reason given on hosts that are not ostree hosts.

@@ -39,9 +39,12 @@ impl<S: Store> App<S> {
         // Reading and validating is linear but can be long for big manifests: on a blocking
         // thread, so that it holds up no request of anyone else.
         let owned = files.to_vec();
-        let (m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
+        let (mut m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
             .await
             .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
+        // Tags to digests, before anything is written (outside every lock: a registry may be
+        // slow).
+        self.resolve_os_images(&mut m).await?;
         let results = self
             .mutate(Scope::Full, dry_run, |fleet, t| {
                 Ok(apply_manifests(fleet, &m, t, by))
@@ -67,6 +70,54 @@ impl<S: Store> App<S> {
             pools,
             dry_run,
         })
+    }
+
+    /// Resolves each MachineConfig's tag-only registry `osImageURL` to its manifest's digest,
+    /// recorded in the config's [`RESOLVED_ANNOTATION`]; a tag that cannot be resolved refuses
+    /// the apply, naming the manifest, the object, the field and what to do.
+    ///
+    /// [`RESOLVED_ANNOTATION`]: hearth_config::container::RESOLVED_ANNOTATION
+    async fn resolve_os_images(
+        &self,
+        m: &mut hearth_config::manifest::Manifests,
+    ) -> Result<(), ApiError> {
+        use hearth_config::container::{ContainerImage, RESOLVED_ANNOTATION};
+        let default;
+        let resolver = match &self.options.registry {
+            Some(r) => r.as_ref(),
+            None => {
+                default = crate::registry::Resolver::new(None, None).map_err(ApiError::internal)?;
+                &default
+            }
+        };
+        for s in &mut m.machine_configs {
+            let url = s.item.spec.os_image_url.trim().to_string();
+            let Some(Ok(image)) = ContainerImage::parse(&url) else {
+                continue;
+            };
+            if !image.is_tag_only() {
+                continue;
+            }
+            let digest = resolver.digest(&image).await.map_err(|cause| {
+                ApiError::invalid(
+                    format!(
+                        "{}: MachineConfig {} spec.osImageURL: {url} names a tag, and \
+                         hearth-server could not resolve it to a digest: {cause} (pin the \
+                         digest in osImageURL, or give hearth-server the registry's CA and \
+                         credentials: --registry-ca, --registry-auth)",
+                        s.origin,
+                        s.item.name()
+                    ),
+                    Vec::new(),
+                )
+            })?;
+            tracing::info!(config = s.item.name(), image = %url, %digest, "osImageURL tag resolved");
+            s.item
+                .metadata
+                .annotations
+                .insert(RESOLVED_ANNOTATION.to_string(), format!("{url}@{digest}"));
+        }
+        Ok(())
     }
 
     /// Deletes a MachineConfig.

@@ -74,6 +74,10 @@ pub struct Options {
     /// An ostree repository (archive mode) served to authenticated nodes and admins under
     /// `/ostree/repo/` (`--ostree-repo`), for OS image pivots without another server.
     pub ostree_repo: Option<std::path::PathBuf>,
+    /// Resolves MachineConfigs' tagged `osImageURL`s to digests when they are applied
+    /// ([`crate::registry`]; `--registry-auth`, `--registry-ca`). `None`: the default resolver
+    /// (no credentials, the system's CAs).
+    pub registry: Option<Arc<crate::registry::Resolver>>,
     /// The agent's binaries written by first-boot configs (`--serve-agent DIR`), so that a stock
     /// image becomes a node ([`crate::served_agent`]).
     pub served_agent: Option<Arc<crate::served_agent::ServedAgent>>,
@@ -128,6 +132,7 @@ impl Default for Options {
             ),
             tick: Duration::from_secs(10),
             ostree_repo: None,
+            registry: None,
             served_agent: None,
             render_gate: None,
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),

@@ -20,6 +20,7 @@ mod events;
 mod firstboot_cache;
 mod firstboot_node;
 mod holds;
+mod image_tags;
 mod manifests;
 mod reports;
 mod requests;

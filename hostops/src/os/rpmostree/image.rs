@@ -1,9 +1,9 @@
 //! OS images as rpm-ostree takes them ([`RpmOstreeImage`]): container image references,
 //! ostree refspecs and commit checksums.
 
-use crate::os::container::ContainerImage;
 use crate::os::error::OsError;
 use crate::os::image_ref::is_valid_ref;
+use hearth_config::container::ContainerImage;
 
 /// An OS image as rpm-ostree takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,33 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use hearth_config::digest::{is_sha256_digest, SHA256};
+pub use crate::digest::{is_sha256_digest, SHA256};
+
+/// The annotation in which hearth-server records what a MachineConfig's tagged `osImageURL`
+/// resolved to when the config was applied: the reference pinned to the manifest's digest
+/// (`registry/repo:tag@sha256:…`). Rendering deploys that ([`effective_os_image`]), so that
+/// every node of a pool gets the same digest however the tag moves later.
+pub const RESOLVED_ANNOTATION: &str = "hearth.io/resolved-os-image";
+
+/// The `osImageURL` a MachineConfig deploys: `spec_url`, or, when its annotations carry
+/// [`RESOLVED_ANNOTATION`] for that very reference (the annotation without its digest is
+/// `spec_url`) with a valid digest, the pinned reference.
+pub fn effective_os_image<'a>(
+    spec_url: &'a str,
+    annotations: &'a std::collections::BTreeMap<String, String>,
+) -> &'a str {
+    let Some(resolved) = annotations.get(RESOLVED_ANNOTATION) else {
+        return spec_url;
+    };
+    let matches = resolved
+        .rsplit_once('@')
+        .is_some_and(|(name, digest)| name == spec_url.trim() && is_sha256_digest(digest));
+    if matches {
+        resolved
+    } else {
+        spec_url
+    }
+}
 
 /// The longest reference accepted (the registry grammar's own limit is 255 for the name).
 pub const MAX_REFERENCE_LEN: usize = 1024;
@@ -100,6 +126,12 @@ impl ContainerImage {
             Transport::Registry => self.name.split_once('@').map(|(_, d)| d),
             Transport::Oci | Transport::OciArchive => None,
         }
+    }
+
+    /// Whether the reference names a registry image by tag only (no digest): what hearth-server
+    /// resolves to a digest when the config is applied.
+    pub fn is_tag_only(&self) -> bool {
+        self.transport == Transport::Registry && self.digest().is_none()
     }
 
     /// The registry's host (and port) of a registry reference.
@@ -389,6 +421,40 @@ mod tests {
         assert_eq!(
             ok("ostree-unverified-image:oci-archive:/m/os.tar").transport,
             Transport::OciArchive
+        );
+    }
+
+    #[test]
+    fn a_resolved_tag_is_deployed_pinned_while_the_annotation_names_it() {
+        let digest = format!("sha256:{}", "5a".repeat(32));
+        let pinned = format!("registry.example/os:v2@{digest}");
+        let mut ann = std::collections::BTreeMap::new();
+        assert_eq!(
+            effective_os_image("registry.example/os:v2", &ann),
+            "registry.example/os:v2"
+        );
+        ann.insert(RESOLVED_ANNOTATION.to_string(), pinned.clone());
+        assert_eq!(effective_os_image("registry.example/os:v2", &ann), pinned);
+        // The spec moved on (another tag) without a new resolution: the spec wins.
+        assert_eq!(
+            effective_os_image("registry.example/os:v3", &ann),
+            "registry.example/os:v3"
+        );
+        ann.insert(
+            RESOLVED_ANNOTATION.to_string(),
+            "registry.example/os:v2@sha256:00".into(),
+        );
+        assert_eq!(
+            effective_os_image("registry.example/os:v2", &ann),
+            "registry.example/os:v2"
+        );
+        assert!(ok("registry.example/os:v2").is_tag_only());
+        assert!(!ok(&pinned).is_tag_only());
+        assert!(!ok("oci:/media/os").is_tag_only());
+        // A pinned reference with its tag reads back as the same image, asked for by digest.
+        assert_eq!(
+            ok(&pinned).with_digest(&digest).name,
+            format!("registry.example/os@{digest}")
         );
     }
 

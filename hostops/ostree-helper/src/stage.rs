@@ -189,6 +189,7 @@ impl Session {
                 )
             })?;
         let deployment = self.info(&new, config);
+        let t4 = Instant::now();
         if self.has_container_images() {
             // Images no deployment uses any more go now; a failure here is not the change's.
             if let Err(e) = self.prune_images() {
@@ -202,6 +203,7 @@ impl Session {
             space_check_ms = t_space.as_millis() as u64,
             ledger_ms = t_ledger.as_millis() as u64,
             libostree_deploy_ms = t_deploy.as_millis() as u64,
+            prune_ms = t4.elapsed().as_millis() as u64,
             total_ms = t0.elapsed().as_millis() as u64,
             "OS change staged"
         );

@@ -444,6 +444,87 @@ fn copy_tree(from: &Path, to: &Path) {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The release's own reference (`quay.io/…@sha256:X`) pulled from the site's registry through a
+/// `registries.conf` mirror (the effect of the MCO's ImageDigestMirrorSet; the container has no
+/// route to quay.io), and images carried on media: an OCI archive, and an OCI layout whose tag
+/// is a manifest list (this node's instance deployed).
+#[test]
+fn container_images_from_a_mirror_and_from_media_inside() {
+    init_logging();
+    let images = cached_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    registry
+        .push(&images.reference(tags::V2), "ocp/rhcos:v2", None)
+        .unwrap();
+    let host = boot_v1();
+    connect(&host, &registry, true);
+    let release = "quay.io/openshift-release-dev/ocp-v4.0-art-dev";
+    put(
+        &host,
+        "/etc/containers/registries.conf.d/50-site-mirror.conf",
+        format!(
+            "[[registry]]\nprefix = \"{release}\"\nlocation = \"{release}\"\n\n\
+             [[registry.mirror]]\nlocation = \"{}/ocp/rhcos\"\npull-from-mirror = \"digest-only\"\n",
+            registry.host()
+        )
+        .as_bytes(),
+    );
+    let d = Driver::new(&host, Mode::Inside);
+    let v2 = images.digest(tags::V2).unwrap();
+    let served_before = registry.blobs_served().len();
+    let staged = d
+        .stage(&host, &image_change(&format!("{release}@{v2}")))
+        .unwrap();
+    assert_eq!(staged.deployment.image_digest.as_deref(), Some(v2));
+    assert_eq!(staged.deployment.image, format!("{release}@{v2}"));
+    assert!(
+        registry.blobs_served().len() > served_before,
+        "the mirror served the layers"
+    );
+
+    // An OCI archive on media (written where the container's /var comes from).
+    let media = host.sysroot().stateroot_var().join("media");
+    let archive = media.join("os-v1.tar");
+    std::fs::create_dir_all(archive.parent().unwrap()).unwrap();
+    let out = std::process::Command::new("skopeo")
+        .args(["copy", "--quiet", &images.reference(tags::V1)])
+        .arg(format!("oci-archive:{}", archive.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let staged = d
+        .stage(&host, &image_change("oci-archive:/var/media/os-v1.tar"))
+        .unwrap();
+    assert_eq!(
+        staged.deployment.image_digest.as_deref(),
+        Some(images.digest(tags::V1).unwrap())
+    );
+    assert_eq!(staged.deployment.image, "oci-archive:/var/media/os-v1.tar");
+
+    // An OCI layout on media whose tag is a manifest list: linux/amd64's instance (v1).
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&images.layout)
+        .arg(media.join("layout"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let staged = d
+        .stage(&host, &image_change("oci:/var/media/layout:multi"))
+        .unwrap();
+    assert_eq!(
+        staged.deployment.image_digest.as_deref(),
+        Some(images.digest(tags::V1).unwrap())
+    );
+    host.shutdown().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+
 /// Bytes of the files under `dir` (hard links counted once per name: the repository's objects).
 fn tree_bytes(dir: &Path) -> u64 {
     let mut total = 0;

@@ -145,13 +145,7 @@ impl Skopeo {
         self.source_options(&mut c, image, false);
         c.arg(reference);
         debug!(?c, "inspecting");
-        let mut child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| spawn_error(image, e))?;
-        let stderr = child.stderr.take().map(read_stderr);
+        let (mut child, stderr) = spawn(c, image)?;
         let mut raw = Vec::new();
         let read = child.stdout.take().map(|out| {
             out.take(MAX_MANIFEST_BYTES as u64 + 1)
@@ -161,9 +155,7 @@ impl Skopeo {
             let _ = child.kill();
         }
         let status = child.wait().map_err(|e| spawn_error(image, e))?;
-        let stderr = stderr
-            .map(|t| t.join().unwrap_or_default())
-            .unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
         if raw.len() > MAX_MANIFEST_BYTES {
             return Err(OsError::ImagePull {
                 image: image.to_string(),
@@ -197,13 +189,7 @@ impl Skopeo {
         c.arg(reference)
             .arg(format!("oci:{}:{tag}", layout.display()));
         debug!(?c, "copying");
-        let mut child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| spawn_error(image, e))?;
-        let stderr = child.stderr.take().map(read_stderr);
+        let (mut child, stderr) = spawn(c, image)?;
         if let Some(out) = child.stdout.take() {
             // Lines of at most 4 KiB logged (skopeo's are short; a longer one is cut), at most
             // 10,000 of them; the rest is read and dropped, so skopeo never blocks on a full
@@ -228,14 +214,30 @@ impl Skopeo {
             }
         }
         let status = child.wait().map_err(|e| spawn_error(image, e))?;
-        let stderr = stderr
-            .map(|t| t.join().unwrap_or_default())
-            .unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
         if !status.success() {
             return Err(failure(self, image, &stderr));
         }
         Ok(())
     }
+}
+
+/// Starts `c` with its output piped; its standard error is read (the end kept) on a thread.
+fn spawn(
+    mut c: Command,
+    image: &ContainerImage,
+) -> Result<(std::process::Child, std::thread::JoinHandle<String>), OsError> {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| spawn_error(image, e))?;
+    let err = child
+        .stderr
+        .take()
+        .ok_or_else(|| spawn_error(image, std::io::Error::other("no standard error pipe")))?;
+    Ok((child, read_stderr(err)))
 }
 
 fn read_stderr(err: std::process::ChildStderr) -> std::thread::JoinHandle<String> {

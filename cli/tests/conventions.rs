@@ -349,6 +349,12 @@ fn viewer_tokens_read_change_nothing_and_can_be_revoked() {
         .find(|w| w.starts_with("viewer-"))
         .expect("the token's name")
         .to_string();
+    // Where to open it, on this server, and how a browser trusts it (issue 35).
+    assert!(
+        stderr.contains(&format!("{}/ui/", env.url.trim_end_matches('/')))
+            && stderr.contains("pki/ca.crt"),
+        "{stderr}"
+    );
     let ca = env.state("pki/ca.crt");
     let as_viewer = |args: &[&str]| {
         let mut all = vec!["--server", &env.url, "--ca", ca.to_str().unwrap()];

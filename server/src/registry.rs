@@ -40,40 +40,69 @@ const MAX_AUTH_FILE_BYTES: u64 = 1024 * 1024;
 const REQUEST_TIME: Duration = Duration::from_secs(30);
 
 /// Resolves tags to digests.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Resolver {
-    client: reqwest::Client,
+    /// The HTTP client, made at the first resolution (a server that never resolves a tag
+    /// never loads the system's CA certificates, which a machine may not have).
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    /// Extra CA certificates (`--registry-ca`).
+    ca: Vec<reqwest::Certificate>,
     /// Registry (`host[:port]`) → `user:password`.
     credentials: BTreeMap<String, String>,
 }
 
 impl Resolver {
     /// A resolver with the credentials of `auth_file` (containers auth file) and the extra CA
-    /// certificates (PEM) of `ca_file`, besides the system's.
+    /// certificates (PEM) of `ca_file`, besides the system's; both files are read now.
     pub fn new(auth_file: Option<&Path>, ca_file: Option<&Path>) -> Result<Resolver, String> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(REQUEST_TIME)
-            .connect_timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .user_agent(concat!("hearth-server/", env!("CARGO_PKG_VERSION")));
-        if let Some(ca) = ca_file {
-            let pem =
-                std::fs::read(ca).map_err(|e| format!("--registry-ca {}: {e}", ca.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("--registry-ca {}: {e}", ca.display()))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        let client = builder
-            .build()
-            .map_err(|e| format!("the registry client: {e}"))?;
+        let ca = match ca_file {
+            Some(f) => {
+                let pem =
+                    std::fs::read(f).map_err(|e| format!("--registry-ca {}: {e}", f.display()))?;
+                reqwest::Certificate::from_pem_bundle(&pem)
+                    .map_err(|e| format!("--registry-ca {}: {e}", f.display()))?
+            }
+            None => Vec::new(),
+        };
         let credentials = match auth_file {
             Some(f) => read_auth_file(f)?,
             None => BTreeMap::new(),
         };
         Ok(Resolver {
-            client,
+            client: std::sync::OnceLock::new(),
+            ca,
             credentials,
         })
+    }
+
+    /// The client: the system's CAs and `--registry-ca`'s; only the latter when the system has
+    /// none to load.
+    fn client(&self) -> Result<&reqwest::Client, String> {
+        let built = self.client.get_or_init(|| {
+            let builder = || {
+                reqwest::Client::builder()
+                    .timeout(REQUEST_TIME)
+                    .connect_timeout(Duration::from_secs(10))
+                    .redirect(reqwest::redirect::Policy::limited(5))
+                    .user_agent(concat!("hearth-server/", env!("CARGO_PKG_VERSION")))
+            };
+            let merged = builder().tls_certs_merge(self.ca.clone()).build();
+            match merged {
+                Ok(c) => Ok(c),
+                Err(e) if !self.ca.is_empty() => {
+                    tracing::warn!(error = %describe(&e), "the system's CA certificates cannot be used; trusting --registry-ca alone");
+                    builder()
+                        .tls_certs_only(self.ca.clone())
+                        .build()
+                        .map_err(|e| format!("the registry client: {}", describe(&e)))
+                }
+                Err(e) => Err(format!(
+                    "the registry client: {} (give hearth-server --registry-ca)",
+                    describe(&e)
+                )),
+            }
+        });
+        built.as_ref().map_err(Clone::clone)
     }
 
     /// The digest of the manifest a tag-only registry reference names.
@@ -91,9 +120,10 @@ impl Resolver {
             .unwrap_or("latest");
         let url = format!("https://{registry}/v2/{path}/manifests/{tag}");
         let creds = self.credentials.get(registry);
+        let client = self.client()?;
         let mut auth: Option<String> = None;
         for attempt in 0..2 {
-            let mut req = self.client.head(&url).header("Accept", ACCEPT);
+            let mut req = client.head(&url).header("Accept", ACCEPT);
             if let Some(a) = &auth {
                 req = req.header("Authorization", a);
             }
@@ -126,7 +156,7 @@ impl Resolver {
                 return Ok(d.to_string());
             }
             // No digest header: the manifest's own SHA-256.
-            let mut req = self.client.get(&url).header("Accept", ACCEPT);
+            let mut req = client.get(&url).header("Accept", ACCEPT);
             if let Some(a) = &auth {
                 req = req.header("Authorization", a);
             }
@@ -188,7 +218,7 @@ impl Resolver {
                 .unwrap_or_else(|| format!("repository:{repository}:pull"));
             q.append_pair("scope", &scope);
         }
-        let mut req = self.client.get(token_url);
+        let mut req = self.client()?.get(token_url);
         if let Some(b) = basic() {
             req = req.header("Authorization", b);
         }

@@ -40,14 +40,17 @@ pub fn viewer_token(a: &ViewerArgs) -> anyhow::Result<()> {
                 &ViewerTokenRequest { ttl_seconds: *ttl },
             )?;
             crate::outln!("{}", escape(&out.token));
+            let server = &c.servers[c.current.get() % c.servers.len()];
             eprintln!(
                 "viewer token {} ({}): it reads pools, nodes, configs and events, and changes \
-                 nothing; open the dashboard at <server>/ui/ with it",
+                 nothing; open the dashboard at {}/ui/ and paste it (a browser must trust the \
+                 fleet's CA, <state-dir>/pki/ca.crt: see docs/operations.md, \"The dashboard\")",
                 escape(&out.name),
                 match out.expires_at.as_deref() {
                     Some(e) => format!("expires {}", escape(e)),
                     None => "until revoked".into(),
-                }
+                },
+                escape(server.trim_end_matches('/'))
             );
         }
         ViewerAction::Delete { name } => {

@@ -82,6 +82,17 @@ impl<S: Store> App<S> {
         m: &mut hearth_config::manifest::Manifests,
     ) -> Result<(), ApiError> {
         use hearth_config::container::{ContainerImage, RESOLVED_ANNOTATION};
+        let tag_only = |url: &str| match ContainerImage::parse(url) {
+            Some(Ok(image)) if image.is_tag_only() => Some(image),
+            _ => None,
+        };
+        if !m
+            .machine_configs
+            .iter()
+            .any(|s| tag_only(s.item.spec.os_image_url.trim()).is_some())
+        {
+            return Ok(());
+        }
         let default;
         let resolver = match &self.options.registry {
             Some(r) => r.as_ref(),
@@ -92,12 +103,9 @@ impl<S: Store> App<S> {
         };
         for s in &mut m.machine_configs {
             let url = s.item.spec.os_image_url.trim().to_string();
-            let Some(Ok(image)) = ContainerImage::parse(&url) else {
+            let Some(image) = tag_only(&url) else {
                 continue;
             };
-            if !image.is_tag_only() {
-                continue;
-            }
             let digest = resolver.digest(&image).await.map_err(|cause| {
                 ApiError::invalid(
                     format!(

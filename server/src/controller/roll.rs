@@ -32,6 +32,8 @@ pub(super) fn roll_out(
     index.follow(&fleet.nodes);
     let mut silent_by_pool: Option<HashMap<&str, usize>> = None;
     let mut decided: Vec<rollout::Assignment> = Vec::new();
+    // Pools whose halt began or ended: (pool, the node that halts it now).
+    let mut halts: Vec<(String, Option<String>)> = Vec::new();
     for (pool, p) in fleet.pools.iter() {
         let pool = pool.as_str();
         let mut view = pool_view(&p.value);
@@ -70,6 +72,17 @@ pub(super) fn roll_out(
             waits.insert(pool.to_string(), (Some(w), d.waiting));
         }
         decided.extend(d.assign);
+        // Halted: nodes wait for the target while a Degraded node stops the rollout.
+        let halted = view.halt_on_degraded && c.degraded > 0 && c.pending > 0;
+        if halted != p.value.status.halted_by.is_some() {
+            let by = halted.then(|| halted_by(fleet, pool)).flatten();
+            if by != p.value.status.halted_by {
+                halts.push((pool.to_string(), by));
+            }
+        }
+    }
+    for (pool, by) in halts {
+        record_halt(fleet, now, &pool, by, events);
     }
     let assignments: Vec<(rollout::Assignment, Option<String>)> = decided
         .into_iter()
@@ -335,6 +348,50 @@ pub(super) fn update_configurations(fleet: &mut Fleet, index: &mut PoolIndex) {
             });
         }
     }
+}
+
+/// Records that `pool`'s rollout is halted by node `by` (or no longer is), with a Warning event
+/// that says what to do (or a Normal one when it goes on).
+fn record_halt(
+    fleet: &mut Fleet,
+    now: u64,
+    pool: &str,
+    by: Option<String>,
+    events: &mut Vec<EventRecord>,
+) {
+    let object = format!("MachineConfigPool/{pool}");
+    match &by {
+        Some(node) => {
+            let reason = fleet
+                .nodes
+                .get(node.as_str())
+                .and_then(|n| n.value.report.as_ref())
+                .and_then(|r| r.reason.clone())
+                .map(|r| format!(": {}", crate::bounds::cut(&r, 300)))
+                .unwrap_or_default();
+            events.push(EventRecord::warning(
+                now,
+                object,
+                "RolloutHalted",
+                format!(
+                    "the rollout stops: node {node} is Degraded{reason}. Fix the node (hearth \
+                     describe node {node}; then hearth node force {node}), or go on without it \
+                     (hearth node exclude {node}), or let the pool roll past degraded nodes \
+                     (annotation {}: continue)",
+                    rollout::ON_DEGRADED_ANNOTATION
+                ),
+            ));
+        }
+        None => events.push(EventRecord::normal(
+            now,
+            object,
+            "RolloutResumed",
+            "the rollout is no longer halted (no node is Degraded, or none waits for the \
+             target any more)"
+                .to_string(),
+        )),
+    }
+    update(&mut fleet.pools, pool, |p| p.status.halted_by = by);
 }
 
 /// The rollout's view of a pool.

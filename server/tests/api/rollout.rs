@@ -378,6 +378,26 @@ async fn a_degraded_node_halts_the_rollout() {
         .unwrap()
         .clone();
     assert_eq!(updating["reason"], "Halted", "{updating}");
+    // A Warning on the pool says so, names the node and what to do (issue 35).
+    let pool_events = || async {
+        api.get("/api/v1/events?object=MachineConfigPool/worker")
+            .await
+            .json["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let events = pool_events().await;
+    let halted = events
+        .iter()
+        .find(|e| e["reason"] == "RolloutHalted")
+        .unwrap_or_else(|| panic!("no RolloutHalted event: {events:?}"));
+    assert_eq!(halted["type"], "Warning");
+    let msg = halted["message"].as_str().unwrap();
+    assert!(
+        msg.contains("node w0 is Degraded: step 1 of 1") && msg.contains("hearth node exclude w0"),
+        "{msg}"
+    );
     // Told to continue, it goes on.
     api.apply_text("pool.yaml", &worker_pool(2, Some("continue")))
         .await;
@@ -385,6 +405,13 @@ async fn a_degraded_node_halts_the_rollout() {
     assert_eq!(
         pool(&api, "worker").await["status"]["rolloutHaltedBy"],
         Value::Null
+    );
+    assert!(
+        pool_events()
+            .await
+            .iter()
+            .any(|e| e["reason"] == "RolloutResumed" && e["type"] == "Normal"),
+        "a Normal event says the rollout goes on"
     );
     s.shutdown().await;
 }

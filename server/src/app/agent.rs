@@ -302,6 +302,40 @@ impl<S: Store> App<S> {
     }
 }
 
+/// An event when a node's drift appears (a Warning naming how many paths and the first) or is
+/// gone (Normal); none while it only changes (a count that moves is in the node's view).
+fn drift_event(node: &str, was: u32, status: &Report, t: u64) -> Option<EventRecord> {
+    let now = status.drift_lines;
+    let config = status.current.as_deref().unwrap_or("its config");
+    match (was, now) {
+        (0, n) if n > 0 => {
+            let first = status
+                .full()
+                .and_then(|s| s.drift.into_iter().next())
+                .map(|d| format!(": {}", crate::bounds::cut(&d, 300)))
+                .unwrap_or_default();
+            Some(EventRecord::warning(
+                t,
+                meta_object("Node", node),
+                "DriftFound",
+                format!(
+                    "{n} path{} differ{} from {config}{first} (hearth describe node {node} \
+                     lists them; the node's drift policy says whether it puts them back)",
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "s" } else { "" },
+                ),
+            ))
+        }
+        (w, 0) if w > 0 => Some(EventRecord::normal(
+            t,
+            meta_object("Node", node),
+            "DriftGone",
+            format!("no path differs from {config} any more"),
+        )),
+        _ => None,
+    }
+}
+
 fn unknown_node(node: &str) -> ApiError {
     ApiError::unauthorized(format!("node {node} is no longer known; enroll again"))
 }
@@ -310,17 +344,18 @@ fn unknown_node(node: &str) -> ApiError {
 fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Result<(), ApiError> {
     // What the report is compared with, read without copying the node (reports are the
     // hottest path: the record is copied once, by the update below).
-    let Some((changed, release)) = fleet.nodes.get(node).map(|n| {
+    let Some((changed, release, drift_was)) = fleet.nodes.get(node).map(|n| {
         let n = &n.value;
         let changed = n.state() != Some(status.state)
             || n.report.as_ref().and_then(|r| r.reason.as_ref()) != status.reason.as_ref();
+        let drift_was = n.report.as_ref().map_or(0, |r| r.drift_lines);
         // A Done report in the desired config gives back the agent's part of the slot only: a
         // FleetLock client's holds until its steady-state.
         let release = status.state == NodeState::Done
             && status.current.is_some()
             && status.current == n.desired
             && n.reboot_slot.is_some();
-        (changed, release)
+        (changed, release, drift_was)
     }) else {
         return Err(unknown_node(node));
     };
@@ -328,7 +363,12 @@ fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Resu
     if changed {
         let object = meta_object("Node", node);
         let reason = status.reason.clone().unwrap_or_default();
-        let desired = status.desired.clone().unwrap_or_else(|| "-".into());
+        // A node that has no config yet (it just enrolled) says so, not "-".
+        let desired = status
+            .desired
+            .clone()
+            .or_else(|| status.current.clone())
+            .unwrap_or_else(|| "no config yet".into());
         events.push(match status.state {
             NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
                 t,
@@ -348,6 +388,7 @@ fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Resu
             ),
         });
     }
+    events.extend(drift_event(node, drift_was, status, t));
     events.extend(super::requests::finish_requests(fleet, node, status, t));
     update(&mut fleet.nodes, node, |n| {
         // The same report again within the same second: the one stored stays (nothing is

@@ -346,3 +346,68 @@ async fn the_summary_view_reads_nothing_back_and_leaves_out_history_drift_and_ac
     assert!(bad.text.contains("summary"), "{}", bad.text);
     s.shutdown().await;
 }
+
+/// Drift appearing on a node is a Warning event naming how many paths and the first (issue 35:
+/// it showed only in `describe node`), drift gone a Normal one; a drift count that only moves
+/// makes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_appearing_and_going_are_events_on_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply(&example_files()).await;
+    let node = api
+        .enroll(&bootstrap_token(&s, "worker"), "w0", json!({}))
+        .await;
+    // Its first report, before it has a config: the event says so (issue 35: it read "-").
+    node.report("Done", None, None, None).await;
+    let first = api.get("/api/v1/events?object=Node/w0").await.json;
+    assert!(
+        first["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "Done" && e["message"] == "no config yet"),
+        "{first}"
+    );
+    let config = node.desired_name().await.unwrap();
+    node.post_status(&status(0, &config)).await;
+    let drift_events = || async {
+        api.get("/api/v1/events?object=Node/w0").await.json["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["reason"].as_str().is_some_and(|r| r.starts_with("Drift")))
+            .collect::<Vec<Value>>()
+    };
+    // The report had two drifted paths: one Warning.
+    let events = drift_events().await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "DriftFound");
+    assert_eq!(events[0]["type"], "Warning");
+    let msg = events[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!(
+            "2 paths differ from {config}: /etc/drift-0: content differs"
+        )) && msg.contains("hearth describe node w0"),
+        "{msg}"
+    );
+    // One path less: still drifting, no new event.
+    let mut st = status(0, &config);
+    st["drift"] = json!(["/etc/other: missing"]);
+    node.post_status(&st).await;
+    assert_eq!(drift_events().await.len(), 1);
+    // Repaired: a Normal event.
+    st["drift"] = json!([]);
+    node.post_status(&st).await;
+    let events = drift_events().await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    let gone = events.iter().find(|e| e["reason"] == "DriftGone").unwrap();
+    assert_eq!(gone["type"], "Normal");
+    assert_eq!(
+        gone["message"],
+        format!("no path differs from {config} any more")
+    );
+    s.shutdown().await;
+}

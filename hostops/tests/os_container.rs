@@ -230,9 +230,9 @@ fn config_size(images: &OciImages, tag: &str) -> u64 {
 // ---------------------------------------------------------------------------------------------
 
 /// What goes wrong on the way from a registry: no credentials, no registry, a pull stopped
-/// midway (a layer the registry cannot serve); each is a per-node reason naming the image, and
-/// nothing is staged. The layers fetched before the stop stay: the next try fetches only the
-/// rest.
+/// midway (the registry cannot serve the image's config, which skopeo fetches after the
+/// layers); each is a per-node reason naming the image, and nothing is staged. The layers
+/// fetched before the stop stay: the next try downloads only the rest (the registry's log).
 #[test]
 fn container_pull_failures_inside() {
     init_logging();

@@ -154,6 +154,10 @@ pub struct TokenAnswer {
     /// When it expires (RFC 3339, UTC); none: never.
     #[serde(default)]
     pub expires_at: Option<String>,
+    /// It replaced the pool's token, which no longer works (false for the first token of a
+    /// pool, and for a node's first-boot token, which leaves the pool's alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replaced: bool,
 }
 
 /// `POST /api/v1/nodes/{name}/labels` body.

@@ -168,8 +168,21 @@ fn login_apply_get_describe_label_pause() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not found"));
 
     // bootstrap-token
-    let t = env.ok(&["bootstrap-token", "infra", "--ttl", "600"]);
-    assert!(t.trim().starts_with("hearth-bootstrap-"), "{t}");
+    // The new pool's first token replaces nothing; the next one does, and says so (issue 35).
+    let o = env.hearth(&["bootstrap-token", "infra", "--ttl", "600"]);
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        o.status.success() && t.trim().starts_with("hearth-bootstrap-"),
+        "{t}{err}"
+    );
+    assert!(
+        err.contains("the pool's first") && !err.contains("no longer works"),
+        "{err}"
+    );
+    let o = env.hearth(&["bootstrap-token", "infra"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("the previous one no longer works"), "{err}");
     drop(env.server);
 }
 

@@ -271,16 +271,19 @@ pub fn bootstrap_token(a: &TokenArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    match out.expires_at.as_deref() {
-        Some(e) => eprintln!(
-            "bootstrap token for pool {} (expires {e}); the previous one no longer works",
-            a.pool
-        ),
-        None => eprintln!(
-            "bootstrap token for pool {} (no expiry); the previous one no longer works",
-            a.pool
-        ),
-    }
+    let expiry = match out.expires_at.as_deref() {
+        Some(e) => format!("expires {}", escape(e)),
+        None => "no expiry".into(),
+    };
+    eprintln!(
+        "bootstrap token for pool {} ({expiry}){}",
+        escape(&a.pool),
+        if out.replaced {
+            "; the previous one no longer works"
+        } else {
+            ": the pool's first"
+        }
+    );
     Ok(())
 }
 

@@ -325,23 +325,25 @@ impl<S: Store> App<S> {
         .await
     }
 
-    /// A new bootstrap token for a pool (replacing the old one).
+    /// A new bootstrap token for a pool (replacing the old one): the token, when it expires,
+    /// and whether it replaced one.
     pub async fn new_bootstrap_token(
         &self,
         pool: &str,
         ttl: Option<Duration>,
-    ) -> Result<(String, Option<u64>), ApiError> {
+    ) -> Result<(String, Option<u64>, bool), ApiError> {
         let _turn = self.admin_turn().await;
         let token =
             pki::new_token(pki::BOOTSTRAP_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
         let hash = pki::token_hash(&token);
-        let expires = self
+        let (expires, replaced) = self
             .mutate(Scope::Rollout, false, |fleet, t| {
                 if !fleet.pools.contains_key(pool) {
                     return Err(ApiError::not_found(format!(
                         "MachineConfigPool {pool:?} not found"
                     )));
                 }
+                let replaced = fleet.tokens.contains_key(&bootstrap_token_name(pool));
                 let expires_at = ttl.map(|d| t.saturating_add(d.as_secs()));
                 put(
                     &mut fleet.tokens,
@@ -360,15 +362,20 @@ impl<S: Store> App<S> {
                     t,
                     meta_object("MachineConfigPool", pool),
                     "BootstrapTokenCreated",
-                    match expires_at {
-                        Some(e) => format!(
-                            "a new bootstrap token replaces the old one; it expires at {}",
-                            crate::time::rfc3339(e)
-                        ),
-                        None => "a new bootstrap token replaces the old one".into(),
-                    },
+                    format!(
+                        "{}{}",
+                        if replaced {
+                            "a new bootstrap token replaces the old one"
+                        } else {
+                            "the pool's first bootstrap token"
+                        },
+                        match expires_at {
+                            Some(e) => format!("; it expires at {}", crate::time::rfc3339(e)),
+                            None => String::new(),
+                        }
+                    ),
                 )]);
-                Ok(expires_at)
+                Ok((expires_at, replaced))
             })
             .await?;
         if let Some(dir) = &self.options.token_dir {
@@ -381,6 +388,6 @@ impl<S: Store> App<S> {
                 ))
             })?;
         }
-        Ok((token, expires))
+        Ok((token, expires, replaced))
     }
 }

@@ -219,15 +219,17 @@ pub(super) async fn bootstrap_token<S: Store>(
             node: Some(node),
             token,
             expires_at: expires.map(crate::time::rfc3339),
+            replaced: false,
         }));
     }
-    let (token, expires) = app.new_bootstrap_token(&name, ttl).await?;
-    tracing::info!(pool = %name, "new bootstrap token");
+    let (token, expires, replaced) = app.new_bootstrap_token(&name, ttl).await?;
+    tracing::info!(pool = %name, replaced, "new bootstrap token");
     Ok(Json(TokenAnswer {
         pool: name,
         node: None,
         token,
         expires_at: expires.map(crate::time::rfc3339),
+        replaced,
     }))
 }
 

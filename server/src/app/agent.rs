@@ -369,23 +369,20 @@ fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Resu
             .clone()
             .or_else(|| status.current.clone())
             .unwrap_or_else(|| "no config yet".into());
+        // The config's name first, unless the reason names it already (the agent's OS and
+        // trial reasons do).
+        let message = if reason.is_empty() {
+            desired
+        } else if reason.contains(desired.as_str()) {
+            reason
+        } else {
+            format!("{desired}: {reason}")
+        };
         events.push(match status.state {
-            NodeState::Degraded | NodeState::Unreconcilable => EventRecord::warning(
-                t,
-                object,
-                status.state.as_str(),
-                format!("{desired}: {reason}"),
-            ),
-            s => EventRecord::normal(
-                t,
-                object,
-                s.as_str(),
-                if reason.is_empty() {
-                    desired
-                } else {
-                    format!("{desired}: {reason}")
-                },
-            ),
+            NodeState::Degraded | NodeState::Unreconcilable => {
+                EventRecord::warning(t, object, status.state.as_str(), message)
+            }
+            s => EventRecord::normal(t, object, s.as_str(), message),
         });
     }
     events.extend(drift_event(node, drift_was, status, t));

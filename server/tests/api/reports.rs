@@ -371,6 +371,19 @@ async fn drift_appearing_and_going_are_events_on_the_node() {
         "{first}"
     );
     let config = node.desired_name().await.unwrap();
+    // A reason that names the config already is not prefixed with it a second time.
+    let why = format!("the new OS deployment debian/ab.0 of {config} booted unhealthy: x.service");
+    node.report("Degraded", None, Some(&config), Some(&why))
+        .await;
+    let events = api.get("/api/v1/events?object=Node/w0").await.json;
+    assert!(
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "Degraded" && e["message"] == why.as_str()),
+        "{events}"
+    );
     node.post_status(&status(0, &config)).await;
     let drift_events = || async {
         api.get("/api/v1/events?object=Node/w0").await.json["items"]

@@ -69,11 +69,14 @@ for target in "${targets[@]}"; do
     corpus="fuzz/corpus/$target"
     mkdir -p "$corpus"
     # The first directory collects new inputs; the others are read-only seeds: hearth's own
-    # fixtures, and the MCO corpus and users' documents where ../shared is beside the clone.
+    # fixtures, and the MCO corpus and users' documents where they are beside the clone
+    # ($HEARTH_SHARED, as hearth-testdata reads it; default ../shared): optional seeds, said so
+    # when absent.
     seeds=()
     if [ "$target" = read_manifest ]; then
         seeds+=(testdata/manifests testdata/posts)
-        for d in ../shared/corpus/mco-e2e ../shared/seeds; do
+        shared=${HEARTH_SHARED:-../shared}
+        for d in "$shared/corpus/mco-e2e" "$shared/seeds"; do
             if [ -d "$d" ]; then
                 seeds+=("$d")
             else

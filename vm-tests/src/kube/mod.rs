@@ -33,7 +33,7 @@
 mod build;
 pub mod fixtures;
 mod host;
-mod pki;
+pub(crate) mod pki;
 mod procs;
 
 use std::fs;

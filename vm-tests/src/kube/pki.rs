@@ -54,10 +54,23 @@ impl std::fmt::Debug for Pki {
 impl Pki {
     /// Makes the CA, the serving certificate and the service-account key in `dir`.
     pub fn create(dir: &Path) -> Result<Pki> {
+        let pki = Pki::new_ca(dir, "hearth test kubernetes CA")?;
+        pki.sign_serving("apiserver", "kube-apiserver")?;
+        // The service-account signing key (ECDSA P-256, PKCS#8) and its public half (what
+        // `--service-account-key-file` reads).
+        let sa = key()?;
+        write(&dir.join("sa.key"), &sa.serialize_pem())?;
+        write(&dir.join("sa.pub"), &sa.public_key_pem())?;
+        Ok(pki)
+    }
+
+    /// A CA named `common_name` in `dir` (its certificate in `ca.crt`): also the test
+    /// registry's (`crate::registry`).
+    pub fn new_ca(dir: &Path, common_name: &str) -> Result<Pki> {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut ca_params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "hearth test kubernetes CA");
+        dn.push(DnType::CommonName, common_name);
         ca_params.distinguished_name = dn;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.key_usages = vec![
@@ -68,33 +81,29 @@ impl Pki {
         let ca_key = key()?;
         let ca_cert = ca_params
             .self_signed(&ca_key)
-            .map_err(|e| anyhow!("cannot make the test CA: {e}"))?;
+            .map_err(|e| anyhow!("cannot make the test CA {common_name:?}: {e}"))?;
         write(&dir.join("ca.crt"), &ca_cert.pem())?;
-        let pki = Pki {
+        Ok(Pki {
             dir: dir.to_path_buf(),
             ca_params,
             ca_key,
-        };
+        })
+    }
 
-        // The serving certificate.
+    /// A serving certificate for `127.0.0.1` and `localhost` signed by the CA: `<name>.crt`,
+    /// `<name>.key`.
+    pub fn sign_serving(&self, name: &str, common_name: &str) -> Result<(PathBuf, PathBuf)> {
         let mut params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
             .map_err(|e| anyhow!("serving certificate names: {e}"))?;
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, "kube-apiserver");
+        dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        pki.sign(params, "apiserver")?;
-
-        // The service-account signing key (ECDSA P-256, PKCS#8) and its public half (what
-        // `--service-account-key-file` reads).
-        let sa = key()?;
-        write(&dir.join("sa.key"), &sa.serialize_pem())?;
-        write(&dir.join("sa.pub"), &sa.public_key_pem())?;
-        Ok(pki)
+        self.sign(params, name)
     }
 
     /// The CA certificate (PEM file).

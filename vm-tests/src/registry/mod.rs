@@ -20,10 +20,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
-};
 use tracing::info;
 
 use crate::util;
@@ -227,36 +223,13 @@ impl Drop for Registry {
     }
 }
 
-/// A CA, and a serving certificate for 127.0.0.1 it signed: `ca.crt`, `server.crt`,
-/// `server.key`, and `certs/ca.crt` (the directory skopeo's `--dest-cert-dir` reads).
+/// A CA, and a serving certificate for 127.0.0.1 it signed (the Kubernetes tier's test PKI):
+/// `ca.crt`, `server.crt`, `server.key`, and `certs/ca.crt` (the directory skopeo's
+/// `--dest-cert-dir` reads).
 fn make_certificates(dir: &Path) -> Result<()> {
-    let key = || KeyPair::generate().map_err(|e| anyhow!("cannot make a key: {e}"));
-    let mut ca = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, "hearth test registry CA");
-    ca.distinguished_name = dn;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_key = key()?;
-    let ca_cert = ca
-        .self_signed(&ca_key)
-        .map_err(|e| anyhow!("cannot make the registry's CA: {e}"))?;
-    let mut params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-        .map_err(|e| anyhow!("serving certificate names: {e}"))?;
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    let server_key = key()?;
-    let issuer = Issuer::new(ca, &ca_key);
-    let server = params
-        .signed_by(&server_key, &issuer)
-        .map_err(|e| anyhow!("cannot sign the registry's certificate: {e}"))?;
-    fs::write(dir.join("ca.crt"), ca_cert.pem())?;
-    fs::write(dir.join("server.crt"), server.pem())?;
-    fs::write(dir.join("server.key"), server_key.serialize_pem())?;
+    let pki = crate::kube::pki::Pki::new_ca(dir, "hearth test registry CA")?;
+    pki.sign_serving("server", "hearth test registry")?;
     fs::create_dir_all(dir.join("certs"))?;
-    fs::write(dir.join("certs/ca.crt"), ca_cert.pem())?;
+    fs::copy(pki.ca_cert(), dir.join("certs/ca.crt"))?;
     Ok(())
 }

@@ -176,6 +176,22 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Put ostree's boot entries on the ESP for systemd-boot, a new deployment's with a boot
+    /// counter ("bootCounting" in /etc/hearth/os.json; hearth-boot-entries.service runs this
+    /// at boot and at shutdown). Does nothing when boot counting is off.
+    BootEntries {
+        /// The host's root directory.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// Wait for the agent's verdict on this boot (hearth-boot-complete.service, ordered before
+    /// boot-complete.target): exit 0 when the booted deployment is good, 1 when it is not or
+    /// when no verdict came within the health check's timeout (plus 2 minutes).
+    BootComplete {
+        /// The host's root directory.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -403,14 +419,84 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Source::Kubernetes(kube) => daemon.follow_kubernetes(*kube).await,
             }
         }
-        Command::Status { root, output } => {
-            let root = Root::open(&root)?;
+        Command::BootEntries { root } => boot_entries(&root),
+        Command::BootComplete { root } => boot_complete(&root),
+        Command::Status { root: path, output } => {
+            let root = Root::open(&path)?;
             let j = Journal::load(&root)?;
             let text = match output {
-                Format::Json => serde_json::to_string_pretty(&status_json(&j))? + "\n",
-                Format::Text => status_text(&j),
+                Format::Json => {
+                    let mut doc = status_document(&j);
+                    crate::os_pull::attach(&mut doc, &path);
+                    serde_json::to_string_pretty(&doc)? + "\n"
+                }
+                Format::Text => {
+                    let mut text = status_text(&j);
+                    if j.progress.is_some() {
+                        if let Some(p) = crate::os_pull::read(&path) {
+                            text.push_str(&format!(
+                                "OS pull:         {}\n",
+                                crate::os_pull::describe(&p)
+                            ));
+                        }
+                    }
+                    text
+                }
             };
             write_stdout(&text)
+        }
+    }
+}
+
+/// `hearth-agent boot-entries`.
+fn boot_entries(root: &Path) -> Result<ExitCode> {
+    use hearth_hostops::os::{bootcount, OsConfig, CONFIG_PATH};
+    let config = OsConfig::load(root)?;
+    let Some(counting) = config.boot_counting else {
+        println!("boot counting is off (no bootCounting in {CONFIG_PATH}): nothing to do");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let report = bootcount::sync(root, &counting)?;
+    tracing::info!(?report, "boot entries synced to the ESP");
+    println!(
+        "boot entries on {}: {} written, {} removed, {} files copied, {} pruned; new with a \
+         boot counter of {}: {}",
+        counting.esp,
+        report.written.len(),
+        report.removed.len(),
+        report.copied.len(),
+        report.pruned.len(),
+        counting.tries,
+        if report.counted.is_empty() {
+            "none".to_string()
+        } else {
+            report.counted.join(", ")
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `hearth-agent boot-complete`.
+fn boot_complete(root: &Path) -> Result<ExitCode> {
+    use hearth_hostops::os::OsConfig;
+    let config = OsConfig::load(root)?;
+    if config.boot_counting.is_none() {
+        println!("boot counting is off: nothing to wait for");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let timeout = Duration::from_secs(config.health.timeout_seconds + 120);
+    match crate::boot_verdict::wait(root, timeout) {
+        Ok(crate::boot_verdict::Verdict::Good) => {
+            println!("the agent judged this boot good");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(crate::boot_verdict::Verdict::Bad(why)) => {
+            eprintln!("the agent judged this boot bad: {why}");
+            Ok(ExitCode::from(1))
+        }
+        Err(why) => {
+            eprintln!("{why}");
+            Ok(ExitCode::from(1))
         }
     }
 }

@@ -45,7 +45,11 @@ async fn acknowledged<T>(
 async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration, bound: Duration) {
     tokio::time::sleep(wait).await;
     let doc = match Root::open(&root).map(|r| Journal::load(&r)) {
-        Ok(Ok(j)) => crate::status::status_document(&j),
+        Ok(Ok(j)) => {
+            let mut doc = crate::status::status_document(&j);
+            crate::os_pull::attach(&mut doc, &root);
+            doc
+        }
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "cannot read the journal to report");
             return;
@@ -59,6 +63,41 @@ async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration, 
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "cannot report status"),
         Err(_) => tracing::warn!("no answer to a status report within {bound:?}"),
+    }
+}
+
+/// How often the follow loop looks at an OS image pull in progress, and reports it when it moved
+/// (while an apply runs, the loop's own reports wait for its end).
+const PULL_REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// While an apply runs: reports the node's status (through `report`) each time an OS image
+/// pull in progress moved ([`crate::os_pull`]), at most every [`PULL_REPORT_EVERY`], each
+/// bounded by `bound`. Never returns: the apply's end drops it.
+async fn report_pull_progress<F, Fut>(report: F, root: &std::path::Path, bound: Duration)
+where
+    F: Fn(hearth_api::AgentStatus) -> Fut,
+    Fut: std::future::Future<Output = Result<(), RemoteError>>,
+{
+    let mut last: Option<hearth_hostops::os::PullProgress> = None;
+    loop {
+        tokio::time::sleep(PULL_REPORT_EVERY).await;
+        let pull = crate::os_pull::read(root);
+        if pull.is_none() || pull == last {
+            continue;
+        }
+        let doc = match Root::open(root).map(|r| Journal::load(&r)) {
+            Ok(Ok(j)) => {
+                let mut doc = crate::status::status_document(&j);
+                crate::os_pull::attach(&mut doc, root);
+                doc
+            }
+            _ => continue,
+        };
+        match tokio::time::timeout(bound, report(doc)).await {
+            Ok(Ok(())) => last = pull,
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot report the pull's progress"),
+            Err(_) => tracing::debug!("no answer to a progress report within {bound:?}"),
+        }
     }
 }
 
@@ -375,7 +414,9 @@ impl Daemon<'_> {
                 let known = j.desired.as_ref().map(|d| d.name.clone());
                 let done = j.requests_done.max(j.forcing.unwrap_or(0));
                 let trial = crate::apply::trial_window(&j);
-                (crate::status::status_document(&j), known, done, trial)
+                let mut doc = crate::status::status_document(&j);
+                crate::os_pull::attach(&mut doc, &self.root_path);
+                (doc, known, done, trial)
             };
             if let Some(window) = trial {
                 // On trial: a report of the trial the server accepts keeps the change; none
@@ -463,9 +504,21 @@ impl Daemon<'_> {
                             t.abort();
                         }
                         let control = drift.clone();
+                        let root = self.root_path.clone();
+                        let bound = through_all(&server, Duration::from_secs(30));
                         let applying = async {
                             tokio::task::spawn_blocking(move || control.pause()).await?;
-                            Ok::<_, anyhow::Error>(apply(self.agent, desired, &self.drift).await)
+                            let apply = apply(self.agent, desired, &self.drift);
+                            tokio::pin!(apply);
+                            // The pull of an OS image can take minutes: its progress is
+                            // reported as it goes.
+                            let outcome = tokio::select! {
+                                outcome = &mut apply => outcome,
+                                () = report_pull_progress(
+                                    |doc| { let remote = &remote; async move { remote.report(&doc).await } }, &root, bound
+                                ) => unreachable!("never returns"),
+                            };
+                            Ok::<_, anyhow::Error>(outcome)
                         };
                         let outcome =
                             acknowledged(hold, self.acknowledge(&remote, &name), applying).await?;
@@ -631,7 +684,7 @@ const TRIAL_RETRY: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {
-    use super::acknowledged;
+    use super::{acknowledged, report_pull_progress, PULL_REPORT_EVERY};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tokio::time::Instant;
@@ -687,5 +740,66 @@ mod tests {
             run(Some(s(1)), s(1)).await,
             [("apply starts", s(0)), ("apply ends", s(1))]
         );
+    }
+
+    /// While an apply pulls an OS image, its progress is reported when it moved (and only
+    /// then), with the pull in the status document's progress.
+    #[tokio::test(start_paused = true)]
+    async fn a_pull_in_progress_is_reported_as_it_moves() {
+        use hearth_hostops::os::{PullPhase, PullProgress};
+        let dir = tempfile::tempdir().unwrap();
+        let root = hearth_hostops::fs::Root::open(dir.path()).unwrap();
+        let j = crate::journal::Journal {
+            progress: Some(
+                serde_json::from_value(
+                    serde_json::json!({"phase": "applying", "step": 2, "total": 3}),
+                )
+                .unwrap(),
+            ),
+            ..crate::journal::Journal::default()
+        };
+        j.save(&root).unwrap();
+        let sent: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+        let reporter = {
+            let sent = sent.clone();
+            let path = dir.path().to_path_buf();
+            tokio::spawn(async move {
+                report_pull_progress(
+                    |doc| {
+                        let sent = sent.clone();
+                        async move {
+                            sent.lock().unwrap().push(doc.progress.unwrap_or_default());
+                            Ok(())
+                        }
+                    },
+                    &path,
+                    Duration::from_secs(30),
+                )
+                .await
+            })
+        };
+        let pull = |bytes: u64| PullProgress {
+            image: "registry.example/os@sha256:ab".into(),
+            phase: PullPhase::Fetching,
+            layers_done: 0,
+            layers_total: 2,
+            bytes_done: bytes,
+            bytes_total: 100,
+        };
+        let tick = || tokio::time::sleep(PULL_REPORT_EVERY + Duration::from_millis(1));
+        // Nothing is pulled: nothing reported.
+        tick().await;
+        assert!(sent.lock().unwrap().is_empty());
+        crate::os_pull::sink(dir.path())(&pull(10));
+        tick().await;
+        tick().await; // unchanged: not again
+        crate::os_pull::sink(dir.path())(&pull(60));
+        tick().await;
+        reporter.abort();
+        let sent = sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[0]["osPull"]["bytesDone"], 10);
+        assert_eq!(sent[1]["osPull"]["bytesDone"], 60);
+        assert_eq!(sent[1]["step"], 2);
     }
 }

@@ -20,6 +20,7 @@
 //!
 //! See `docs/agent.md`.
 pub mod apply;
+pub mod boot_verdict;
 pub mod cli;
 mod daemon;
 pub mod daemon_lock;
@@ -30,6 +31,7 @@ pub mod kube;
 pub mod limits;
 pub mod logging;
 pub mod metrics;
+pub mod os_pull;
 pub mod recheck;
 pub mod remote;
 pub mod source;

@@ -13,6 +13,7 @@ fn guest_entry_point() {
 
 mod drift_host;
 mod drift_monitor;
+mod os_bootcount;
 mod os_container;
 mod os_detect;
 mod os_measure;

@@ -13,7 +13,7 @@ use crate::os_common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use hearth_hostops::os::{OsChange, OsError, OsStatus};
+use hearth_hostops::os::{OsChange, OsError, OsStatus, PullPhase, PullProgress};
 use hearth_vm_tests::ostree::{cached_oci_images, tags, OciImages, OstreeHost};
 use hearth_vm_tests::registry::{lookaside_config, Registry, SigningKey};
 use hearth_vm_tests::relay_into;
@@ -139,13 +139,49 @@ fn container_image_pivots_inside() {
 
     // 1. A tag naming a manifest list: linux/amd64's instance is v1, fetched whole.
     let multi = format!("{}/hearth/debian:multi", registry.host());
-    let staged = d.stage(&host, &image_change(&multi)).unwrap();
+    let (staged, progress) = d.stage_with_progress(&host, &image_change(&multi)).unwrap();
     assert_eq!(staged.deployment.image, multi);
     assert_eq!(staged.deployment.image_digest.as_deref(), Some(v1));
     assert_eq!(
         staged.fetched_bytes,
         Some(total_layer_bytes(&images, tags::V1) + config_size(&images, tags::V1))
     );
+    // The pull's progress, as the node's status shows it while it runs: the fetch of every
+    // layer (bytes never going back, ending complete), then the import of every layer.
+    let layers = images.layers(tags::V1).unwrap();
+    let fetching: Vec<&PullProgress> = progress
+        .iter()
+        .filter(|p| p.phase == PullPhase::Fetching)
+        .collect();
+    let importing: Vec<&PullProgress> = progress
+        .iter()
+        .filter(|p| p.phase == PullPhase::Importing)
+        .collect();
+    assert!(
+        !fetching.is_empty() && !importing.is_empty(),
+        "{progress:?}"
+    );
+    let first_import = progress
+        .iter()
+        .position(|p| p.phase == PullPhase::Importing)
+        .unwrap();
+    assert!(progress[first_import..]
+        .iter()
+        .all(|p| p.phase == PullPhase::Importing));
+    assert!(fetching
+        .windows(2)
+        .all(|w| w[0].bytes_done <= w[1].bytes_done && w[0].layers_done <= w[1].layers_done));
+    let last = fetching.last().unwrap();
+    assert_eq!(
+        (last.layers_done, last.layers_total),
+        (layers.len() as u32, layers.len() as u32)
+    );
+    assert_eq!(last.bytes_done, total_layer_bytes(&images, tags::V1));
+    assert_eq!(last.bytes_total, last.bytes_done);
+    assert_eq!(fetching[0].image, multi);
+    let last = importing.last().unwrap();
+    assert_eq!(last.layers_done, last.layers_total);
+    assert_eq!(last.layers_total, layers.len() as u32);
     host.reboot(REBOOT).unwrap();
     relay_into(host.host(), registry.addr(), registry.port()).unwrap();
     let status = d.status(&host).unwrap();

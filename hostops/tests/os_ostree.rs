@@ -714,7 +714,7 @@ fn staging_works_under_the_agent_units_hardening() {
         .unwrap_or_else(|| panic!("no result from the guest: {out}"));
     let reply: Result<GuestReply, hearth_hostops::os::OsError> =
         serde_json::from_str(line).unwrap();
-    let GuestReply::Staged(staged) = reply.unwrap() else {
+    let GuestReply::Staged { staged, .. } = reply.unwrap() else {
         panic!("unexpected reply");
     };
     host.reboot(REBOOT).unwrap();

@@ -294,6 +294,7 @@ pub fn summary_progress(json: &str) -> Box<str> {
         ("step", number("step")),
         ("total", number("total")),
         ("phase", text("phase", 48)),
+        ("osPull", os_pull(&v)),
         ("failure", text("failure", 160)),
     ];
     loop {
@@ -307,6 +308,24 @@ pub fn summary_progress(json: &str) -> Box<str> {
         }
         fields.pop();
     }
+}
+
+/// An OS image pull in progress (`osPull`, as the agent reports it), its image cut short: what
+/// a list shows of it.
+fn os_pull(progress: &serde_json::Value) -> Option<serde_json::Value> {
+    let pull = progress.get("osPull")?;
+    let mut kept = serde_json::Map::new();
+    for key in ["layersDone", "layersTotal", "bytesDone", "bytesTotal"] {
+        if let Some(n) = pull.get(key).and_then(serde_json::Value::as_u64) {
+            kept.insert(key.into(), n.into());
+        }
+    }
+    for (key, max) in [("phase", 16), ("image", 120)] {
+        if let Some(s) = pull.get(key).and_then(serde_json::Value::as_str) {
+            kept.insert(key.into(), crate::bounds::cut(s, max).into());
+        }
+    }
+    Some(kept.into())
 }
 
 /// What [`Report::from_json`] decodes of a report: the summary's fields of an [`AgentStatus`]
@@ -461,6 +480,22 @@ mod tests {
         assert!(shown["cut"].as_str().unwrap().contains("bytes"), "{shown}");
         assert!(shown.get("extra").is_none());
         assert_eq!(r.full().unwrap().progress, Some(big));
+        // A pull in progress stays, its image cut short.
+        let pulling = serde_json::json!({
+            "phase": "applying", "step": 6, "total": 7, "os": {"change": "z".repeat(600)},
+            "osPull": {"image": format!("registry.example/{}", "o".repeat(400)),
+                       "phase": "fetching", "layersDone": 1, "layersTotal": 2,
+                       "bytesDone": 5, "bytesTotal": 9},
+        });
+        let kept: serde_json::Value =
+            serde_json::from_str(&summary_progress(&pulling.to_string())).unwrap();
+        assert_eq!(kept["osPull"]["bytesDone"], 5);
+        assert_eq!(kept["osPull"]["layersTotal"], 2);
+        assert!(
+            kept["osPull"]["image"].as_str().unwrap().len() < 200,
+            "{kept}"
+        );
+        assert!(kept.get("os").is_none());
         // Strings that escaping makes six times longer.
         let hostile = serde_json::json!({
             "phase": "\u{1}".repeat(400), "step": 1, "total": 2, "failure": "\u{2}".repeat(400),

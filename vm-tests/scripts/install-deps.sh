@@ -26,6 +26,9 @@
 #                           so qemu-utils is not needed. A machine that has qemu-utils from
 #                           backports gets the matching Debian 12 qemu-utils with it (the two
 #                           versions conflict), instead of apt removing qemu-utils.
+#   ovmf                    the VM tier boots through UEFI firmware (OVMF) and systemd-boot,
+#                           whose boot counting it proves; the VM image's ESP is made with
+#   dosfstools mtools fdisk mkfs.vfat, mtools and sfdisk (images/build-vm-image.sh)
 #   libzstd-dev             hearth-ostree-helper links ostree-ext (container images), whose
 #                           zstd-sys builds against the system's libzstd (libssl-dev is below)
 #   skopeo docker-registry  OS images as container images (hostops/tests/os_container.rs):
@@ -51,7 +54,8 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(systemd-container debootstrap debian-archive-keyring gpgv wget dbus util-linux iproute2
     ca-certificates ostree e2fsprogs libostree-dev libglib2.0-dev pkg-config selinux-utils binutils
     strace libssl-dev gcc libc6-dev tzdata ignition policycoreutils chromium chromium-driver
-    golang-go jq rsync make dpkg-dev libzstd-dev skopeo docker-registry apache2-utils gnupg)
+    golang-go jq rsync make dpkg-dev libzstd-dev skopeo docker-registry apache2-utils gnupg
+    ovmf dosfstools mtools fdisk)
 updated=
 apt_update_once() {
     [ -n "$updated" ] || { apt-get update -qq; updated=1; }
@@ -79,7 +83,7 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
 fi
 
 for tool in systemd-nspawn debootstrap nsenter ip ostree chattr pkg-config selabel_lookup \
-    qemu-system-x86_64 debugfs mkfs.ext4 strip go jq rsync make dpkg-source; do
+    qemu-system-x86_64 debugfs mkfs.ext4 mkfs.vfat mcopy sfdisk strip go jq rsync make dpkg-source; do
     command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null || {
         echo "$0: $tool is still missing after the install" >&2
         exit 1

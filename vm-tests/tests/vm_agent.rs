@@ -1,16 +1,21 @@
 //! The VM tier with hearth's agent: the real `hearth-agent` binary (this workspace's build,
 //! handed to the guest through the 9p share, so the image does not change with the agent)
-//! applies MachineConfigs with OS changes in a QEMU guest booted from a real kernel and dracut
-//! initramfs, reboots it through logind, and verifies after the boot.
+//! applies MachineConfigs with OS changes in a QEMU guest that UEFI firmware (OVMF) and
+//! systemd-boot boot from a real kernel and dracut initramfs, pulls OS images from a registry
+//! on the host, reboots the guest through logind, verifies after the boot, and reports a boot
+//! the boot loader gave up on.
 //!
-//! Needs root, qemu-system-x86, e2fsprogs, debootstrap and ostree
-//! (`vm-tests/scripts/install-deps.sh`); the first run builds the VM image (a few minutes,
-//! cached). Run all VM scenarios with
-//! `cargo build -p hearth-agent -p hearth-ostree-helper && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
+//! Needs root, qemu-system-x86, ovmf, e2fsprogs, dosfstools, mtools, fdisk, debootstrap,
+//! ostree, skopeo and docker-registry (`vm-tests/scripts/install-deps.sh`); the first run
+//! builds the VM image (a few minutes, cached) and its container images. Run all VM scenarios
+//! with
+//! `cargo build -p hearth-agent -p hearth-ostree-helper -p hearth-image-tool && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
 
 use std::time::{Duration, Instant};
 
-use hearth_vm_tests::qemu::{refs, workspace_binary, Vm, VmOptions, SHARE_INSIDE};
+use hearth_vm_tests::ostree::{cached_vm_oci_images, tags};
+use hearth_vm_tests::qemu::{refs, Vm, VmOptions, GUEST_AGENT, SHARE_INSIDE};
+use hearth_vm_tests::registry::Registry;
 
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
@@ -26,62 +31,17 @@ fn has_arg(cmdline: &str, arg: &str) -> bool {
     cmdline.split_whitespace().any(|a| a == arg)
 }
 
-/// Where the agent lives in the guest: in `/var`, which every deployment shares (a pivot must
-/// not lose it, and the agent must start again after each reboot).
-const AGENT: &str = "/var/lib/hearth-test-bin/hearth-agent";
+/// The agent's OS configuration in the guest: the health check waits for the boot to finish
+/// (TCG boots take a minute: room for it), boot counting with systemd-boot on the ESP.
+const OS_JSON: &str =
+    r#"{"health": {"timeoutSeconds": 480}, "bootCounting": {"esp": "/efi", "tries": 3}}"#;
 
-/// The helper process that runs libostree for the agent, beside it (where the agent looks).
-const HELPER: &str = "/var/lib/hearth-test-bin/hearth-ostree-helper";
-
-/// Boots `v1` with this workspace's `hearth-agent` installed as the systemd service (the unit
-/// from `units/`, `ExecStart` pointing at the binary in `/var`), watching
-/// `/etc/hearth/desired`, not started yet.
-fn vm_with_agent() -> Vm {
-    let mut vm = Vm::boot(VmOptions::default()).unwrap();
-    let share = vm.share_dir().to_path_buf();
-    std::fs::create_dir_all(share.join("bin")).unwrap();
-    // The agent, and the helper process that runs libostree for it (found beside it).
-    for (package, name) in [
-        ("hearth-agent", "hearth-agent"),
-        ("hearth-ostree-helper", "hearth-ostree-helper"),
-    ] {
-        let binary = workspace_binary(package, name).unwrap();
-        // A debug build is mostly debug info (~170 MB): the guest gets it stripped (binutils'
-        // `strip`, present wherever Rust links), which is much faster through 9p under TCG.
-        let stripped = std::process::Command::new("strip")
-            .arg("--strip-debug")
-            .arg("-o")
-            .arg(share.join("bin").join(name))
-            .arg(&binary)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !stripped {
-            std::fs::copy(&binary, share.join("bin").join(name)).unwrap();
-        }
-    }
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../units/hearth-agent.service"),
-        share.join("hearth-agent.service"),
-    )
-    .unwrap();
-    // The health check waits for the boot to finish: TCG boots take a minute, give it room.
-    std::fs::write(
-        share.join("os.json"),
-        r#"{"health": {"timeoutSeconds": 480}}"#,
-    )
-    .unwrap();
-    vm.exec_ok(&format!(
-        "set -e
-         install -D -m 0755 {SHARE_INSIDE}/bin/hearth-agent {AGENT}
-         install -D -m 0755 {SHARE_INSIDE}/bin/hearth-ostree-helper {HELPER}
-         install -D -m 0644 {SHARE_INSIDE}/os.json /etc/hearth/os.json
-         install -D -m 0644 {SHARE_INSIDE}/hearth-agent.service /etc/systemd/system/hearth-agent.service
-         mkdir -p /etc/systemd/system/hearth-agent.service.d /etc/hearth/desired
-         printf '[Service]\\nExecStart=\\nExecStart={AGENT} run --interval 1\\nRestartSec=1s\\n' \\
-             >/etc/systemd/system/hearth-agent.service.d/10-test.conf
-         systemctl daemon-reload"
-    ))
-    .unwrap();
+/// Boots `v1` with this workspace's hearth installed (`Vm::install_hearth`: the agent as the
+/// systemd service from `units/`, watching `/etc/hearth/desired`, not started yet; the boot
+/// entry sync and the boot-complete gate enabled).
+fn vm_with_agent(opts: VmOptions) -> Vm {
+    let mut vm = Vm::boot(opts).unwrap();
+    vm.install_hearth(OS_JSON).unwrap();
     vm
 }
 
@@ -101,8 +61,10 @@ fn desire(vm: &mut Vm, name: &str, spec: &str) {
 }
 
 /// The agent's status document (`hearth-agent status -o json`).
-fn status(vm: &mut Vm) -> serde_json::Value {
-    let out = vm.exec_ok(&format!("{AGENT} status -o json")).unwrap();
+fn status_of(vm: &mut Vm) -> serde_json::Value {
+    let out = vm
+        .exec_ok(&format!("{GUEST_AGENT} status -o json"))
+        .unwrap();
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
 }
 
@@ -111,7 +73,7 @@ fn status(vm: &mut Vm) -> serde_json::Value {
 fn wait_for_state(vm: &mut Vm, state: &str, timeout: Duration) -> serde_json::Value {
     let deadline = Instant::now() + timeout;
     loop {
-        let st = status(vm);
+        let st = status_of(vm);
         if st["state"] == state {
             return st;
         }
@@ -126,10 +88,10 @@ fn wait_for_state(vm: &mut Vm, state: &str, timeout: Duration) -> serde_json::Va
     }
 }
 
-/// Waits for the guest to reboot (the agent's doing); fails with the agent's log when it does
-/// not.
-fn wait_for_agent_reboot(vm: &mut Vm) -> hearth_vm_tests::qemu::VmBoot {
-    let rebooted = vm.wait_for_reboot().cloned();
+/// Waits for the guest to reboot (the agent's doing), starting again up to `failed` boots that
+/// reset the machine before the guest script ran; fails with the agent's log when it does not.
+fn wait_for_agent_reboot(vm: &mut Vm, failed: u32) -> hearth_vm_tests::qemu::VmBoot {
+    let rebooted = vm.wait_for_reboot_with_failed_boots(failed).cloned();
     rebooted.unwrap_or_else(|e| {
         let log = vm
             .exec("journalctl -u hearth-agent -n 80 --no-pager")
@@ -139,66 +101,233 @@ fn wait_for_agent_reboot(vm: &mut Vm) -> hearth_vm_tests::qemu::VmBoot {
     })
 }
 
+/// Waits until `script`'s output satisfies `ok`; fails after `timeout` with the last output.
+fn wait_for_output(
+    vm: &mut Vm,
+    script: &str,
+    timeout: Duration,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let out = vm.exec(script).map(|o| o.stdout).unwrap_or_default();
+        if ok(&out) {
+            return out;
+        }
+        if Instant::now() > deadline {
+            panic!("{script:?} did not give what was expected within {timeout:?}: {out}");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// How long the agent may take after a boot to verify, pass the health check (the boot must
 /// finish first) and report.
 const SETTLE: Duration = Duration::from_secs(300);
 
-/// Seed 004's kernel arguments through the agent, which stages them, reboots the guest through
-/// logind, and after the boot verifies them and reports Done. The seed asks for
-/// `default_hugepagesz=1G hugepagesz=1G hugepages=32` (32 GiB, more than this 1 GiB guest
-/// has); the same arguments with 2 MiB pages reserve 64 MiB, so the kernel really allocates
-/// them and the test checks that too. Plus the seed's `selinux=0`.
+/// The OS update as fleets run it, on a real kernel booted by UEFI firmware and systemd-boot:
+///
+/// 1. the agent (the service from `units/`, under its hardening) pulls `v2`, an ostree-native
+///    container image, from the site's registry (TLS, a pull secret) by digest, with seed
+///    004's kernel arguments: one deployment, one reboot; the new entry's boot counter is
+///    removed only after the agent's health check (`hearth-boot-complete.service`);
+/// 2. `v3` (v2 plus a layer whose initramfs has no `/init`): only that layer is pulled; its
+///    kernel panics at every boot (`panic=1`): systemd-boot tries it 3 times (the harness
+///    starts the machine again after each reset, as a watchdog would), then boots `v2` again
+///    by itself; the agent reports why, drops the failed deployment and does not stage it
+///    again.
+///
+/// Seed 004 asks for `default_hugepagesz=1G hugepagesz=1G hugepages=32` (32 GiB, more than
+/// this 1 GiB guest has); the same arguments with 2 MiB pages reserve 64 MiB, so the kernel
+/// really allocates them and the test checks that too. Plus the seed's `selinux=0`.
 #[test]
-fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
+fn vm_agent_os_update_from_the_registry_and_a_kernel_that_never_boots() {
     init_logging();
     let started = Instant::now();
-    let mut vm = vm_with_agent();
-    let before = vm.current_boot().unwrap().clone();
+    let images = cached_vm_oci_images().unwrap();
+    let registry = Registry::start().unwrap();
+    for tag in [tags::V2, tags::V3] {
+        registry
+            .push(&images.reference(tag), &format!("hearth/os:{tag}"), None)
+            .unwrap();
+    }
+    let site = registry.host_from_guest();
+    let image = |tag: &str| format!("{site}/hearth/os@{}", images.digest(tag).unwrap());
+    let mut vm = vm_with_agent(VmOptions {
+        // Pulling the first image under TCG, before the agent reboots.
+        shutdown_timeout: Duration::from_secs(900),
+        ..VmOptions::default()
+    });
+    let first = vm.current_boot().unwrap().clone();
+    // The node's pull secret and the registry's CA, where skopeo and ostree-ext read them.
+    let share = vm.share_dir().to_path_buf();
+    std::fs::write(share.join("auth.json"), registry.auth_json_for(&site)).unwrap();
+    std::fs::write(share.join("registry-ca.crt"), registry.ca_pem().unwrap()).unwrap();
+    vm.exec_ok(&format!(
+        "install -D -m 0600 {SHARE_INSIDE}/auth.json /etc/ostree/auth.json && \
+         install -D -m 0644 {SHARE_INSIDE}/registry-ca.crt /etc/containers/certs.d/{site}/ca.crt"
+    ))
+    .unwrap();
+
+    // 1. v2 from the registry, with seed 004's kernel arguments.
     let kargs = [
         "default_hugepagesz=2M",
         "hugepagesz=2M",
         "hugepages=32",
         "selinux=0",
     ];
-    let spec = format!(
-        "  kernelArguments:\n{}",
-        kargs
-            .iter()
-            .map(|a| format!("    - {a}\n"))
-            .collect::<String>()
+    let kargs_yaml: String = kargs.iter().map(|a| format!("    - {a}\n")).collect();
+    desire(
+        &mut vm,
+        "10-os-v2",
+        &format!(
+            "  osImageURL: {}\n  kernelArguments:\n{kargs_yaml}",
+            image(tags::V2)
+        ),
     );
-    desire(&mut vm, "05-worker-kernelarg-hugepages", &spec);
     vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
         .unwrap();
-    let after = wait_for_agent_reboot(&mut vm);
-    eprintln!(
-        "the agent's reboot: {:?} after the start",
-        started.elapsed()
+    // While it pulls, the node's status says how far.
+    let status = format!("{GUEST_AGENT} status -o json");
+    let pulling = wait_for_output(&mut vm, &status, SETTLE, |out| {
+        serde_json::from_str::<serde_json::Value>(out)
+            .is_ok_and(|v| v["progress"]["osPull"]["bytesTotal"].as_u64().unwrap_or(0) > 0)
+    });
+    let pulling: serde_json::Value = serde_json::from_str(&pulling).unwrap();
+    eprintln!("pulling: {}", pulling["progress"]["osPull"]);
+    assert_eq!(pulling["progress"]["osPull"]["image"], image(tags::V2));
+    let second = wait_for_agent_reboot(&mut vm, 0);
+    eprintln!("pulled, staged, rebooted into v2: {:?}", started.elapsed());
+    assert_eq!(second.boot_count, 2);
+    assert_ne!(second.boot_id, first.boot_id);
+    assert_ne!(
+        second.entry, first.entry,
+        "systemd-boot booted the old entry"
     );
-    assert_eq!(after.boot_count, 2);
-    assert_ne!(after.boot_id, before.boot_id);
-    for arg in kargs {
+    assert!(
+        second.entry.starts_with("hearth-debian-"),
+        "{}",
+        second.entry
+    );
+    for arg in kargs
+        .iter()
+        .copied()
+        .chain(vm.image().kargs.clone().split_whitespace())
+    {
         assert!(
-            has_arg(&after.proc_cmdline, arg),
+            has_arg(&second.proc_cmdline, arg),
             "{arg} missing from {}",
-            after.proc_cmdline
-        );
-    }
-    for arg in vm.image().kargs.clone().split_whitespace() {
-        assert!(
-            has_arg(&after.proc_cmdline, arg),
-            "{arg} lost: {}",
-            after.proc_cmdline
+            second.proc_cmdline
         );
     }
     let st = wait_for_state(&mut vm, "Done", SETTLE);
-    assert_eq!(st["current"], "05-worker-kernelarg-hugepages", "{st:#}");
+    assert_eq!(st["current"], "10-os-v2", "{st:#}");
+    assert_eq!(
+        st["os"]["imageDigest"],
+        images.digest(tags::V2).unwrap(),
+        "{st:#}"
+    );
+    assert_eq!(
+        vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
+        "v2\n"
+    );
     let meminfo = vm.exec_ok("cat /proc/meminfo").unwrap();
     let total = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("HugePages_Total:"))
         .map(str::trim);
     assert_eq!(total, Some("32"), "{meminfo}");
+    // The new entry's boot counter goes once the agent judged the boot good.
+    wait_for_output(&mut vm, "ls /efi/loader/entries", SETTLE, |out| {
+        out.lines().any(|l| l == second.entry)
+    });
+    let verdict = vm.exec_ok("cat /run/hearth/boot-verdict").unwrap();
+    assert_eq!(verdict, "good\n");
+
+    // 2. v3: its kernel never reaches the root.
+    let served_before = registry.blobs_served().len();
+    desire(
+        &mut vm,
+        "11-os-v3",
+        &format!(
+            "  osImageURL: {}\n  kernelArguments:\n{kargs_yaml}",
+            image(tags::V3)
+        ),
+    );
+    let after = wait_for_agent_reboot(&mut vm, 3);
+    eprintln!("v3 tried 3 times, back on v2: {:?}", started.elapsed());
+    let served: Vec<String> = registry.blobs_served()[served_before..].to_vec();
+    let v2_layers: Vec<String> = images
+        .layers(tags::V2)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.0)
+        .collect();
+    let v3_layers: Vec<String> = images
+        .layers(tags::V3)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.0)
+        .collect();
+    assert!(
+        served.iter().all(|b| !v2_layers.contains(b)),
+        "a layer v2 has was pulled again: {served:?}"
+    );
+    assert!(served.contains(v3_layers.last().unwrap()), "{served:?}");
+    assert_eq!(after.failed_boots.len(), 3, "{:?}", after.failed_boots);
+    let v3_root = after.failed_boots[0]
+        .split_whitespace()
+        .find(|a| a.starts_with("ostree="))
+        .unwrap()
+        .to_string();
+    assert!(
+        !has_arg(&after.proc_cmdline, &v3_root),
+        "the failed boots were of the entry that booted at last: {v3_root}"
+    );
+    assert!(after
+        .failed_boots
+        .iter()
+        .all(|c| has_arg(c, &v3_root) && c.contains("panic=1")));
+    assert_eq!(
+        after.entry, second.entry,
+        "systemd-boot did not go back to v2"
+    );
+    let st = wait_for_state(&mut vm, "Degraded", SETTLE);
+    let reason = st["reason"].as_str().unwrap_or_default().to_string();
+    eprintln!("the node's reason: {reason}");
+    assert!(
+        reason.contains("the boot loader fell back") && reason.contains("failed to boot 3 times"),
+        "{st:#}"
+    );
+    assert!(reason.contains("11-os-v3"), "{reason}");
+    assert_eq!(st["current"], "10-os-v2", "{st:#}");
+    assert_eq!(
+        vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
+        "v2\n"
+    );
+    // The failed deployment is gone, from ostree and from the ESP, and is not staged again.
+    std::thread::sleep(Duration::from_secs(10));
+    let status = vm.exec_ok("ostree admin status").unwrap();
+    assert!(
+        !status.contains("staged") && !status.contains("pending"),
+        "{status}"
+    );
+    let entries = vm.exec_ok("ls /efi/loader/entries").unwrap();
+    assert!(
+        entries.lines().all(|l| !l.contains('+')),
+        "an entry with a boot counter is left: {entries}"
+    );
+    assert_eq!(
+        entries.lines().count(),
+        status
+            .lines()
+            .filter(|l| l.trim_start().starts_with("debian ") || l.starts_with("* debian "))
+            .count(),
+        "{entries}\n{status}"
+    );
+    let st = status_of(&mut vm);
+    assert_eq!(st["state"], "Degraded", "{st:#}");
+    assert_eq!(vm.boot_count(), 3);
     eprintln!("total: {:?}", started.elapsed());
     vm.shutdown().unwrap();
 }
@@ -210,7 +339,7 @@ fn vm_agent_applies_seed_004_kargs_reboots_and_reports_done() {
 fn vm_agent_pivots_v1_to_v2_and_back() {
     init_logging();
     let started = Instant::now();
-    let mut vm = vm_with_agent();
+    let mut vm = vm_with_agent(VmOptions::default());
     assert_eq!(
         vm.exec_ok("cat /usr/lib/hearth-image-version").unwrap(),
         "v1\n"
@@ -225,7 +354,7 @@ fn vm_agent_pivots_v1_to_v2_and_back() {
     );
     vm.exec_ok("systemctl enable --now --no-block hearth-agent.service")
         .unwrap();
-    wait_for_agent_reboot(&mut vm);
+    wait_for_agent_reboot(&mut vm, 0);
     let st = wait_for_state(&mut vm, "Done", SETTLE);
     assert_eq!(st["current"], "10-os-v2", "{st:#}");
     assert_eq!(
@@ -241,7 +370,7 @@ fn vm_agent_pivots_v1_to_v2_and_back() {
         "10-os-v1",
         &format!("  osImageURL: {}\n", refs::V1),
     );
-    wait_for_agent_reboot(&mut vm);
+    wait_for_agent_reboot(&mut vm, 0);
     let st = wait_for_state(&mut vm, "Done", SETTLE);
     assert_eq!(st["current"], "10-os-v1", "{st:#}");
     assert_eq!(

@@ -1,9 +1,10 @@
 //! The VM tier with the ostree CLI inside: a real kernel and dracut initramfs under QEMU (TCG),
 //! kernel arguments that reach `/proc/cmdline` after a real reboot, a pivot between image
-//! versions and back. The harness is the boot loader (it boots the disk's default BLS entry);
+//! versions and back. UEFI firmware (OVMF) and systemd-boot boot the disk; hearth's boot entry
+//! sync puts ostree's entries on the ESP (systemd-boot cannot read them in `/boot` on ext4);
 //! everything else is the guest's own libostree, systemd and kernel.
 //!
-//! Needs root, qemu-system-x86, e2fsprogs, debootstrap and ostree
+//! Needs root, qemu-system-x86, ovmf, e2fsprogs, dosfstools, mtools, fdisk, debootstrap and ostree
 //! (`vm-tests/scripts/install-deps.sh`); the first run builds the VM image (a few minutes,
 //! cached). Run all VM scenarios with
 //! `cargo build -p hearth-agent -p hearth-ostree-helper && cargo test -p hearth-vm-tests --test 'vm_*' -- --include-ignored --test-threads=1`.
@@ -26,6 +27,9 @@ fn has_arg(cmdline: &str, arg: &str) -> bool {
     cmdline.split_whitespace().any(|a| a == arg)
 }
 
+/// hearth's boot entry sync on, with its defaults (the ESP at /efi, 3 tries).
+const BOOT_COUNTING: &str = r#"{"bootCounting": {}}"#;
+
 /// Seed 004's kernel arguments, sized for a 1 GiB guest: the seed asks for
 /// `default_hugepagesz=1G hugepagesz=1G hugepages=32` (32 GiB of huge pages, more than this
 /// guest has); the same three arguments with 2 MiB pages reserve 64 MiB, which fits, so the
@@ -47,6 +51,8 @@ fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
     init_logging();
     let started = Instant::now();
     let mut vm = Vm::boot(VmOptions::default()).unwrap();
+    // systemd-boot reads the ESP: hearth's boot entry sync puts ostree's entries there.
+    vm.install_hearth(BOOT_COUNTING).unwrap();
     let first = vm.current_boot().unwrap().clone();
     eprintln!(
         "first boot: {:?} (total {:?})",
@@ -96,10 +102,6 @@ fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
             "{arg} missing from {}",
             second.proc_cmdline
         );
-        assert!(
-            has_arg(&second.entry.options, arg),
-            "{arg} missing from the entry"
-        );
     }
     // The arguments the installer set are still there, and the kernel acted on the new ones.
     for arg in vm.image().kargs.clone().split_whitespace() {
@@ -116,7 +118,8 @@ fn vm_kargs_reboot_proc_cmdline_ostree_cli() {
         .find_map(|l| l.strip_prefix("HugePages_Total:"))
         .map(str::trim);
     assert_eq!(total, Some("32"), "{meminfo}");
-    // The new deployment (serial 1 of the same commit) is the booted one.
+    // The new deployment (serial 1 of the same commit) is the booted one, from its own entry.
+    assert_eq!(second.entry, format!("hearth-debian-{v1}.1.conf"));
     let status = vm.exec_ok("ostree admin status").unwrap();
     assert!(status.contains(&format!("* debian {v1}.1")), "{status}");
     eprintln!("total: {:?}", started.elapsed());
@@ -130,6 +133,8 @@ fn vm_pivot_v1_v2_and_back_ostree_cli() {
     init_logging();
     let started = Instant::now();
     let mut vm = Vm::boot(VmOptions::default()).unwrap();
+    // systemd-boot reads the ESP: hearth's boot entry sync puts ostree's entries there.
+    vm.install_hearth(BOOT_COUNTING).unwrap();
     let v1 = vm.image().commit(refs::V1).unwrap().to_string();
     let v2 = vm.image().commit(refs::V2).unwrap().to_string();
     assert_eq!(

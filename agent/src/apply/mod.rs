@@ -398,7 +398,13 @@ impl Agent {
         if self.note_booted_os(j, false).await {
             j.save(&self.root)?;
         }
-        self.resume_locked(j, opts).await
+        let outcome = self.resume_locked(j, opts).await?;
+        // Nothing in this boot was left to judge, or it was judged above: the booted
+        // deployment is good unless the health check said otherwise.
+        if matches!(self.units, Units::Online(_)) {
+            crate::boot_verdict::record_unless_set(&self.root, &crate::boot_verdict::Verdict::Good);
+        }
+        Ok(outcome)
     }
 
     async fn resume_locked(

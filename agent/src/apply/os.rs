@@ -3,12 +3,15 @@
 //! its boot checking that it is the booted one and healthy (or rolling it back).
 
 use super::step::{OnObject, StepError};
-use super::{reboot::boot_id, reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, Units};
+use super::{
+    reboot::boot_id, reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, Units, FORCE_FILE,
+};
+use crate::boot_verdict::{Verdict, BOOT_COMPLETE_UNIT};
 use crate::journal::{Journal, NamedConfig, OsProgress};
 use crate::state::Event;
 use hearth_config::model::MachineConfigSpec;
 use hearth_config::plan::Action;
-use hearth_hostops::os::{OsChange, OsConfig, OsExpectation};
+use hearth_hostops::os::{bootcount, OsChange, OsConfig, OsExpectation};
 use hearth_hostops::systemd::Systemd;
 
 /// The step that judges the boot into a new deployment.
@@ -176,11 +179,13 @@ impl Agent {
         };
         // Pulling an image can take long: the watchdog is fed meanwhile.
         let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
-        let staged = self
-            .os
-            .stage(change)
-            .await
-            .map_err(|e| failed(self.os.kind(), &e))?;
+        // A container image's pull shows in the node's status while it runs (a pull a crash
+        // interrupted does not).
+        crate::os_pull::clear(&self.root);
+        let progress = crate::os_pull::sink(&self.root_path);
+        let staged = self.os.stage_with_progress(change, Some(progress)).await;
+        crate::os_pull::clear(&self.root);
+        let staged = staged.map_err(|e| failed(self.os.kind(), &e))?;
         if staged.finalization == hearth_hostops::os::Finalization::AtShutdown {
             // The staged deployment becomes bootable only when ostree-finalize-staged.service
             // runs its stop action at shutdown. Its path unit starts it when the staging file
@@ -219,6 +224,14 @@ impl Agent {
             from: staged.from.clone(),
             rollback: None,
         })
+    }
+
+    /// Records the verdict on this boot for `hearth-boot-complete.service` (a host whose
+    /// systemd the agent talks to; an offline root has no boot).
+    pub(super) fn record_boot_verdict(&self, verdict: &Verdict) {
+        if matches!(self.units, Units::Online(_)) {
+            crate::boot_verdict::record(&self.root, verdict);
+        }
     }
 
     /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
@@ -323,15 +336,54 @@ impl Agent {
         ))
     }
 
-    /// Whether the only job systemd is still running is the start of the unit this agent runs
-    /// in (`/proc/self/cgroup`): everything else left waits for it.
+    /// Whether the only jobs systemd is still running are the start of the unit this agent
+    /// runs in (`/proc/self/cgroup`) and of the unit that waits for its verdict
+    /// ([`BOOT_COMPLETE_UNIT`], with boot counting): everything else left waits for them.
     async fn boot_waits_only_for_this_agent(&self, sd: &Systemd) -> bool {
-        let Some(own) = own_unit() else {
-            return false;
-        };
+        let own = own_unit();
         match sd.running_jobs().await {
-            Ok(jobs) => !jobs.is_empty() && jobs.iter().all(|u| *u == own),
+            Ok(jobs) => {
+                !jobs.is_empty()
+                    && jobs
+                        .iter()
+                        .all(|u| Some(u) == own.as_ref() || u == BOOT_COMPLETE_UNIT)
+            }
             Err(_) => false,
+        }
+    }
+
+    /// The sentence that says the boot loader gave up on `expected`'s deployment (its boot
+    /// counter on the ESP has no try left), when it did.
+    fn boot_loader_fell_back(&self, expected: &OsExpectation) -> Option<String> {
+        let deployment = expected.deployment.as_ref()?;
+        let counting = OsConfig::load(&self.root_path).ok()?.boot_counting?;
+        match bootcount::counter(&self.root_path, &counting, deployment) {
+            Ok(Some(c)) if c.exhausted() => Some(format!(
+                "the boot loader fell back: deployment {deployment} failed to boot {} times \
+                 (its boot counter on the ESP has no try left)",
+                c.done
+            )),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the boot counters on the ESP");
+                None
+            }
+        }
+    }
+
+    /// Puts ostree's boot entries on the ESP again after the agent changed the deployments
+    /// (hosts with boot counting; `hearth-boot-entries.service` does it at every shutdown too).
+    /// Failures are logged.
+    pub(super) fn sync_boot_entries(&self) {
+        let Some(counting) = OsConfig::load(&self.root_path)
+            .ok()
+            .and_then(|c| c.boot_counting)
+        else {
+            return;
+        };
+        match bootcount::sync(&self.root_path, &counting) {
+            Ok(report) => tracing::info!(?report, "boot entries synced to the ESP"),
+            Err(e) => tracing::warn!(error = %e, "cannot sync the boot entries to the ESP"),
         }
     }
 
@@ -352,13 +404,23 @@ impl Agent {
         if !differences.is_empty() {
             // Not what was staged (the boot loader fell back, or the deployment was never
             // finalized): report it, and make sure the next boot does not surprise anyone.
+            let fell_back = self.boot_loader_fell_back(&os.expect);
             self.cancel_pending_os().await;
-            let reason = format!(
-                "after the reboot the host does not run the OS change of {} ({}): {}",
-                desired.name,
-                os.change,
-                differences.join("; ")
-            );
+            self.sync_boot_entries();
+            let reason = match fell_back {
+                Some(why) => format!(
+                    "after the reboot the host does not run the OS change of {} ({}): {why}; \
+                     the deployment was dropped, and {} is not staged again until a new config \
+                     or a forced retry (`hearth node force`, or {FORCE_FILE}) asks for it",
+                    desired.name, os.change, desired.name
+                ),
+                None => format!(
+                    "after the reboot the host does not run the OS change of {} ({}): {}",
+                    desired.name,
+                    os.change,
+                    differences.join("; ")
+                ),
+            };
             tracing::error!(%reason, "OS verification failed");
             return self.end_failed_os(j, desired, reason).map(Some);
         }
@@ -366,6 +428,7 @@ impl Agent {
         let config = OsConfig::load(&self.root_path).unwrap_or_default();
         let Err(why) = self.boot_health(&config.health).await else {
             tracing::info!(deployment = ?os.expect.deployment, "the new OS deployment booted healthy");
+            self.record_boot_verdict(&Verdict::Good);
             return Ok(None);
         };
         let deployment = os
@@ -379,6 +442,7 @@ impl Agent {
             desired.name, why.cause
         );
         tracing::error!(reason = %why, "OS health check failed");
+        self.record_boot_verdict(&Verdict::Bad(why.clone()));
         if !config.health.rollback {
             let reason = format!(
                 "{why} (automatic rollback is off in {})",
@@ -387,7 +451,10 @@ impl Agent {
             return self.end_failed_os(j, desired, reason).map(Some);
         }
         match self.os.rollback().await {
-            Ok(outcome) => tracing::warn!(?outcome, "rolled back to the previous deployment"),
+            Ok(outcome) => {
+                tracing::warn!(?outcome, "rolled back to the previous deployment");
+                self.sync_boot_entries();
+            }
             Err(e) => {
                 let reason = format!("{why}; the automatic rollback failed: {e}");
                 return self.end_failed_os(j, desired, reason).map(Some);

@@ -58,7 +58,38 @@ pub fn progress(st: &NodeStatus) -> Option<String> {
     if let Some(f) = p.get("failure").and_then(Value::as_str) {
         out.push_str(&format!(" (undoing: {})", escape(f)));
     }
+    if let Some(pull) = p.get("osPull").and_then(os_pull) {
+        out.push_str(&format!(", {pull}"));
+    }
     Some(out)
+}
+
+/// An OS image pull in progress (`progress.osPull`, hostops' `PullProgress` as the agent
+/// reports it): `fetching IMAGE: 2 of 5 layers, 120.0 MiB of 300.0 MiB`. Escaped.
+fn os_pull(pull: &Value) -> Option<String> {
+    let n = |k: &str| pull.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let phase = match pull.get("phase").and_then(Value::as_str)? {
+        "fetching" => "fetching",
+        "importing" => "importing",
+        _ => "pulling",
+    };
+    let image = pull
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("the OS image");
+    Some(format!(
+        "{phase} {}: {} of {} layers, {} of {}",
+        escape(image),
+        n("layersDone").min(n("layersTotal")),
+        n("layersTotal"),
+        mib(n("bytesDone").min(n("bytesTotal"))),
+        mib(n("bytesTotal"))
+    ))
+}
+
+/// Bytes in MiB with one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 #[cfg(test)]
@@ -119,5 +150,18 @@ mod tests {
             Some("\\x1b[2J, step 1 of 1")
         );
         assert_eq!(progress(&status(None, true, None)), None);
+        assert_eq!(
+            p(
+                json!({"phase": "applying", "step": 6, "total": 7, "osPull": {
+                "image": "registry.example/os@sha256:ab", "phase": "fetching",
+                "layersDone": 1, "layersTotal": 2,
+                "bytesDone": 1048576, "bytesTotal": 3145728}})
+            )
+            .as_deref(),
+            Some(
+                "applying, step 7 of 7, fetching registry.example/os@sha256:ab: 1 of 2 layers, \
+                 1.0 MiB of 3.0 MiB"
+            )
+        );
     }
 }

@@ -20,7 +20,8 @@ use crate::skopeo::{skopeo_command, Skopeo};
 use crate::space::{free_space, space_ok};
 use hearth_hostops::os::paths::{display, inside, IMAGE_CACHE};
 use hearth_hostops::os::{
-    human_bytes, ContainerImage, OsConfig, OsError, SigVerify, SpaceCheck, Transport, SHA256,
+    human_bytes, ContainerImage, OsConfig, OsError, PullPhase, PullProgress, SigVerify, SpaceCheck,
+    Transport, SHA256,
 };
 
 /// The origin key in which ostree-ext and rpm-ostree record a deployment's container image.
@@ -124,7 +125,12 @@ impl Session {
             missing_bytes,
             "fetching the container image's missing layers"
         );
-        skopeo.copy(image, &resolved.source, layout.dir(), &tag)?;
+        let config_blob = resolved.blobs.first().map(|b| b.digest.as_str());
+        let fetching = Fetching::new(image, &missing, config_blob);
+        fetching.report(&layout);
+        skopeo.copy(image, &resolved.source, layout.dir(), &tag, || {
+            fetching.report(&layout)
+        })?;
         match layout.tagged(&tag)? {
             Some(d) if d == resolved.digest => {}
             other => {
@@ -360,11 +366,111 @@ impl Session {
                 importer.require_bootable();
                 match importer.prepare().await? {
                     oc::store::PrepareResult::AlreadyPresent(state) => Ok(state),
-                    oc::store::PrepareResult::Ready(prep) => importer.import(prep).await,
+                    oc::store::PrepareResult::Ready(prep) => {
+                        // The layers the repository does not have yet.
+                        let sizes: Vec<u64> = prep
+                            .all_layers()
+                            .filter(|l| l.commit.is_none())
+                            .map(|l| l.layer().size())
+                            .collect();
+                        let events = importer.request_progress();
+                        let reporting = report_import(image, sizes, events);
+                        let (state, ()) = tokio::join!(importer.import(prep), reporting);
+                        state
+                    }
                 }
             })
             .map_err(|e| pull_error(image, format!("importing into the repository: {e:#}")))?;
         Ok(state.merge_commit.clone())
+    }
+}
+
+/// The layers of a fetch and how far they are, reported as [`PullProgress`] lines (at most
+/// once a second unless a layer completed).
+struct Fetching {
+    image: String,
+    blobs: Vec<(String, u64)>,
+    last: std::cell::RefCell<Option<(PullProgress, std::time::Instant)>>,
+}
+
+impl Fetching {
+    /// The missing layers (the config blob, a few hundred bytes, not counted).
+    fn new(image: &ContainerImage, missing: &[&Blob], config: Option<&str>) -> Fetching {
+        Fetching {
+            image: image.to_string(),
+            blobs: missing
+                .iter()
+                .filter(|b| Some(b.digest.as_str()) != config)
+                .map(|b| (b.digest.clone(), b.size))
+                .collect(),
+            last: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// Measures what reached the layout (complete blobs, and the temporary files of those
+    /// being fetched) and reports it when it changed.
+    fn report(&self, layout: &Layout) {
+        let total: u64 = self.blobs.iter().map(|b| b.1).sum();
+        let done: Vec<&(String, u64)> = self
+            .blobs
+            .iter()
+            .filter(|(d, _)| layout.has_blob(d))
+            .collect();
+        let bytes = done.iter().map(|b| b.1).sum::<u64>() + layout.partial_bytes();
+        let p = PullProgress {
+            image: self.image.clone(),
+            phase: PullPhase::Fetching,
+            layers_done: done.len() as u32,
+            layers_total: self.blobs.len() as u32,
+            bytes_done: bytes.min(total),
+            bytes_total: total,
+        };
+        let mut last = self.last.borrow_mut();
+        let due = match &*last {
+            None => true,
+            Some((q, at)) => {
+                q.layers_done != p.layers_done
+                    || (q.bytes_done != p.bytes_done
+                        && at.elapsed() >= std::time::Duration::from_secs(1))
+            }
+        };
+        if due {
+            emit(&p);
+            *last = Some((p, std::time::Instant::now()));
+        }
+    }
+}
+
+/// Writes a progress line for the agent (hostops' client reads it from standard error).
+fn emit(p: &PullProgress) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{}", p.line());
+}
+
+/// Reports the import of the layers (their sizes) as ostree-ext completes them.
+async fn report_import(
+    image: &ContainerImage,
+    sizes: Vec<u64>,
+    mut events: tokio::sync::mpsc::Receiver<oc::store::ImportProgress>,
+) {
+    let mut p = PullProgress {
+        image: image.to_string(),
+        phase: PullPhase::Importing,
+        layers_done: 0,
+        layers_total: sizes.len() as u32,
+        bytes_done: 0,
+        bytes_total: sizes.iter().sum(),
+    };
+    emit(&p);
+    while let Some(event) = events.recv().await {
+        use oc::store::ImportProgress as E;
+        if let E::OstreeChunkCompleted(d) | E::DerivedLayerCompleted(d) = event {
+            p.layers_done = (p.layers_done + 1).min(p.layers_total);
+            let size = d.size();
+            p.bytes_done = (p.bytes_done + size).min(p.bytes_total);
+            emit(&p);
+        }
     }
 }
 

@@ -208,6 +208,21 @@ impl Layout {
         Ok(())
     }
 
+    /// The bytes in containers/image's temporary blob files: blobs being fetched now.
+    pub(crate) fn partial_bytes(&self) -> u64 {
+        [self.dir.clone(), self.dir.join("blobs/sha256")]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flat_map(|entries| entries.flatten())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(TEMP_BLOB_PREFIX)
+            })
+            .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+            .sum()
+    }
+
     /// Removes containers/image's temporary blob files; returns the bytes freed.
     fn remove_temporaries(&self) -> Result<u64, OsError> {
         let mut freed = 0;

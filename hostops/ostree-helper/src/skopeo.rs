@@ -172,13 +172,15 @@ impl Skopeo {
     }
 
     /// Copies `reference` into the OCI layout `layout` as `tag`, checked against the policy;
-    /// skopeo's progress lines go to the log.
+    /// skopeo's progress lines go to the log, and `watch` is called about every half second
+    /// while it runs (the caller measures what reached the layout).
     pub(crate) fn copy(
         &self,
         image: &ContainerImage,
         reference: &str,
         layout: &Path,
         tag: &str,
+        mut watch: impl FnMut(),
     ) -> Result<(), OsError> {
         self.check_policy(image)?;
         let mut c = self.command("copy");
@@ -190,35 +192,52 @@ impl Skopeo {
             .arg(format!("oci:{}:{tag}", layout.display()));
         debug!(?c, "copying");
         let (mut child, stderr) = spawn(c, image)?;
-        if let Some(out) = child.stdout.take() {
-            // Lines of at most 4 KiB logged (skopeo's are short; a longer one is cut), at most
-            // 10,000 of them; the rest is read and dropped, so skopeo never blocks on a full
-            // pipe.
-            let mut lines = BufReader::new(out);
-            let mut line = Vec::new();
-            let mut logged = 0;
-            loop {
-                line.clear();
-                match lines.by_ref().take(4096).read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if logged >= 10_000 => {}
-                    Ok(_) => {
-                        logged += 1;
-                        let text = String::from_utf8_lossy(&line);
-                        let text = text.trim();
-                        if !text.is_empty() {
-                            info!(image = %image, "skopeo: {text}");
-                        }
-                    }
+        let stdout = child.stdout.take().map(|out| {
+            let image = image.to_string();
+            std::thread::spawn(move || log_lines(out, &image))
+        });
+        let status = loop {
+            match child.try_wait().map_err(|e| spawn_error(image, e))? {
+                Some(status) => break status,
+                None => {
+                    watch();
+                    std::thread::sleep(std::time::Duration::from_millis(500));
                 }
             }
+        };
+        watch();
+        if let Some(t) = stdout {
+            let _ = t.join();
         }
-        let status = child.wait().map_err(|e| spawn_error(image, e))?;
         let stderr = stderr.join().unwrap_or_default();
         if !status.success() {
             return Err(failure(self, image, &stderr));
         }
         Ok(())
+    }
+}
+
+/// Logs skopeo's output lines: lines of at most 4 KiB (skopeo's are short; a longer one is
+/// cut), at most 10,000 of them; the rest is read and dropped, so skopeo never blocks on a full
+/// pipe.
+fn log_lines(out: std::process::ChildStdout, image: &str) {
+    let mut lines = BufReader::new(out);
+    let mut line = Vec::new();
+    let mut logged = 0;
+    loop {
+        line.clear();
+        match lines.by_ref().take(4096).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if logged >= 10_000 => {}
+            Ok(_) => {
+                logged += 1;
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim();
+                if !text.is_empty() {
+                    info!(image, "skopeo: {text}");
+                }
+            }
+        }
     }
 }
 

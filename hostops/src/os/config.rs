@@ -8,6 +8,7 @@ use std::path::Path;
 use hearth_config::model::KernelType;
 use serde::{Deserialize, Serialize};
 
+use super::bootcount::BootCounting;
 use super::error::OsError;
 use super::image_ref::{is_valid_ref, ImageRef};
 
@@ -20,7 +21,9 @@ pub const CONFIG_PATH: &str = "/etc/hearth/os.json";
 /// {
 ///   "remote": {"name": "hearth", "url": "https://hearth.example/ostree/repo", "gpgVerify": false},
 ///   "kernelTypes": {"realtime": "{ref}-rt", "64k-pages": "{ref}-64k"},
-///   "minFreeBytes": {"boot": 1048576, "sysroot": 0}
+///   "minFreeBytes": {"boot": 1048576, "sysroot": 0},
+///   "health": {"timeoutSeconds": 600},
+///   "bootCounting": {"esp": "/efi", "tries": 3}
 /// }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +43,10 @@ pub struct OsConfig {
     /// What a new deployment must show after its first boot, or be rolled back.
     #[serde(default)]
     pub health: HealthCheck,
+    /// Boot counting with systemd-boot: ostree's entries put on the ESP, a new deployment's
+    /// with a boot counter (see [`super::bootcount`]). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_counting: Option<BootCounting>,
 }
 
 /// The health check of a new deployment after its first boot (`"health"` in
@@ -184,6 +191,9 @@ impl OsConfig {
                     "kernelTypes.{kt}: template {template:?} does not make a valid ostree ref"
                 )));
             }
+        }
+        if let Some(problem) = self.boot_counting.as_ref().and_then(BootCounting::problem) {
+            return Err(err(problem));
         }
         if let Some(remote) = &self.remote {
             let ok = !remote.name.is_empty()
@@ -332,6 +342,8 @@ mod tests {
                 r#"{"remote": {"name": "a", "url": "ftp://x"}}"#,
                 "only file://",
             ),
+            (r#"{"bootCounting": {"tries": 0}}"#, "between 1 and 9"),
+            (r#"{"bootCounting": {"esp": "efi"}}"#, "absolute path"),
         ] {
             let c: OsConfig = serde_json::from_str(json).unwrap();
             let e = c.validate("x").unwrap_err().to_string();

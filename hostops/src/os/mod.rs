@@ -47,12 +47,14 @@
 //! This file holds [`OsBackend`] (detection and dispatch). Shared by the backends, each public
 //! item re-exported here: `error.rs` ([`OsError`]), `config.rs` ([`OsConfig`], `os.json`),
 //! `image_ref.rs` ([`ImageRef`]), `change.rs` ([`OsChange`]), `status.rs` (deployments, status,
-//! staging results), `compare.rs` (booted versus expected), [`paths`], [`ledger`]. The
+//! staging results), `compare.rs` (booted versus expected), [`paths`], [`ledger`],
+//! [`bootcount`] (ostree's entries on the ESP with boot counters, for systemd-boot). The
 //! backends: [`ostree`] (the client of the helper process and its [`ostree::protocol`]; the
 //! libostree code is the crate `hearth-ostree-helper`, `hostops/ostree-helper/`), [`rpmostree`]
 //! (a directory, one file per phase), [`none`]. hearth-hostops itself does not link libostree
 //! or GLib.
 
+pub mod bootcount;
 mod change;
 mod compare;
 mod config;
@@ -62,6 +64,7 @@ pub mod ledger;
 pub mod none;
 pub mod ostree;
 pub mod paths;
+mod progress;
 pub mod rpmostree;
 mod status;
 
@@ -81,6 +84,7 @@ pub use self::image_ref::{is_valid_ref, ImageRef};
 pub use self::ledger::KargLedger;
 pub use self::none::NoneBackend;
 pub use self::ostree::OstreeBackend;
+pub use self::progress::{ProgressSink, PullPhase, PullProgress, PROGRESS_PREFIX};
 pub use self::rpmostree::RpmOstreeBackend;
 pub use self::status::{
     DeploymentId, DeploymentInfo, Finalization, OsExpectation, OsStatus, RollbackOutcome,
@@ -215,10 +219,20 @@ impl OsBackend {
     /// Staging again before the reboot replaces the pending deployment: the change is always
     /// computed from the booted deployment.
     pub async fn stage(&self, change: &OsChange) -> Result<StagedDeployment, OsError> {
+        self.stage_with_progress(change, None).await
+    }
+
+    /// [`OsBackend::stage`], with the progress of a container image's pull going to `progress`
+    /// while it runs (libostree backend; rpm-ostree reports its own in its journal).
+    pub async fn stage_with_progress(
+        &self,
+        change: &OsChange,
+        progress: Option<ProgressSink>,
+    ) -> Result<StagedDeployment, OsError> {
         match self {
             OsBackend::Ostree(o) => match &change.extensions {
                 Some((from, to)) => Err(extensions_refused(from, to)),
-                None => o.stage(change).await,
+                None => o.stage(change, progress.as_ref()).await,
             },
             OsBackend::RpmOstree(r) => r.stage(change).await,
             OsBackend::None(n) => Err(n.error()),

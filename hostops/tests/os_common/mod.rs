@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use hearth_hostops::os::ostree::HELPER_ENV;
 use hearth_hostops::os::{
-    Finalization, OsBackend, OsChange, OsConfig, OsError, OsExpectation, OsStatus, RollbackOutcome,
-    StagedDeployment,
+    Finalization, OsBackend, OsChange, OsConfig, OsError, OsExpectation, OsStatus, ProgressSink,
+    PullProgress, RollbackOutcome, StagedDeployment,
 };
 use hearth_vm_tests::ostree::{refs, OstreeHost, OstreeHostOptions, SysrootOptions};
 use hearth_vm_tests::qemu::workspace_binary;
@@ -113,10 +113,18 @@ pub enum GuestOp {
 #[serde(tag = "reply", rename_all = "camelCase")]
 pub enum GuestReply {
     Status(Box<OsStatus>),
-    Staged(Box<StagedDeployment>),
-    Differences { differences: Vec<String> },
+    Staged {
+        staged: Box<StagedDeployment>,
+        /// The pull's progress as the backend reported it, in order.
+        progress: Vec<PullProgress>,
+    },
+    Differences {
+        differences: Vec<String>,
+    },
     Rollback(RollbackOutcome),
-    Adopted { kargs: Vec<String> },
+    Adopted {
+        kargs: Vec<String>,
+    },
 }
 
 /// Runs `op` with the backend detected at `root`; outside with the workspace's helper
@@ -138,7 +146,17 @@ async fn run_op(root: &std::path::Path, op: GuestOp, outside: bool) -> Result<Gu
     Ok(match op {
         GuestOp::Status { .. } => GuestReply::Status(Box::new(backend.status().await?)),
         GuestOp::Stage { change, .. } => {
-            GuestReply::Staged(Box::new(backend.stage(&change).await?))
+            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink: ProgressSink = {
+                let seen = seen.clone();
+                std::sync::Arc::new(move |p: &PullProgress| seen.lock().unwrap().push(p.clone()))
+            };
+            let staged = backend.stage_with_progress(&change, Some(sink)).await?;
+            let progress = seen.lock().unwrap().clone();
+            GuestReply::Staged {
+                staged: Box::new(staged),
+                progress,
+            }
         }
         GuestOp::Verify { expected, .. } => GuestReply::Differences {
             differences: backend.verify_booted(&expected).await?,
@@ -244,12 +262,24 @@ impl Driver {
     }
 
     pub fn stage(&self, host: &OstreeHost, change: &OsChange) -> Result<StagedDeployment, OsError> {
+        self.stage_with_progress(host, change).map(|(s, _)| s)
+    }
+
+    /// Like [`Driver::stage`], with the progress the backend reported while it ran.
+    pub fn stage_with_progress(
+        &self,
+        host: &OstreeHost,
+        change: &OsChange,
+    ) -> Result<(StagedDeployment, Vec<PullProgress>), OsError> {
         let op = GuestOp::Stage {
             config: self.config.clone(),
             change: change.clone(),
         };
         match self.call(host, op)? {
-            GuestReply::Staged(s) => {
+            GuestReply::Staged {
+                staged: s,
+                progress,
+            } => {
                 if self.mode == Mode::Inside && s.finalization == Finalization::AtShutdown {
                     // As the agent does after staging: start the unit that finalizes the
                     // staged deployment at shutdown and wait for it, so that a reboot right
@@ -257,7 +287,7 @@ impl Driver {
                     host.exec_ok(&["systemctl", "start", "ostree-finalize-staged.service"])
                         .unwrap();
                 }
-                Ok(*s)
+                Ok((*s, progress))
             }
             other => panic!("unexpected reply {other:?}"),
         }

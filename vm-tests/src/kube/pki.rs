@@ -93,8 +93,19 @@ impl Pki {
     /// A serving certificate for `127.0.0.1` and `localhost` signed by the CA: `<name>.crt`,
     /// `<name>.key`.
     pub fn sign_serving(&self, name: &str, common_name: &str) -> Result<(PathBuf, PathBuf)> {
-        let mut params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-            .map_err(|e| anyhow!("serving certificate names: {e}"))?;
+        self.sign_serving_for(name, common_name, &["127.0.0.1", "localhost"])
+    }
+
+    /// A serving certificate for `names` (IP addresses or DNS names), signed by the CA.
+    pub fn sign_serving_for(
+        &self,
+        name: &str,
+        common_name: &str,
+        names: &[&str],
+    ) -> Result<(PathBuf, PathBuf)> {
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .map_err(|e| anyhow!("serving certificate names: {e}"))?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;

@@ -46,7 +46,8 @@
 //! - `sysroot.rs`: [`TestSysroot`]: making (with [`DEFAULT_KARGS`]), querying and removing a
 //!   sysroot; sysroots of dead test processes
 //! - `oci.rs`: the same images as ostree-native container images in an OCI layout
-//!   ([`cached_oci_images`], [`OciImages`], [`tags`])
+//!   ([`cached_oci_images`], [`OciImages`], [`tags`]); the same made from the VM image's commits,
+//!   with the never-booting `v3` ([`cached_vm_oci_images`])
 //! - `booted.rs`: [`OstreeHost`]: a deployment booted in systemd-nspawn, the harness as boot
 //!   loader on reboots
 //!
@@ -64,5 +65,8 @@ pub use entries::BootEntry;
 pub use images::{
     cached_images, images_key, refs, Images, BUILD_IMAGES_SCRIPT, IMAGES_REPO_INSIDE,
 };
-pub use oci::{cached_oci_images, oci_images_key, tags, OciImages, BUILD_OCI_IMAGES_SCRIPT};
+pub use oci::{
+    cached_oci_images, cached_vm_oci_images, oci_images_key, tags, OciImages,
+    BUILD_OCI_IMAGES_SCRIPT,
+};
 pub use sysroot::{SysrootOptions, TestSysroot, DEFAULT_KARGS, OSNAME};

@@ -32,6 +32,9 @@ pub mod tags {
     pub const V2: &str = "v2";
     /// A manifest list: linux/amd64 → `v1`, linux/arm64 → `v2`.
     pub const MULTI: &str = "multi";
+    /// The VM image's only ([`cached_vm_oci_images`](super::cached_vm_oci_images)): `v2` plus
+    /// one layer whose initramfs has no `/init`: the kernel panics at every boot.
+    pub const V3: &str = "v3";
 }
 
 /// The built container images.
@@ -83,35 +86,68 @@ impl OciImages {
     }
 }
 
-/// The cache key.
-pub fn oci_images_key() -> String {
+/// The cache key of the images made from the commits of the build with key `images_key`.
+fn key_for(images_key: &str) -> String {
     let mut h = Sha256::new();
     h.update(BUILD_OCI_IMAGES_SCRIPT.as_bytes());
-    h.update(images_key().as_bytes());
+    h.update(images_key.as_bytes());
     for s in TOOL_SOURCES {
         h.update(s.as_bytes());
     }
     hex::encode(h.finalize())
 }
 
+/// The cache key of [`cached_oci_images`].
+pub fn oci_images_key() -> String {
+    key_for(&images_key())
+}
+
 fn complete(dir: &Path) -> bool {
     dir.join("digests.env").exists() && dir.join("layout/index.json").exists()
 }
 
-/// Returns the cached container images, building them first (the commits first if needed;
-/// then about 15 s).
+/// Returns the cached container images made from the OS images' commits
+/// ([`cached_images`]), building them first (the commits first if needed; then about 15 s).
 pub fn cached_oci_images() -> Result<OciImages> {
     let images = cached_images()?;
+    build(
+        "oci-images",
+        "the OS container images",
+        images.dir,
+        oci_images_key(),
+    )
+}
+
+/// Returns the cached container images made from the VM image's commits (with a kernel:
+/// `v1`, `v2`, `multi` and the never-booting `v3`), building them first (the VM image first
+/// if needed; then about a minute).
+pub fn cached_vm_oci_images() -> Result<OciImages> {
+    let image = crate::qemu::cached_vm_image()?;
+    let key = key_for(&crate::qemu::vm_image_key());
+    build(
+        "vm-oci-images",
+        "the VM's OS container images",
+        image.dir,
+        key,
+    )
+}
+
+fn build(
+    prefix: &'static str,
+    what: &'static str,
+    images: PathBuf,
+    key: String,
+) -> Result<OciImages> {
     let tool = workspace_binary("hearth-image-tool", "hearth-image-tool")?;
     let dest = util::CachedBuild {
-        prefix: "oci-images",
-        what: "the OS container images",
-        takes: "about 15 seconds",
+        prefix,
+        what,
+        takes: "about a minute at most",
         script: BUILD_OCI_IMAGES_SCRIPT,
         script_name: "build-oci-images.sh",
-        key: oci_images_key(),
+        key,
         needs: &[],
-        env: vec![("HEARTH_IMAGES", images.dir), ("HEARTH_IMAGE_TOOL", tool)],
+        env: vec![("HEARTH_IMAGES", images), ("HEARTH_IMAGE_TOOL", tool)],
         complete,
         remove: |p| fs::remove_dir_all(p).with_context(|| format!("removing {}", p.display())),
     }

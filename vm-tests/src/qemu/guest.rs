@@ -104,13 +104,19 @@ impl Vm {
 }
 
 /// The guest's side, written into the share before every boot and run by the image's
-/// `hearth-guest.service`: report the boot, then run the scripts the harness drops into `cmd/`
+/// `hearth-guest.service`: report the boot (boot id, command line, systemd-boot's entry), then run the scripts the harness drops into `cmd/`
 /// one at a time (`N.sh` → `N.run`, output in `N.out`/`N.err`, exit code in `N.rc`).
 pub(super) const GUEST_SCRIPT: &str = r#"#!/bin/bash
 # hearth-vm-tests: the guest's side (written by the harness before every boot).
 S=/run/hearth-test
 mkdir -p "$S/cmd"
-{ cat /proc/sys/kernel/random/boot_id; cat /proc/cmdline; } >"$S/ready.tmp"
+# The entry systemd-boot booted: an EFI variable, 4 bytes of attributes then UTF-16LE.
+ENTRY=/sys/firmware/efi/efivars/LoaderEntrySelected-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f
+{
+    cat /proc/sys/kernel/random/boot_id
+    cat /proc/cmdline
+    if [ -e "$ENTRY" ]; then cat "$ENTRY" | tail -c +5 | tr -d '\000'; echo; else echo; fi
+} >"$S/ready.tmp"
 mv "$S/ready.tmp" "$S/ready"
 echo "hearth-guest: ready, boot $(cat /proc/sys/kernel/random/boot_id)"
 while :; do

@@ -1,6 +1,7 @@
 //! The VM image: `images/build-vm-image.sh` run once and cached in
-//! `$HEARTH_TEST_CACHE/vm-image-<sha256 of the script>` (a raw ext4 disk with the sysroot, v1
-//! deployed, and the commits' checksums).
+//! `$HEARTH_TEST_CACHE/vm-image-<sha256 of the script>` (a raw GPT disk: the ESP with
+//! systemd-boot and the v1 entry, the sysroot with v1 deployed; the commits' checksums, an
+//! archive repository with them, a never-booting initramfs).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -30,8 +31,13 @@ pub mod refs {
 pub struct VmImage {
     /// The cache directory holding it.
     pub dir: PathBuf,
-    /// The raw disk (ext4, label `hearth-root`, the sysroot with v1 deployed).
+    /// The raw disk (GPT: the ESP, then the ext4 root labelled `hearth-root` with the
+    /// sysroot, v1 deployed).
     pub disk: PathBuf,
+    /// Where the ESP's FAT file system starts on the disk (bytes).
+    pub esp_offset: u64,
+    /// An archive repository with the commits (what the OS container images are made from).
+    pub repo: PathBuf,
     /// Ref → commit checksum.
     pub commits: BTreeMap<String, String>,
     /// The kernel version in the commits.
@@ -61,9 +67,16 @@ impl VmImage {
         };
         let commits = read_env("commits.env")?;
         let kernel = read_env("kernel.env")?;
+        let disk = read_env("disk.env")?;
+        let esp_offset = disk
+            .get("ESP_OFFSET")
+            .and_then(|o| o.parse().ok())
+            .ok_or_else(|| anyhow!("{}/disk.env has no ESP_OFFSET", dir.display()))?;
         Ok(VmImage {
             dir: dir.to_path_buf(),
             disk: dir.join("disk.raw"),
+            esp_offset,
+            repo: dir.join("repo"),
             commits,
             kernel_version: kernel.get("KVER").cloned().unwrap_or_default(),
             kargs: kernel.get("KARGS").cloned().unwrap_or_default(),
@@ -77,12 +90,12 @@ pub fn vm_image_key() -> String {
 }
 
 fn image_complete(dir: &Path) -> bool {
-    dir.join("disk.raw").exists() && dir.join("commits.env").exists()
+    dir.join("disk.raw").exists() && dir.join("disk.env").exists()
 }
 
 /// Returns the cached VM image, building it first (a few minutes: debootstrap, the kernel,
-/// dracut, two commits, `mkfs.ext4 -d`; needs root, `debootstrap`, `ostree`, `e2fsprogs` and
-/// the Debian archive). Safe to call from many threads and processes at once: one builds, the
+/// dracut, two commits, the ESP, `mkfs.ext4 -d`; needs root, `debootstrap`, `ostree`,
+/// `e2fsprogs`, `dosfstools`, `mtools`, `fdisk` and the Debian archive). Safe to call from many threads and processes at once: one builds, the
 /// others wait.
 pub fn cached_vm_image() -> Result<VmImage> {
     util::require_root()?;
@@ -97,6 +110,9 @@ pub fn cached_vm_image() -> Result<VmImage> {
             ("debootstrap", "debootstrap"),
             ("ostree", "ostree"),
             ("mkfs.ext4", "e2fsprogs"),
+            ("mkfs.vfat", "dosfstools"),
+            ("mcopy", "mtools"),
+            ("sfdisk", "fdisk"),
         ],
         env: Vec::new(),
         complete: image_complete,

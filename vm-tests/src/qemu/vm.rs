@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tracing::{debug, info, warn};
 
-use super::entries::{read_boot_entries, VmBootEntry};
+use super::entries::{read_esp_entries, EspEntry};
 use super::image::{cached_vm_image, VmImage};
 use crate::host::{KEEP_ENV, TMPDIR_ENV};
 use crate::util;
@@ -19,6 +19,12 @@ use crate::util;
 pub(super) const LOG_TAIL_LINES: usize = 100;
 
 const VM_DIR_PREFIX: &str = "hearth-vm-";
+
+/// OVMF's code (Debian's `ovmf`), read-only.
+pub(super) const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+
+/// OVMF's variables template: each VM gets a copy (systemd-boot writes variables).
+const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 
 /// How to run a [`Vm`].
 #[derive(Debug, Clone)]
@@ -56,14 +62,18 @@ impl Default for VmOptions {
 pub struct VmBoot {
     /// 1 for the first boot, +1 for each reboot.
     pub boot_count: u32,
-    /// The entry the harness booted.
-    pub entry: VmBootEntry,
+    /// The entry systemd-boot booted (`LoaderEntrySelected`, the file name), without its boot
+    /// counter: `hearth-<deployment>.conf`.
+    pub entry: String,
     /// The guest's boot id.
     pub boot_id: String,
     /// `/proc/cmdline` as the guest read it.
     pub proc_cmdline: String,
     /// From starting QEMU to the guest script's report.
     pub boot_time: Duration,
+    /// Boots that reset the machine before the guest script ran, before this one: the kernel
+    /// command line each printed (what systemd-boot tried).
+    pub failed_boots: Vec<String>,
 }
 
 /// A QEMU guest booted from a copy of the cached VM image (see the module documentation).
@@ -74,6 +84,7 @@ pub struct Vm {
     pub(super) image: VmImage,
     pub(super) dir: PathBuf,
     pub(super) disk: PathBuf,
+    pub(super) efi_vars: PathBuf,
     pub(super) share: PathBuf,
     pub(super) serial_log: PathBuf,
     pub(super) qemu: Option<Child>,
@@ -88,7 +99,11 @@ impl Vm {
     /// Copies the cached disk and boots its default entry; returns once the guest script runs.
     pub fn boot(opts: VmOptions) -> Result<Vm> {
         let qemu = util::require_program("qemu-system-x86_64", "qemu-system-x86")?;
-        util::require_program("debugfs", "e2fsprogs")?;
+        if !Path::new(OVMF_CODE).exists() {
+            bail!(
+                "{OVMF_CODE} is missing: install Debian's ovmf (vm-tests/scripts/install-deps.sh)"
+            );
+        }
         debug!(qemu = %qemu.display(), "QEMU found");
         let image = cached_vm_image()?;
         let base = base_dir();
@@ -116,6 +131,7 @@ impl Vm {
         let mut vm = Vm {
             opts,
             disk: dir.join("disk.raw"),
+            efi_vars: dir.join("efi-vars.fd"),
             serial_log: dir.join("serial.log"),
             share,
             dir,
@@ -140,8 +156,10 @@ impl Vm {
                 vm.disk.display()
             );
         }
+        fs::copy(OVMF_VARS, &vm.efi_vars)
+            .with_context(|| format!("copying {OVMF_VARS} (Debian's ovmf)"))?;
         debug!(seconds = started.elapsed().as_secs_f64(), "disk copied");
-        vm.start()?;
+        vm.start(0)?;
         Ok(vm)
     }
 
@@ -186,10 +204,10 @@ impl Vm {
         self.boot.as_ref().map_or("", |b| b.proc_cmdline.as_str())
     }
 
-    /// The boot entries on the disk now (while the guest runs, what it wrote may still be in
-    /// its page cache: read them after a shutdown for certain).
-    pub fn boot_entries(&self) -> Result<Vec<VmBootEntry>> {
-        read_boot_entries(&self.disk)
+    /// The boot loader entries on the disk's ESP now (while the guest runs, what it wrote may
+    /// still be in its page cache: read them between boots for certain).
+    pub fn esp_entries(&self) -> Result<Vec<EspEntry>> {
+        read_esp_entries(&self.disk, self.image.esp_offset)
     }
 
     /// Stops QEMU (SIGKILL: the guest's disk is a per-VM copy that nobody reads afterwards) and

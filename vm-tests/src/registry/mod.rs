@@ -129,9 +129,19 @@ impl Registry {
 
     /// A containers auth file (`auth.json`) with its credentials.
     pub fn auth_json(&self) -> String {
+        self.auth_json_for(&self.host())
+    }
+
+    /// `HOST:PORT` as a QEMU guest reaches it ([`HOST_FROM_GUEST`](crate::qemu::HOST_FROM_GUEST)).
+    pub fn host_from_guest(&self) -> String {
+        format!("{}:{}", crate::qemu::HOST_FROM_GUEST, self.port)
+    }
+
+    /// A containers auth file with its credentials for the registry named `host`.
+    pub fn auth_json_for(&self, host: &str) -> String {
         let token = base64::engine::general_purpose::STANDARD
             .encode(format!("{REGISTRY_USER}:{}", self.password));
-        serde_json::json!({"auths": {self.host(): {"auth": token}}}).to_string()
+        serde_json::json!({"auths": {host: {"auth": token}}}).to_string()
     }
 
     /// `skopeo copy [--all] SRC docker://HOST/DEST` with its credentials and CA, optionally
@@ -223,12 +233,17 @@ impl Drop for Registry {
     }
 }
 
-/// A CA, and a serving certificate for 127.0.0.1 it signed (the Kubernetes tier's test PKI):
+/// A CA, and a serving certificate for 127.0.0.1 and 10.0.2.2 it signed (the Kubernetes tier's test PKI):
 /// `ca.crt`, `server.crt`, `server.key`, and `certs/ca.crt` (the directory skopeo's
 /// `--dest-cert-dir` reads).
 fn make_certificates(dir: &Path) -> Result<()> {
     let pki = crate::kube::pki::Pki::new_ca(dir, "hearth test registry CA")?;
-    pki.sign_serving("server", "hearth test registry")?;
+    // 127.0.0.1 for the host and its containers, 10.0.2.2 for QEMU guests (their view of it).
+    pki.sign_serving_for(
+        "server",
+        "hearth test registry",
+        &["127.0.0.1", "localhost", crate::qemu::HOST_FROM_GUEST],
+    )?;
     fs::create_dir_all(dir.join("certs"))?;
     fs::copy(pki.ca_cert(), dir.join("certs/ca.crt"))?;
     Ok(())

@@ -15,6 +15,7 @@ use tracing::{debug, error, info, warn};
 
 use super::protocol::{helper_error, parse_response, Exit, Reply, Request, MAX_RESPONSE_BYTES};
 use crate::os::error::OsError;
+use crate::os::progress::{ProgressSink, PullProgress};
 
 /// The longest line of the helper's standard error forwarded to the log as one line (8 KiB;
 /// longer lines are cut into pieces of this size).
@@ -25,11 +26,13 @@ pub const MAX_LOG_LINE: usize = 8 << 10;
 const TAIL_LINES: usize = 8;
 const TAIL_LINE_CHARS: usize = 300;
 
-/// Runs the helper at `helper` for `request`, within `limit`.
+/// Runs the helper at `helper` for `request`, within `limit`; the progress lines it writes go
+/// to `progress`.
 pub(super) async fn run(
     helper: &Path,
     request: &Request,
     limit: Duration,
+    progress: Option<&ProgressSink>,
 ) -> Result<Reply, OsError> {
     let name = helper.display().to_string();
     let op = request.op.name();
@@ -68,7 +71,7 @@ pub(super) async fn run(
             }
             out
         };
-        let (_, out, tail) = tokio::join!(write, read, forward_log(stderr, &name));
+        let (_, out, tail) = tokio::join!(write, read, forward_log(stderr, &name, progress));
         let status = child.wait().await;
         (out, tail, status)
     };
@@ -97,8 +100,13 @@ pub(super) async fn run(
 }
 
 /// Forwards the helper's log lines (`LEVEL target: message`, as the helper writes them) to this
-/// process's log at the same level, escaped; returns the last [`TAIL_LINES`].
-async fn forward_log(stderr: impl AsyncRead + Unpin, helper: &str) -> VecDeque<String> {
+/// process's log at the same level, escaped, and its progress lines to `progress`; returns the
+/// last [`TAIL_LINES`] log lines.
+async fn forward_log(
+    stderr: impl AsyncRead + Unpin,
+    helper: &str,
+    progress: Option<&ProgressSink>,
+) -> VecDeque<String> {
     let mut reader = BufReader::new(stderr);
     let mut tail = VecDeque::new();
     loop {
@@ -115,7 +123,15 @@ async fn forward_log(stderr: impl AsyncRead + Unpin, helper: &str) -> VecDeque<S
                 break;
             }
         }
-        let line = escape(String::from_utf8_lossy(&raw).trim());
+        let text = String::from_utf8_lossy(&raw);
+        if let Some(p) = PullProgress::parse_line(text.trim()) {
+            debug!(helper, ?p, "pull progress");
+            if let Some(sink) = progress {
+                sink(&p);
+            }
+            continue;
+        }
+        let line = escape(text.trim());
         if line.is_empty() {
             continue;
         }
@@ -192,7 +208,7 @@ mod tests {
             &format!("echo $$ > {}; exec sleep 600", pid_file.display()),
         );
         let e = rt()
-            .block_on(run(&helper, &request(), Duration::from_secs(1)))
+            .block_on(run(&helper, &request(), Duration::from_secs(1), None))
             .unwrap_err();
         let msg = e.to_string();
         assert!(
@@ -211,7 +227,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let helper = script(dir.path(), "cat >/dev/null; exec yes");
         let msg = rt()
-            .block_on(run(&helper, &request(), Duration::from_secs(120)))
+            .block_on(run(&helper, &request(), Duration::from_secs(120), None))
             .unwrap_err()
             .to_string();
         assert!(
@@ -236,7 +252,16 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let tail = rt.block_on(forward_log(input.as_bytes(), "h"));
+        input.push_str("\nPROGRESS {\"image\":\"i\",\"phase\":\"fetching\",\"layersDone\":1,\"layersTotal\":2,\"bytesDone\":5,\"bytesTotal\":9}\n");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink: ProgressSink = {
+            let seen = seen.clone();
+            std::sync::Arc::new(move |p: &PullProgress| seen.lock().unwrap().push(p.clone()))
+        };
+        let tail = rt.block_on(forward_log(input.as_bytes(), "h", Some(&sink)));
+        // The progress line went to the sink, not to the log.
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        assert_eq!(seen.lock().unwrap()[0].bytes_done, 5);
         assert_eq!(tail.len(), TAIL_LINES);
         // The long line came in three pieces, each cut for the tail.
         assert_eq!(tail.iter().filter(|l| l.starts_with('x')).count(), 3);

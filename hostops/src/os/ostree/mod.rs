@@ -48,6 +48,7 @@ use self::protocol::{helper_error, Op, Reply, Request, HELPER_NAME, PROTOCOL_VER
 use crate::os::change::OsChange;
 use crate::os::config::OsConfig;
 use crate::os::error::OsError;
+use crate::os::progress::ProgressSink;
 use crate::os::status::{OsExpectation, OsStatus, RollbackOutcome, StagedDeployment};
 
 /// The environment variable that names the helper's path (tests, unusual installs).
@@ -113,6 +114,15 @@ impl OstreeBackend {
     }
 
     async fn call(&self, op: Op, limit: Duration) -> Result<Reply, OsError> {
+        self.call_reporting(op, limit, None).await
+    }
+
+    async fn call_reporting(
+        &self,
+        op: Op,
+        limit: Duration,
+        progress: Option<&ProgressSink>,
+    ) -> Result<Reply, OsError> {
         let helper = self.helper()?;
         let request = Request {
             version: PROTOCOL_VERSION,
@@ -120,7 +130,7 @@ impl OstreeBackend {
             config: self.config.clone(),
             op,
         };
-        client::run(&helper, &request, limit).await
+        client::run(&helper, &request, limit, progress).await
     }
 
     /// The booted, pending and rollback deployments.
@@ -131,12 +141,17 @@ impl OstreeBackend {
         }
     }
 
-    /// Stages one new deployment carrying the whole change.
-    pub async fn stage(&self, change: &OsChange) -> Result<StagedDeployment, OsError> {
+    /// Stages one new deployment carrying the whole change; a container image's pull reports
+    /// its progress to `progress`.
+    pub async fn stage(
+        &self,
+        change: &OsChange,
+        progress: Option<&ProgressSink>,
+    ) -> Result<StagedDeployment, OsError> {
         let op = Op::Stage {
             change: change.clone(),
         };
-        match self.call(op, STAGE_TIME_LIMIT).await? {
+        match self.call_reporting(op, STAGE_TIME_LIMIT, progress).await? {
             Reply::Staged(s) => Ok(*s),
             other => Err(self.unexpected("stage", &other)),
         }

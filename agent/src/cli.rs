@@ -436,7 +436,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                         if let Some(p) = crate::os_pull::read(&path) {
                             text.push_str(&format!(
                                 "OS pull:         {}\n",
-                                crate::os_pull::describe(&p)
+                                crate::os_pull::to_wire(&p).describe()
                             ));
                         }
                     }

@@ -51,6 +51,8 @@ impl Daemon<'_> {
     /// Finishes an apply that was interrupted (a crash, a reboot); the journal it read is not
     /// kept.
     pub(crate) async fn resume(&self) -> Result<()> {
+        // A pull a crash interrupted is not in progress any more.
+        crate::os_pull::clear(&Root::open(&self.root_path)?);
         let mut j = Journal::default();
         if let Some(outcome) = self.agent.resume(&mut j, &self.options()).await? {
             tracing::info!(?outcome, "finished an interrupted apply");

@@ -71,16 +71,31 @@ async fn report_later(remote: Remote, root: std::path::PathBuf, wait: Duration, 
 const PULL_REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// While an apply runs: reports the node's status (through `report`) each time an OS image
-/// pull in progress moved ([`crate::os_pull`]), at most every [`PULL_REPORT_EVERY`], each
-/// bounded by `bound`. Never returns: the apply's end drops it.
-async fn report_pull_progress<F, Fut>(report: F, root: &std::path::Path, bound: Duration)
-where
+/// pull in progress moved ([`crate::os_pull`]), at most every [`PULL_REPORT_EVERY`] and not
+/// before `from` (the time the server asked the reports for), each bounded by `bound`. Returns
+/// when `stop` turns true, never in the middle of a report (so the report after the apply is
+/// the last one the server gets).
+async fn report_pull_progress<F, Fut>(
+    report: F,
+    root: &std::path::Path,
+    bound: Duration,
+    from: Option<tokio::time::Instant>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
     F: Fn(hearth_api::AgentStatus) -> Fut,
     Fut: std::future::Future<Output = Result<(), RemoteError>>,
 {
     let mut last: Option<hearth_hostops::os::PullProgress> = None;
+    let mut next = tokio::time::Instant::now() + PULL_REPORT_EVERY;
+    if let Some(from) = from {
+        next = next.max(from);
+    }
     loop {
-        tokio::time::sleep(PULL_REPORT_EVERY).await;
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        next = tokio::time::Instant::now() + PULL_REPORT_EVERY;
         let pull = crate::os_pull::read(root);
         if pull.is_none() || pull == last {
             continue;
@@ -508,16 +523,25 @@ impl Daemon<'_> {
                         let bound = through_all(&server, Duration::from_secs(30));
                         let applying = async {
                             tokio::task::spawn_blocking(move || control.pause()).await?;
-                            let apply = apply(self.agent, desired, &self.drift);
-                            tokio::pin!(apply);
                             // The pull of an OS image can take minutes: its progress is
                             // reported as it goes.
-                            let outcome = tokio::select! {
-                                outcome = &mut apply => outcome,
-                                () = report_pull_progress(
-                                    |doc| { let remote = &remote; async move { remote.report(&doc).await } }, &root, bound
-                                ) => unreachable!("never returns"),
+                            let (stop, stopped) = tokio::sync::watch::channel(false);
+                            let apply = async {
+                                let outcome = apply(self.agent, desired, &self.drift).await;
+                                let _ = stop.send(true);
+                                outcome
                             };
+                            let reporting = report_pull_progress(
+                                |doc| {
+                                    let remote = &remote;
+                                    async move { remote.report(&doc).await }
+                                },
+                                &root,
+                                bound,
+                                hold,
+                                stopped,
+                            );
+                            let (outcome, ()) = tokio::join!(apply, reporting);
                             Ok::<_, anyhow::Error>(outcome)
                         };
                         let outcome =
@@ -760,6 +784,9 @@ mod tests {
         };
         j.save(&root).unwrap();
         let sent: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        // The server asked for the reports in 25 s (an answer in a burst): none before.
+        let from = tokio::time::Instant::now() + Duration::from_secs(25);
         let reporter = {
             let sent = sent.clone();
             let path = dir.path().to_path_buf();
@@ -774,6 +801,8 @@ mod tests {
                     },
                     &path,
                     Duration::from_secs(30),
+                    Some(from),
+                    stopped,
                 )
                 .await
             })
@@ -791,11 +820,16 @@ mod tests {
         tick().await;
         assert!(sent.lock().unwrap().is_empty());
         crate::os_pull::sink(dir.path())(&pull(10));
-        tick().await;
+        tick().await; // 20 s: not before the time the server asked for
+        assert!(sent.lock().unwrap().is_empty());
+        tokio::time::sleep(Duration::from_secs(6)).await; // 26 s
+        assert_eq!(sent.lock().unwrap().len(), 1);
         tick().await; // unchanged: not again
         crate::os_pull::sink(dir.path())(&pull(60));
         tick().await;
-        reporter.abort();
+        // The apply ends: the reporter stops (between reports).
+        stop.send(true).unwrap();
+        reporter.await.unwrap();
         let sent = sent.lock().unwrap().clone();
         assert_eq!(sent.len(), 2, "{sent:?}");
         assert_eq!(sent[0]["osPull"]["bytesDone"], 10);

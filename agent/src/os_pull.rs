@@ -1,20 +1,18 @@
 //! An OS image pull in progress, as the node's status shows it while the agent stages: the
 //! helper's progress ([`PullProgress`]) kept in `/run/hearth/os-pull.json` (replaced atomically
-//! at each change, removed when the staging ends) and put into the status document's
-//! `progress` as `osPull` (`hearth-agent status`, and the reports to hearth-server, which the
-//! follow loop sends while the pull runs: `follow.rs`).
+//! at each change, removed when the staging ends and when the agent starts) and put into the
+//! status document's `progress` as `osPull` ([`OsPull`], the wire form: `hearth-agent status`,
+//! and the reports to hearth-server, which the follow loop sends while the pull runs:
+//! `follow.rs`).
 
 use std::path::Path;
 
-use hearth_api::AgentStatus;
+use hearth_api::{AgentStatus, OsPull, OS_PULL_KEY};
 use hearth_hostops::fs::Root;
-use hearth_hostops::os::{ProgressSink, PullProgress};
+use hearth_hostops::os::{ProgressSink, PullPhase, PullProgress};
 
 /// Where the pull in progress is kept.
 pub const OS_PULL_PATH: &str = "/run/hearth/os-pull.json";
-
-/// The key of the pull in the status document's `progress`.
-pub const OS_PULL_KEY: &str = "osPull";
 
 /// The largest pull record read back.
 const MAX_BYTES: u64 = 64 * 1024;
@@ -55,21 +53,20 @@ pub fn read(root: &Path) -> Option<PullProgress> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// The pull for people: `fetching IMAGE: 2 of 5 layers, 120.0 MiB of 300.0 MiB`.
-pub fn describe(p: &PullProgress) -> String {
-    use hearth_hostops::os::human_bytes;
-    let phase = match p.phase {
-        hearth_hostops::os::PullPhase::Fetching => "fetching",
-        hearth_hostops::os::PullPhase::Importing => "importing",
-    };
-    format!(
-        "{phase} {}: {} of {} layers, {} of {}",
-        p.image,
-        p.layers_done,
-        p.layers_total,
-        human_bytes(p.bytes_done),
-        human_bytes(p.bytes_total)
-    )
+/// The pull as the node's status has it ([`OsPull`], the wire form).
+pub fn to_wire(p: &PullProgress) -> OsPull {
+    OsPull {
+        image: p.image.clone(),
+        phase: match p.phase {
+            PullPhase::Fetching => "fetching",
+            PullPhase::Importing => "importing",
+        }
+        .into(),
+        layers_done: p.layers_done,
+        layers_total: p.layers_total,
+        bytes_done: p.bytes_done,
+        bytes_total: p.bytes_total,
+    }
 }
 
 /// Puts the pull in progress under `root` into `doc`'s progress, while the agent applies.
@@ -77,7 +74,7 @@ pub fn attach(doc: &mut AgentStatus, root: &Path) {
     let Some(serde_json::Value::Object(progress)) = doc.progress.as_mut() else {
         return;
     };
-    if let Some(pull) = read(root).and_then(|p| serde_json::to_value(p).ok()) {
+    if let Some(pull) = read(root).and_then(|p| serde_json::to_value(to_wire(&p)).ok()) {
         progress.insert(OS_PULL_KEY.into(), pull);
     }
 }
@@ -85,7 +82,6 @@ pub fn attach(doc: &mut AgentStatus, root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hearth_hostops::os::PullPhase;
 
     #[test]
     fn a_pull_is_recorded_attached_and_cleared() {

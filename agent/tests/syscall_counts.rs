@@ -103,9 +103,12 @@ fn cold_apply_fsyncs_each_directory_once_and_a_no_op_opens_each_file_once() {
 
     // Before: a stat (which opens the parent) and a read per file: 2 opens per file.
     let opens = |c: &BTreeMap<String, usize>| sum(c, &["open", "openat", "openat2"]);
-    let more = opens(&noop2) - opens(&noop);
+    // Give or take a few: the runtime's threads (more of them on a loaded machine, where the
+    // other tests of this binary run beside it) open a few files of their own.
+    let more = opens(&noop2) as i64 - opens(&noop) as i64;
+    let files = FILES as i64;
     assert!(
-        (FILES..=FILES + 5).contains(&more),
+        (files - 5..=files + 5).contains(&more),
         "no-op re-check of {FILES} more files: {more} more opens ({noop:?} / {noop2:?})"
     );
     for c in [&noop, &noop2] {

@@ -50,6 +50,10 @@ pub struct ApplyResult {
     pub name: String,
     /// `created`, `configured` or `unchanged`.
     pub action: String,
+    /// What else the apply did to it that its author may not expect (`resumed: the manifest
+    /// says paused: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A pool's target after an apply.

@@ -60,7 +60,7 @@ pub use request::{
 pub use slot::{SlotAction, SlotAnswer, SlotRequest};
 pub use status::{
     ActionFailurePolicy, ActionOutcome, ActionRun, ActionWhen, AgentStatus, BootedOs, HistoryItem,
-    NodeState,
+    NodeState, OsPull, OS_PULL_KEY,
 };
 pub use version::VersionInfo;
 pub use views::{

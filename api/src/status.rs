@@ -150,6 +150,51 @@ pub struct BootedOs {
     pub version: Option<String>,
 }
 
+/// The key of an OS image pull in progress in [`AgentStatus::progress`].
+pub const OS_PULL_KEY: &str = "osPull";
+
+/// An OS image pull in progress, in [`AgentStatus::progress`] under [`OS_PULL_KEY`] while the
+/// agent stages a container image: reported as the pull moves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OsPull {
+    /// The image, as the config names it.
+    pub image: String,
+    /// `fetching` (the layers the node lacks, into its image cache) or `importing` (them, into
+    /// the OS repository).
+    pub phase: String,
+    /// Layers done in this phase.
+    pub layers_done: u32,
+    /// Layers this phase has to do.
+    pub layers_total: u32,
+    /// Bytes done in this phase (compressed, as the registry serves them).
+    pub bytes_done: u64,
+    /// Bytes this phase has to do.
+    pub bytes_total: u64,
+}
+
+impl OsPull {
+    /// The pull in a progress document, if it has one.
+    pub fn from_progress(progress: &serde_json::Value) -> Option<OsPull> {
+        serde_json::from_value(progress.get(OS_PULL_KEY)?.clone()).ok()
+    }
+
+    /// For people: `fetching IMAGE: 1 of 2 layers, 120.0 MiB of 300.0 MiB` (not escaped: it
+    /// comes from a node, callers that print it escape it).
+    pub fn describe(&self) -> String {
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+        format!(
+            "{} {}: {} of {} layers, {} of {}",
+            self.phase,
+            self.image,
+            self.layers_done.min(self.layers_total),
+            self.layers_total,
+            mib(self.bytes_done.min(self.bytes_total)),
+            mib(self.bytes_total)
+        )
+    }
+}
+
 /// When a run-once action runs relative to its config's files (`spec.actions[].when`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ActionWhen {

@@ -183,6 +183,21 @@ fn login_apply_get_describe_label_pause() {
     let o = env.hearth(&["bootstrap-token", "infra"]);
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(err.contains("the previous one no longer works"), "{err}");
+
+    // A pool with nodes is not deleted by mistake (issue 35): the refusal says what would
+    // happen and how to go on; --force deletes it and says where its nodes went.
+    let o = env.hearth(&["delete", "mcp", "infra"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("has 1 node(s) (infra-0)") && err.contains("--force"),
+        "{err}"
+    );
+    let out = env.ok(&["delete", "mcp", "infra", "--force"]);
+    assert!(
+        out.contains("machineconfigpool/infra deleted; its 1 node(s) go to the pool"),
+        "{out}"
+    );
     drop(env.server);
 }
 

@@ -338,8 +338,10 @@ pub struct MachineConfigPool {
     pub machine_config_selector: LabelSelector,
     /// Which nodes belong to the pool.
     pub node_selector: LabelSelector,
-    /// Whether rollouts are paused.
-    pub paused: bool,
+    /// Whether rollouts are paused; `None` when the manifest does not say (a new pool is not
+    /// paused; applying a manifest that does not name the field keeps a pool's pause as it is,
+    /// as `kubectl apply` keeps a field set by `kubectl patch`).
+    pub paused: Option<bool>,
     /// How many nodes may update at once.
     pub max_unavailable: MaxUnavailable,
 }
@@ -360,7 +362,7 @@ impl MachineConfigPool {
             },
             machine_config_selector: LabelSelector::label(ROLE_LABEL, role),
             node_selector: LabelSelector::label(&format!("node-role.kubernetes.io/{role}"), ""),
-            paused: false,
+            paused: None,
             max_unavailable: MaxUnavailable::default(),
         }
     }

@@ -46,8 +46,60 @@ fn deployments(sysroot: &TestSysroot) -> Vec<String> {
         .collect()
 }
 
+/// Every hearth entry on the ESP of a deployment in `deployments` boots: its `ostree=` is a
+/// link that resolves (as ostree-prepare-root resolves it) to that deployment's directory, and
+/// the kernel and initrd it names are on the ESP. Returns the deployments checked.
+fn assert_bootable(root: &Path, deployments: &[String]) -> Vec<String> {
+    let mut checked = Vec::new();
+    for name in esp_entries(root) {
+        let Some(id) =
+            EntryName::parse(&name).and_then(|n| n.id.strip_prefix("hearth-").map(str::to_string))
+        else {
+            continue;
+        };
+        let deployment = id;
+        if !deployments.contains(&deployment) {
+            continue;
+        }
+        let text = fs::read_to_string(root.join("efi/loader/entries").join(&name)).unwrap();
+        let options = text
+            .lines()
+            .find_map(|l| l.strip_prefix("options "))
+            .unwrap();
+        let arg = options
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix("ostree="))
+            .unwrap();
+        let link = root.join(arg.trim_start_matches('/'));
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{name}: ostree={arg} is not a link"
+        );
+        let (os, rest) = deployment.rsplit_once('-').unwrap();
+        assert_eq!(
+            fs::canonicalize(&link).unwrap(),
+            fs::canonicalize(root.join(format!("ostree/deploy/{os}/deploy/{rest}"))).unwrap(),
+            "{name}: ostree={arg} does not lead to its deployment"
+        );
+        for key in ["linux ", "initrd "] {
+            let file = text.lines().find_map(|l| l.strip_prefix(key)).unwrap();
+            assert!(
+                root.join("efi")
+                    .join(file.trim_start_matches('/'))
+                    .is_file(),
+                "{name}: {key}{file} is not on the ESP"
+            );
+        }
+        checked.push(deployment);
+    }
+    checked
+}
+
 fn id(deployment: &str) -> DeploymentId {
-    let (os, rest) = deployment.split_once('-').unwrap();
+    let (os, rest) = deployment.rsplit_once('-').unwrap();
     let (checksum, serial) = rest.rsplit_once('.').unwrap();
     DeploymentId {
         osname: os.into(),
@@ -123,6 +175,7 @@ fn ostree_entries_reach_the_esp_with_counters_that_survive_rewrites() {
     ];
     expected.sort();
     assert_eq!(esp_entries(&root), expected);
+    assert_eq!(assert_bootable(&root, &both).len(), 2);
     let version = |name: &str| -> u32 {
         fs::read_to_string(entries.join(name))
             .unwrap()
@@ -149,11 +202,12 @@ fn ostree_entries_reach_the_esp_with_counters_that_survive_rewrites() {
     assert!(c.exhausted() && c.done == 3, "{c:?}");
     assert_eq!(bootcount::counter(&root, &cfg, &id(&v1[0])).unwrap(), None);
 
-    // The agent drops v2: its entry goes, and the files only it named.
+    // The agent drops v2 (ostree writes its next boot version): the sync follows.
     sysroot.admin(&["undeploy", "0"]).unwrap();
     let report = bootcount::sync(&root, &cfg).unwrap();
     assert_eq!(report.removed, [format!("hearth-{v2}+0-3.conf")]);
     assert_eq!(esp_entries(&root), [format!("hearth-{}.conf", v1[0])]);
+    assert_eq!(assert_bootable(&root, &v1), v1);
     sysroot.remove().unwrap();
 }
 
@@ -184,6 +238,8 @@ fn a_power_loss_mid_sync_and_hostile_entries_leave_a_bootable_esp() {
     expected.push("windows.conf".into());
     expected.sort();
     assert_eq!(esp_entries(&root), expected);
+    let deployed = deployments(&sysroot);
+    assert_eq!(assert_bootable(&root, &deployed), deployed);
 
     // An ostree entry that names a file outside /boot: refused with the entry and the field,
     // the ESP unchanged.
@@ -214,6 +270,7 @@ fn a_power_loss_mid_sync_and_hostile_entries_leave_a_bootable_esp() {
         "{e}"
     );
     assert_eq!(esp_entries(&root), expected);
+    assert_eq!(assert_bootable(&root, &deployed), deployed);
     for name in &before {
         assert!(EntryName::parse(name).is_some());
     }

@@ -141,7 +141,7 @@ impl PoolRecord {
             spec: PoolSpec {
                 machine_config_selector: p.machine_config_selector.clone(),
                 node_selector: p.node_selector.clone(),
-                paused: p.paused,
+                paused: p.paused.unwrap_or(false),
                 max_unavailable: p.max_unavailable,
             },
             builtin,
@@ -156,7 +156,7 @@ impl PoolRecord {
             metadata: self.metadata.clone(),
             machine_config_selector: self.spec.machine_config_selector.clone(),
             node_selector: self.spec.node_selector.clone(),
-            paused: self.spec.paused,
+            paused: Some(self.spec.paused),
             max_unavailable: self.spec.max_unavailable,
         }
     }

@@ -294,7 +294,7 @@ pub fn summary_progress(json: &str) -> Box<str> {
         ("step", number("step")),
         ("total", number("total")),
         ("phase", text("phase", 48)),
-        ("osPull", os_pull(&v)),
+        (hearth_api::OS_PULL_KEY, os_pull(&v)),
         ("failure", text("failure", 160)),
     ];
     loop {
@@ -310,22 +310,13 @@ pub fn summary_progress(json: &str) -> Box<str> {
     }
 }
 
-/// An OS image pull in progress (`osPull`, as the agent reports it), its image cut short: what
-/// a list shows of it.
+/// An OS image pull in progress ([`hearth_api::OsPull`]), its image cut short: what a list
+/// shows of it.
 fn os_pull(progress: &serde_json::Value) -> Option<serde_json::Value> {
-    let pull = progress.get("osPull")?;
-    let mut kept = serde_json::Map::new();
-    for key in ["layersDone", "layersTotal", "bytesDone", "bytesTotal"] {
-        if let Some(n) = pull.get(key).and_then(serde_json::Value::as_u64) {
-            kept.insert(key.into(), n.into());
-        }
-    }
-    for (key, max) in [("phase", 16), ("image", 120)] {
-        if let Some(s) = pull.get(key).and_then(serde_json::Value::as_str) {
-            kept.insert(key.into(), crate::bounds::cut(s, max).into());
-        }
-    }
-    Some(kept.into())
+    let mut pull = hearth_api::OsPull::from_progress(progress)?;
+    pull.phase = crate::bounds::cut(&pull.phase, 16);
+    pull.image = crate::bounds::cut(&pull.image, 120);
+    serde_json::to_value(pull).ok()
 }
 
 /// What [`Report::from_json`] decodes of a report: the summary's fields of an [`AgentStatus`]

@@ -243,6 +243,21 @@ fn vm_agent_os_update_from_the_registry_and_a_kernel_that_never_boots() {
     });
     let verdict = vm.exec_ok("cat /run/hearth/boot-verdict").unwrap();
     assert_eq!(verdict, "good\n");
+    // In this boot, systemd-bless-boot ran after hearth's gate (which waited for the verdict).
+    let times = vm
+        .exec_ok(
+            "systemctl show -p ActiveEnterTimestampMonotonic --value \
+             hearth-boot-complete.service systemd-bless-boot.service",
+        )
+        .unwrap();
+    let times: Vec<u64> = times
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(
+        times.len() == 2 && times[0] > 0 && times[0] <= times[1],
+        "gate, then bless: {times:?}"
+    );
 
     // 2. v3: its kernel never reaches the root.
     let served_before = registry.blobs_served().len();
@@ -275,7 +290,25 @@ fn vm_agent_os_update_from_the_registry_and_a_kernel_that_never_boots() {
     );
     assert!(served.contains(v3_layers.last().unwrap()), "{served:?}");
     assert_eq!(after.failed_boots.len(), 3, "{:?}", after.failed_boots);
+    // systemd-boot's counting, as the ESP showed it after each try: v3's entry went from +3 to
+    // +2-1, +1-2, +0-3; v2's has no counter.
+    for (i, failed) in after.failed_boots.iter().enumerate() {
+        let counters: Vec<(u32, u32)> = failed.esp.iter().filter_map(|e| e.counter()).collect();
+        let tries = i as u32 + 1;
+        assert_eq!(
+            counters,
+            [(3 - tries, tries)],
+            "after try {tries}: {:?}",
+            failed.esp
+        );
+        assert!(
+            failed.esp.iter().any(|e| e.file == second.entry),
+            "{:?}",
+            failed.esp
+        );
+    }
     let v3_root = after.failed_boots[0]
+        .cmdline
         .split_whitespace()
         .find(|a| a.starts_with("ostree="))
         .unwrap()
@@ -287,7 +320,7 @@ fn vm_agent_os_update_from_the_registry_and_a_kernel_that_never_boots() {
     assert!(after
         .failed_boots
         .iter()
-        .all(|c| has_arg(c, &v3_root) && c.contains("panic=1")));
+        .all(|f| has_arg(&f.cmdline, &v3_root) && f.cmdline.contains("panic=1")));
     assert_eq!(
         after.entry, second.entry,
         "systemd-boot did not go back to v2"

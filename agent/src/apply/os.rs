@@ -20,6 +20,10 @@ const BOOT_CHECK: &str = "check the boot into the new deployment";
 /// The unit that finalizes a staged ostree deployment at shutdown.
 pub const FINALIZE_UNIT: &str = "ostree-finalize-staged.service";
 
+/// The unit that puts ostree's boot entries on the ESP at boot and at shutdown (boot counting;
+/// `units/hearth-boot-entries.service`).
+pub const BOOT_ENTRIES_UNIT: &str = "hearth-boot-entries.service";
+
 pub(super) fn is_os_action(a: &Action) -> bool {
     matches!(
         a,
@@ -179,6 +183,18 @@ impl Agent {
         };
         // Pulling an image can take long: the watchdog is fed meanwhile.
         let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
+        // With boot counting the ESP follows ostree before a new deployment (libostree's
+        // clean-up after the staging removes the boot version the ESP's entries name when it
+        // lags behind).
+        if let Err(why) = self.sync_boot_entries() {
+            return Err(failed(
+                BOOT_ENTRIES_UNIT,
+                &format_args!(
+                    "{why}; nothing was staged (with boot counting the ESP must follow ostree \
+                     before a new deployment: see `journalctl -u {BOOT_ENTRIES_UNIT}`)"
+                ),
+            ));
+        }
         // A container image's pull shows in the node's status while it runs (a pull a crash
         // interrupted does not).
         crate::os_pull::clear(&self.root);
@@ -205,6 +221,13 @@ impl Agent {
                 }
             }
         }
+        if let Err(why) = self.prepare_boot_counting(&staged).await {
+            self.cancel_pending_os().await;
+            return Err(failed(
+                BOOT_ENTRIES_UNIT,
+                &format_args!("the deployment was staged, but {why}, so it was dropped again"),
+            ));
+        }
         for skipped in &staged.skipped_deletes {
             tracing::warn!(
                 karg = %skipped.argument,
@@ -226,6 +249,40 @@ impl Agent {
         })
     }
 
+    /// On hosts with boot counting, after staging: the new deployment gets fresh tries (never
+    /// the used-up counter of an earlier deployment of the same name); a deployment written
+    /// now (external mode) reaches the ESP now; one finalized at shutdown reaches it through
+    /// [`BOOT_ENTRIES_UNIT`]'s stop action, so that unit must be active (systemd runs the stop
+    /// action of active units only). Why not, if it cannot be so.
+    async fn prepare_boot_counting(
+        &self,
+        staged: &hearth_hostops::os::StagedDeployment,
+    ) -> Result<(), String> {
+        let Some(counting) = OsConfig::load(&self.root_path)
+            .ok()
+            .and_then(|c| c.boot_counting)
+        else {
+            return Ok(());
+        };
+        let removed = bootcount::forget(&self.root_path, &counting, &staged.deployment.id)
+            .map_err(|e| format!("its old boot entries cannot be removed from the ESP: {e}"))?;
+        if !removed.is_empty() {
+            tracing::info!(?removed, "old boot entries of the new deployment removed");
+        }
+        if staged.finalization != hearth_hostops::os::Finalization::AtShutdown {
+            return self.sync_boot_entries();
+        }
+        if let Units::Online(sd) = &self.units {
+            sd.start(BOOT_ENTRIES_UNIT).await.map_err(|e| {
+                format!(
+                    "{BOOT_ENTRIES_UNIT} (which puts its boot entry on the ESP at shutdown) \
+                     cannot be started: {e}"
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Records the verdict on this boot for `hearth-boot-complete.service` (a host whose
     /// systemd the agent talks to; an offline root has no boot).
     pub(super) fn record_boot_verdict(&self, verdict: &Verdict) {
@@ -237,14 +294,27 @@ impl Agent {
     /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
     /// again. Failures are logged: the caller is already on a failure path.
     pub(super) async fn cancel_pending_os(&self) {
-        match self.os.status().await {
-            Ok(status) if status.pending.is_some() => match self.os.rollback().await {
-                Ok(outcome) => tracing::info!(?outcome, "pending OS deployment dropped"),
-                Err(e) => tracing::warn!(error = %e, "cannot drop the pending OS deployment"),
-            },
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the OS deployments"),
+        if let Err(e) = self.drop_pending_os().await {
+            tracing::warn!(error = %e, "cannot drop the pending OS deployment");
         }
+    }
+
+    /// [`Agent::cancel_pending_os`], saying whether a deployment was dropped, or why it (or
+    /// the ESP's entries after it, with boot counting) could not be.
+    async fn drop_pending_os(&self) -> Result<bool, String> {
+        let status = self
+            .os
+            .status()
+            .await
+            .map_err(|e| format!("the OS deployments cannot be read: {e}"))?;
+        if status.pending.is_none() {
+            return Ok(false);
+        }
+        let outcome = self.os.rollback().await.map_err(|e| e.to_string())?;
+        tracing::info!(?outcome, "pending OS deployment dropped");
+        self.sync_boot_entries()
+            .map_err(|e| format!("it was dropped, but {e}"))?;
+        Ok(true)
     }
 
     /// Waits for systemd to finish booting and judges the boot (see
@@ -372,18 +442,24 @@ impl Agent {
     }
 
     /// Puts ostree's boot entries on the ESP again after the agent changed the deployments
-    /// (hosts with boot counting; `hearth-boot-entries.service` does it at every shutdown too).
-    /// Failures are logged.
-    pub(super) fn sync_boot_entries(&self) {
+    /// (hosts with boot counting; [`BOOT_ENTRIES_UNIT`] does it at every boot and shutdown
+    /// too). Why not, if it failed (logged too).
+    pub(super) fn sync_boot_entries(&self) -> Result<(), String> {
         let Some(counting) = OsConfig::load(&self.root_path)
             .ok()
             .and_then(|c| c.boot_counting)
         else {
-            return;
+            return Ok(());
         };
         match bootcount::sync(&self.root_path, &counting) {
-            Ok(report) => tracing::info!(?report, "boot entries synced to the ESP"),
-            Err(e) => tracing::warn!(error = %e, "cannot sync the boot entries to the ESP"),
+            Ok(report) => {
+                tracing::info!(?report, "boot entries synced to the ESP");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot sync the boot entries to the ESP");
+                Err(format!("the ESP's boot entries cannot be updated: {e}"))
+            }
         }
     }
 
@@ -405,14 +481,26 @@ impl Agent {
             // Not what was staged (the boot loader fell back, or the deployment was never
             // finalized): report it, and make sure the next boot does not surprise anyone.
             let fell_back = self.boot_loader_fell_back(&os.expect);
-            self.cancel_pending_os().await;
-            self.sync_boot_entries();
+            let booted_new = match (self.os.status().await, &os.expect.deployment) {
+                (Ok(s), Some(d)) => s.booted.id == *d,
+                _ => false,
+            };
+            let dropped = self.drop_pending_os().await;
             let reason = match fell_back {
                 Some(why) => format!(
                     "after the reboot the host does not run the OS change of {} ({}): {why}; \
-                     the deployment was dropped, and {} is not staged again until a new config \
-                     or a forced retry (`hearth node force`, or {FORCE_FILE}) asks for it",
-                    desired.name, os.change, desired.name
+                     {}, and {} is not staged again until a new config or a forced retry \
+                     (`hearth node force`, or {FORCE_FILE}) asks for it",
+                    desired.name,
+                    os.change,
+                    match &dropped {
+                        Ok(_) => "the deployment was dropped".to_string(),
+                        Err(e) => format!(
+                            "dropping the deployment failed ({e}); the boot loader does not try \
+                             it again (no try left)"
+                        ),
+                    },
+                    desired.name
                 ),
                 None => format!(
                     "after the reboot the host does not run the OS change of {} ({}): {}",
@@ -422,6 +510,10 @@ impl Agent {
                 ),
             };
             tracing::error!(%reason, "OS verification failed");
+            // The new deployment booted, but not as staged (its kernel arguments): not good.
+            if booted_new {
+                self.record_boot_verdict(&Verdict::Bad(reason.clone()));
+            }
             return self.end_failed_os(j, desired, reason).map(Some);
         }
         self.note_booted_os(j, true).await;
@@ -453,7 +545,10 @@ impl Agent {
         match self.os.rollback().await {
             Ok(outcome) => {
                 tracing::warn!(?outcome, "rolled back to the previous deployment");
-                self.sync_boot_entries();
+                // Logged when it fails: the rollback's reboot goes on either way (without the
+                // sync, systemd-boot may start the new deployment once more, which then uses
+                // up a try: the boot loader goes back to the previous one after the last).
+                let _ = self.sync_boot_entries();
             }
             Err(e) => {
                 let reason = format!("{why}; the automatic rollback failed: {e}");

@@ -80,8 +80,13 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
     print_diagnostics(&out.warnings);
     let suffix = if a.dry_run { " (dry run)" } else { "" };
     for r in &out.results {
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!(" ({})", escape(n)))
+            .unwrap_or_default();
         crate::outln!(
-            "{}/{} {}{suffix}",
+            "{}/{} {}{note}{suffix}",
             escape(&r.kind).to_ascii_lowercase(),
             escape(&r.name),
             escape(&r.action)
@@ -131,6 +136,10 @@ pub struct DeleteArgs {
     /// The objects.
     #[arg(required = true)]
     names: Vec<String>,
+    /// Delete a pool even though nodes are in it (they go to the pool their labels select
+    /// without it; its bootstrap token stops working).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     conn: Conn,
 }
@@ -138,9 +147,13 @@ pub struct DeleteArgs {
 /// `hearth delete`.
 pub fn delete(a: &DeleteArgs) -> anyhow::Result<()> {
     let c = Client::new(&a.conn)?;
+    let query = if a.force { "?force=true" } else { "" };
     for name in &a.names {
-        let out: DeleteAnswer =
-            c.delete_as(&format!("/api/v1/{}/{}", kind_path(a.kind), enc(name)))?;
+        let out: DeleteAnswer = c.delete_as(&format!(
+            "/api/v1/{}/{}{query}",
+            kind_path(a.kind),
+            enc(name)
+        ))?;
         crate::outln!("{}/{name} {}", kind_name(a.kind), escape(&out.action));
     }
     Ok(())

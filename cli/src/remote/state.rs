@@ -58,38 +58,14 @@ pub fn progress(st: &NodeStatus) -> Option<String> {
     if let Some(f) = p.get("failure").and_then(Value::as_str) {
         out.push_str(&format!(" (undoing: {})", escape(f)));
     }
-    if let Some(pull) = p.get("osPull").and_then(os_pull) {
-        out.push_str(&format!(", {pull}"));
+    if let Some(pull) = st
+        .progress
+        .as_ref()
+        .and_then(hearth_api::OsPull::from_progress)
+    {
+        out.push_str(&format!(", {}", escape(&pull.describe())));
     }
     Some(out)
-}
-
-/// An OS image pull in progress (`progress.osPull`, hostops' `PullProgress` as the agent
-/// reports it): `fetching IMAGE: 2 of 5 layers, 120.0 MiB of 300.0 MiB`. Escaped.
-fn os_pull(pull: &Value) -> Option<String> {
-    let n = |k: &str| pull.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let phase = match pull.get("phase").and_then(Value::as_str)? {
-        "fetching" => "fetching",
-        "importing" => "importing",
-        _ => "pulling",
-    };
-    let image = pull
-        .get("image")
-        .and_then(Value::as_str)
-        .unwrap_or("the OS image");
-    Some(format!(
-        "{phase} {}: {} of {} layers, {} of {}",
-        escape(image),
-        n("layersDone").min(n("layersTotal")),
-        n("layersTotal"),
-        mib(n("bytesDone").min(n("bytesTotal"))),
-        mib(n("bytesTotal"))
-    ))
-}
-
-/// Bytes in MiB with one decimal.
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 #[cfg(test)]

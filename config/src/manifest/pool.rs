@@ -180,7 +180,7 @@ impl Reader<'_> {
                 metadata,
                 machine_config_selector,
                 node_selector,
-                paused: wire.paused.unwrap_or(false),
+                paused: wire.paused,
                 max_unavailable,
             },
             origin,

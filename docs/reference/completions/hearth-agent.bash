@@ -19,6 +19,12 @@ _hearth__agent() {
             hearth__agent,apply)
                 cmd="hearth__agent__subcmd__apply"
                 ;;
+            hearth__agent,boot-complete)
+                cmd="hearth__agent__subcmd__boot__subcmd__complete"
+                ;;
+            hearth__agent,boot-entries)
+                cmd="hearth__agent__subcmd__boot__subcmd__entries"
+                ;;
             hearth__agent,help)
                 cmd="hearth__agent__subcmd__help"
                 ;;
@@ -30,6 +36,12 @@ _hearth__agent() {
                 ;;
             hearth__agent__subcmd__help,apply)
                 cmd="hearth__agent__subcmd__help__subcmd__apply"
+                ;;
+            hearth__agent__subcmd__help,boot-complete)
+                cmd="hearth__agent__subcmd__help__subcmd__boot__subcmd__complete"
+                ;;
+            hearth__agent__subcmd__help,boot-entries)
+                cmd="hearth__agent__subcmd__help__subcmd__boot__subcmd__entries"
                 ;;
             hearth__agent__subcmd__help,help)
                 cmd="hearth__agent__subcmd__help__subcmd__help"
@@ -47,7 +59,7 @@ _hearth__agent() {
 
     case "${cmd}" in
         hearth__agent)
-            opts="-h -V --help --version apply run status help"
+            opts="-h -V --help --version apply run status boot-entries boot-complete help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -98,8 +110,44 @@ _hearth__agent() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        hearth__subcmd__agent__subcmd__boot__subcmd__complete)
+            opts="-h --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__agent__subcmd__boot__subcmd__entries)
+            opts="-h --root --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         hearth__subcmd__agent__subcmd__help)
-            opts="apply run status help"
+            opts="apply run status boot-entries boot-complete help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -113,6 +161,34 @@ _hearth__agent() {
             return 0
             ;;
         hearth__subcmd__agent__subcmd__help__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__agent__subcmd__help__subcmd__boot__subcmd__complete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        hearth__subcmd__agent__subcmd__help__subcmd__boot__subcmd__entries)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

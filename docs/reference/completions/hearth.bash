@@ -369,7 +369,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__delete)
-            opts="-h --server --ca --token --client-cert --client-key --help mc mcp node"
+            opts="-h --force --server --ca --token --client-cert --client-key --help mc mcp node"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

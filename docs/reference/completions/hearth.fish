@@ -110,6 +110,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand delete" -l ca -d 'The serv
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l client-cert -d 'An admin client certificate (PEM, from `hearth-server issue-admin-cert`) instead of a token; default `$HEARTH_CLIENT_CERT` or the login file. Needs --client-key' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -l client-key -d 'The client certificate\'s key (PEM); default `$HEARTH_CLIENT_KEY` or the login file' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand delete" -l force -d 'Delete a pool even though nodes are in it (they go to the pool their labels select without it; its bootstrap token stops working)'
 complete -c hearth -n "__fish_hearth_using_subcommand delete" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand label" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F

@@ -16,7 +16,11 @@ impl Session {
         let osname = self.booted.osname();
         let write = |list: Vec<lo::Deployment>, what: &str| -> Result<(), OsError> {
             self.sysroot
-                .write_deployments(&list, none())
+                .write_deployments_with_options(
+                    &list,
+                    &crate::session::keep_old_boot_version(),
+                    none(),
+                )
                 .map_err(|e| OsError::ostree(what.to_string(), e))?;
             self.reload()
         };

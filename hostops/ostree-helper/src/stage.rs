@@ -171,7 +171,11 @@ impl Session {
                 }
             }
             self.sysroot
-                .write_deployments(&list, none())
+                .write_deployments_with_options(
+                    &list,
+                    &crate::session::keep_old_boot_version(),
+                    none(),
+                )
                 .map_err(|e| OsError::ostree(format!("writing the deployments after {what}"), e))?;
             (Self::id(&new), Finalization::Written)
         };

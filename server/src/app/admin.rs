@@ -149,10 +149,10 @@ impl<S: Store> App<S> {
     }
 
     /// Deletes a pool (a built-in pool goes back to its built-in definition).
-    pub async fn delete_pool(&self, name: &str) -> Result<String, ApiError> {
+    pub async fn delete_pool(&self, name: &str, force: bool) -> Result<String, ApiError> {
         let _turn = self.admin_turn().await;
-        let what = self.delete_pool_record(name).await?;
-        if what == "deleted" {
+        let what = self.delete_pool_record(name, force).await?;
+        if what.starts_with("deleted") {
             // Its bootstrap token went with it: so does the token's file.
             if let Some(dir) = &self.options.token_dir {
                 let _ = std::fs::remove_file(dir.join(format!("{name}.token")));
@@ -161,7 +161,7 @@ impl<S: Store> App<S> {
         Ok(what)
     }
 
-    async fn delete_pool_record(&self, name: &str) -> Result<String, ApiError> {
+    async fn delete_pool_record(&self, name: &str, force: bool) -> Result<String, ApiError> {
         self.mutate(Scope::Full, false, |fleet, t| {
             let Some(existing) = fleet.pools.get(name).map(|p| p.value.clone()) else {
                 return Err(ApiError::not_found(format!(
@@ -177,8 +177,34 @@ impl<S: Store> App<S> {
                 let mut b = PoolRecord::builtin(name, existing.created_at);
                 b.status = existing.status.clone();
                 put(&mut fleet.pools, name, b);
-                "reset to its built-in definition"
+                "reset to its built-in definition".to_string()
             } else {
+                let mut members: Vec<&str> = fleet
+                    .nodes
+                    .iter()
+                    .filter(|(_, n)| n.value.pool.as_deref() == Some(name))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                members.sort_unstable();
+                let count = members.len();
+                if count > 0 && !force {
+                    let shown: Vec<&str> = members.iter().take(5).copied().collect();
+                    let more = if count > shown.len() {
+                        format!(" and {} more", count - shown.len())
+                    } else {
+                        String::new()
+                    };
+                    return Err(ApiError::conflict(format!(
+                        "MachineConfigPool {name} has {count} node(s) ({}{more}): deleting it \
+                         moves them to the pool their labels select without it (which rolls \
+                         that pool's config out to them), and its bootstrap token stops \
+                         working for good (re-creating the pool does not bring it back: \
+                         `hearth bootstrap-token {name}` makes a new one). Move the nodes \
+                         first (`hearth label node NODE KEY-`), or delete it anyway with \
+                         --force",
+                        shown.join(", ")
+                    )));
+                }
                 fleet.pools.remove(name);
                 fleet.tokens.remove(&bootstrap_token_name(name));
                 // And the first-boot tokens of its nodes-to-be.
@@ -193,15 +219,22 @@ impl<S: Store> App<S> {
                 for k in spent {
                     fleet.tokens.remove(&k);
                 }
-                "deleted"
+                if count > 0 {
+                    format!(
+                        "deleted; its {count} node(s) go to the pool their labels select \
+                         without it; its bootstrap token no longer works"
+                    )
+                } else {
+                    "deleted; its bootstrap token no longer works".to_string()
+                }
             };
             fleet.record_events(vec![EventRecord::normal(
                 t,
                 meta_object("MachineConfigPool", name),
                 "Deleted",
-                what.into(),
+                what.clone(),
             )]);
-            Ok(what.to_string())
+            Ok(what)
         })
         .await
     }

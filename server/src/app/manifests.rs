@@ -74,11 +74,16 @@ pub(crate) fn apply_manifests(
 ) -> Vec<ApplyResult> {
     let mut results = Vec::new();
     let mut events = Vec::new();
-    let mut record = |kind: &str, name: &str, action: &str, events: &mut Vec<EventRecord>| {
+    let mut record = |kind: &str,
+                      name: &str,
+                      action: &str,
+                      note: Option<&str>,
+                      events: &mut Vec<EventRecord>| {
         results.push(ApplyResult {
             kind: kind.into(),
             name: name.into(),
             action: action.into(),
+            note: note.map(Into::into),
         });
         if action != "unchanged" {
             events.push(EventRecord::normal(
@@ -116,7 +121,7 @@ pub(crate) fn apply_manifests(
         if action != "unchanged" {
             put(&mut fleet.mcs, mc.name(), new);
         }
-        record("MachineConfig", mc.name(), action, &mut events);
+        record("MachineConfig", mc.name(), action, None, &mut events);
     }
     for s in &m.pools {
         let p = &s.item;
@@ -125,7 +130,16 @@ pub(crate) fn apply_manifests(
         if let Some(e) = &existing {
             new.created_at = e.created_at;
             new.status = e.status.clone();
+            // Pools are paused and resumed with `hearth pause`/`resume`: a manifest that does
+            // not name `paused` keeps the pool's pause, one that does sets it.
+            if p.paused.is_none() {
+                new.spec.paused = e.spec.paused;
+            }
         }
+        let flipped = existing
+            .as_ref()
+            .filter(|e| e.spec.paused != new.spec.paused)
+            .map(|_| new.spec.paused);
         let action = match &existing {
             Some(e) if e.metadata == new.metadata && e.spec == new.spec && !e.builtin => {
                 "unchanged"
@@ -136,7 +150,34 @@ pub(crate) fn apply_manifests(
         if action != "unchanged" {
             put(&mut fleet.pools, p.name(), new);
         }
-        record("MachineConfigPool", p.name(), action, &mut events);
+        let flip = flipped.map(|paused| {
+            if paused {
+                ("Paused", "paused: the manifest says paused: true")
+            } else {
+                (
+                    "Resumed",
+                    "resumed: the manifest says paused: false; its held changes roll out",
+                )
+            }
+        });
+        record(
+            "MachineConfigPool",
+            p.name(),
+            action,
+            flip.map(|f| f.1),
+            &mut events,
+        );
+        if let Some((reason, note)) = flip {
+            events.push(EventRecord::normal(
+                t,
+                meta_object("MachineConfigPool", p.name()),
+                reason,
+                match by {
+                    Some(who) => format!("rollouts {note} (apply by admin {who})"),
+                    None => format!("rollouts {note} (apply)"),
+                },
+            ));
+        }
     }
     for s in &m.nodes {
         let n = &s.item.metadata;
@@ -160,7 +201,7 @@ pub(crate) fn apply_manifests(
                 "created"
             }
         };
-        record("Node", &n.name, action, &mut events);
+        record("Node", &n.name, action, None, &mut events);
     }
     if !m.policies.is_empty() {
         let policies = m.disruption_policies();
@@ -179,7 +220,13 @@ pub(crate) fn apply_manifests(
                 },
             );
         }
-        record("MachineConfiguration", POLICIES_NAME, action, &mut events);
+        record(
+            "MachineConfiguration",
+            POLICIES_NAME,
+            action,
+            None,
+            &mut events,
+        );
     }
     fleet.record_events(events);
     results

@@ -151,12 +151,20 @@ pub(super) async fn get_pool<S: Store>(
         .ok_or_else(|| ApiError::not_found(format!("MachineConfigPool {name:?} not found")))
 }
 
+#[derive(Debug, Deserialize)]
+pub(super) struct DeletePoolQuery {
+    /// Delete a pool that has nodes.
+    #[serde(default)]
+    force: bool,
+}
+
 pub(super) async fn delete_pool<S: Store>(
     State(app): AppState<S>,
     _: Admin,
     Path(name): Path<String>,
+    Query(q): Query<DeletePoolQuery>,
 ) -> Result<Json<DeleteAnswer>, ApiError> {
-    let what = app.delete_pool(&name).await?;
+    let what = app.delete_pool(&name, q.force).await?;
     Ok(Json(DeleteAnswer {
         kind: "MachineConfigPool".into(),
         name,

@@ -296,10 +296,28 @@ async fn deleting_objects() {
             .status,
         StatusCode::NOT_FOUND
     );
-    // A custom pool goes; its nodes fall back to worker.
+    // A custom pool with a node is not deleted by mistake: the refusal names the node, what
+    // would happen to it and to the bootstrap token, and what to do.
+    let a = api.delete("/api/v1/pools/infra").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    let msg = a.json["message"].as_str().unwrap_or(&a.text).to_string();
+    for part in [
+        "has 1 node(s) (infra-0)",
+        "the pool their labels select without it",
+        "bootstrap token stops working",
+        "hearth bootstrap-token infra",
+        "--force",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing: {msg}");
+    }
+    assert_eq!(api.get("/api/v1/pools/infra").await.status, StatusCode::OK);
+    // Forced, it goes; its nodes fall back to worker, and the answer says so.
+    let a = api.delete("/api/v1/pools/infra?force=true").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     assert_eq!(
-        api.delete("/api/v1/pools/infra").await.status,
-        StatusCode::OK
+        a.json["action"],
+        "deleted; its 1 node(s) go to the pool their labels select without it; its bootstrap \
+         token no longer works"
     );
     assert_eq!(
         api.get("/api/v1/nodes/infra-0").await.json["status"]["pool"],

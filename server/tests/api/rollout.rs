@@ -133,6 +133,80 @@ async fn status_reports_drive_nodes_and_pool_counts() {
     s.shutdown().await;
 }
 
+/// The GitOps habit: `hearth pause`, then `hearth apply` of a directory that holds the pool's
+/// manifest (without `paused`) and a changed MachineConfig. The pause stays (as `kubectl
+/// apply` keeps a field set by `kubectl patch`) and the change is held; a manifest that says
+/// `paused: false` resumes the pool, and the apply's answer and an event say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applying_a_pool_manifest_keeps_a_pause_it_does_not_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    let pool_yaml = |paused: &str| {
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n{paused}  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/worker: \"\"\n"
+        )
+    };
+    let apply = |mc: &str, paused: &str| {
+        vec![
+            ("pool.yaml".to_string(), pool_yaml(paused)),
+            ("mc.yaml".to_string(), worker_mc("10-a", mc)),
+        ]
+    };
+    api.apply(&apply("one", "")).await;
+    let token = bootstrap_token(&s, "worker");
+    let node = api.enroll(&token, "w0", json!({})).await;
+    let first = node.desired_name().await.unwrap();
+    node.report("Done", Some(&first), Some(&first), None).await;
+    let a = api.post("/api/v1/pools/worker/pause", &json!({})).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+
+    // The directory again, with a changed MachineConfig: still paused, nothing rolls out.
+    let a = api.apply(&apply("two", "")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let results = a.json["results"].as_array().unwrap().clone();
+    assert!(
+        results.iter().all(|r| r.get("note").is_none()),
+        "{results:?}"
+    );
+    assert_eq!(pool(&api, "worker").await["spec"]["paused"], true);
+    assert_eq!(node.desired_name().await, Some(first.clone()));
+    let events = api.events("MachineConfigPool/worker").await;
+    assert!(
+        !events.iter().any(|(reason, _)| reason == "Resumed"),
+        "{events:?}"
+    );
+
+    // `paused: false` in the manifest resumes it, and says so.
+    let a = api.apply(&apply("two", "  paused: false\n")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let pool_result = a.json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "MachineConfigPool")
+        .unwrap()
+        .clone();
+    assert_eq!(pool_result["action"], "configured");
+    assert!(
+        pool_result["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("resumed: the manifest says paused: false"),
+        "{pool_result}"
+    );
+    assert_eq!(pool(&api, "worker").await["spec"]["paused"], false);
+    let events = api.events("MachineConfigPool/worker").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, msg)| reason == "Resumed" && msg.contains("apply")),
+        "{events:?}"
+    );
+    assert_ne!(node.desired_name().await, Some(first));
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_move_nodes_between_pools() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tracing::info;
 
+use super::entries::read_esp_entries;
 use super::guest::GUEST_SCRIPT;
-use super::vm::{Vm, VmBoot, LOG_TAIL_LINES, OVMF_CODE};
+use super::vm::{FailedBoot, Vm, VmBoot, LOG_TAIL_LINES, OVMF_CODE};
 use crate::util;
 
 /// What the kernel prints on the console when the guest reboots (as opposed to powering off).
@@ -111,7 +112,8 @@ impl Vm {
                         .find_map(|l| l.split_once("Command line: ").map(|(_, c)| c.trim()))
                         .unwrap_or("(no kernel command line on the console)")
                         .to_string();
-                    failed.push(cmdline);
+                    let esp = read_esp_entries(&self.disk, self.image.esp_offset)?;
+                    failed.push(FailedBoot { cmdline, esp });
                     if failed.len() as u32 > allowed_failures {
                         bail!(
                             "boot {n} reset the machine before the guest script ran ({} \
@@ -124,7 +126,7 @@ impl Vm {
                     info!(
                         boot = n,
                         try_ = failed.len(),
-                        cmdline = %failed.last().map(String::as_str).unwrap_or_default(),
+                        cmdline = %failed.last().map(|f| f.cmdline.as_str()).unwrap_or_default(),
                         "the boot reset the machine before the guest script ran: starting it again"
                     );
                 }

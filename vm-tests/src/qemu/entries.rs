@@ -1,7 +1,8 @@
 //! The boot loader entries on a VM disk's ESP (`/loader/entries/*.conf`, what systemd-boot
-//! reads), read from the host with mtools at the ESP's offset: no mount, no loop device. Read
-//! them while QEMU is stopped (between the boots of [`Vm::wait_for_reboot`](super::Vm)) for
-//! what the firmware really saw.
+//! reads), read from the host with mtools at the ESP's offset: no mount, no loop device; the
+//! harness reads them while QEMU is stopped, between boots, for what the firmware really saw.
+//! The counter in a file name is read as systemd's Automatic Boot Assessment names it
+//! (`NAME+LEFT[-DONE].conf`), independently of hearth's own reading of it.
 
 use std::path::Path;
 use std::process::Command;

@@ -29,7 +29,8 @@
 //!   cannot read: hearth's boot entry sync puts them on the ESP (the tests install it with
 //!   the agent). A reboot inside makes QEMU exit (`-no-reboot`); the harness starts it again
 //!   on the same disk and variables, and counts boots that reset the machine before the guest
-//!   script ran ([`Vm::wait_for_reboot_with_failed_boots`]).
+//!   script ran ([`Vm::wait_for_reboot_with_failed_boots`]), reading the ESP's entries from the
+//!   host after each ([`FailedBoot`]: the boot counters as systemd-boot left them).
 //! - The guest talks to the harness through a 9p share (`-virtfs ...,mount_tag=hearth`),
 //!   mounted at `/run/hearth-test` by the image's `hearth-share.service`. `hearth-guest.service`
 //!   runs `/run/hearth-test/guest.sh`, which the harness writes before every boot: it reports the
@@ -56,7 +57,7 @@
 //! - `workspace.rs`: binaries of this workspace for the guest ([`workspace_binary`])
 //!
 //! Imports run one way: `boot`, `guest` and `hearth` use `vm`, which uses `image` and
-//! `entries`; `boot` takes the guest script from `guest`, `hearth` runs scripts through it and
+//! `entries`; `boot` also reads the ESP with `entries` and takes the guest script from `guest`, `hearth` runs scripts through it and
 //! takes binaries from `workspace`. This file only re-exports.
 
 mod boot;
@@ -71,7 +72,7 @@ pub use entries::{read_esp_entries, EspEntry};
 pub use guest::{GuestOutput, SHARE_INSIDE};
 pub use hearth::{GUEST_AGENT, GUEST_HELPER};
 pub use image::{cached_vm_image, refs, vm_image_key, VmImage, BUILD_VM_IMAGE_SCRIPT};
-pub use vm::{Vm, VmBoot, VmOptions};
+pub use vm::{FailedBoot, Vm, VmBoot, VmOptions};
 pub use workspace::workspace_binary;
 
 /// The host's loopback as the guest sees it (QEMU's user-mode network).

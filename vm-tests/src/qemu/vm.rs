@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tracing::{debug, info, warn};
 
-use super::entries::{read_esp_entries, EspEntry};
+use super::entries::EspEntry;
 use super::image::{cached_vm_image, VmImage};
 use crate::host::{KEEP_ENV, TMPDIR_ENV};
 use crate::util;
@@ -71,9 +71,18 @@ pub struct VmBoot {
     pub proc_cmdline: String,
     /// From starting QEMU to the guest script's report.
     pub boot_time: Duration,
-    /// Boots that reset the machine before the guest script ran, before this one: the kernel
-    /// command line each printed (what systemd-boot tried).
-    pub failed_boots: Vec<String>,
+    /// Boots that reset the machine before the guest script ran, before this one.
+    pub failed_boots: Vec<FailedBoot>,
+}
+
+/// A boot that reset the machine before the guest script ran.
+#[derive(Debug, Clone)]
+pub struct FailedBoot {
+    /// The kernel command line it printed (what systemd-boot started).
+    pub cmdline: String,
+    /// The ESP's entries right after it (QEMU stopped): the boot counters as systemd-boot
+    /// left them.
+    pub esp: Vec<EspEntry>,
 }
 
 /// A QEMU guest booted from a copy of the cached VM image (see the module documentation).
@@ -202,12 +211,6 @@ impl Vm {
     /// `/proc/cmdline` of the current boot, as the guest read it.
     pub fn proc_cmdline(&self) -> &str {
         self.boot.as_ref().map_or("", |b| b.proc_cmdline.as_str())
-    }
-
-    /// The boot loader entries on the disk's ESP now (while the guest runs, what it wrote may
-    /// still be in its page cache: read them between boots for certain).
-    pub fn esp_entries(&self) -> Result<Vec<EspEntry>> {
-        read_esp_entries(&self.disk, self.image.esp_offset)
     }
 
     /// Stops QEMU (SIGKILL: the guest's disk is a per-VM copy that nobody reads afterwards) and

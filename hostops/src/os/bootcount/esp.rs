@@ -1,15 +1,21 @@
 //! The I/O of the boot entry sync: ostree's entries read from `/boot`, each resolved to its
-//! deployment, the ESP's entries read, and the [`EspPlan`] applied so that a power loss at any
-//! point leaves an ESP that boots (kernels first, then entries, then what is no longer needed).
+//! deployment, the ESP's entries read, and the [`EspPlan`] applied in an order a power loss
+//! cannot turn into an ESP that boots nothing: entries of deployments that are gone (which
+//! cannot boot anyway) and the files only they named go first (so the ESP needs room for what
+//! is deployed, not for that plus the old), then the kernels of new entries, then the entries.
 
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use super::entry::{BlsEntry, EntryName, MAX_ENTRY_BYTES};
-use super::plan::{plan, EspPlan, OstreeEntry, ENTRY_PREFIX, ESP_FILES_DIR};
-use super::{BootCountError, SyncReport};
+use super::error::BootCountError;
+use super::plan::{
+    entry_id, plan, split_deployment, EspPlan, OstreeEntry, ENTRY_PREFIX, ESP_FILES_DIR,
+};
 use crate::os::paths::inside;
 
 /// ostree's entries, read at most this many (a host keeps two or three deployments).
@@ -17,6 +23,23 @@ pub const MAX_ENTRIES: usize = 64;
 
 /// Space kept free on the ESP on top of what a sync copies.
 const ESP_RESERVE: u64 = 1 << 20;
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    /// The deployment running now, when it is one of ostree's entries.
+    pub booted: Option<String>,
+    /// Entries written (new or changed), by file name.
+    pub written: Vec<String>,
+    /// Entries removed.
+    pub removed: Vec<String>,
+    /// Files copied to the ESP.
+    pub copied: Vec<String>,
+    /// Files removed from the ESP.
+    pub pruned: Vec<String>,
+    /// Deployments whose new entry got a boot counter.
+    pub counted: Vec<String>,
+}
 
 /// Suffix of a file being written (renamed into place when complete; systemd-boot reads only
 /// `*.conf` and the paths entries name).
@@ -115,7 +138,7 @@ fn plain(s: &str) -> bool {
 pub(super) fn booted_deployment(root: &Path, entries: &[OstreeEntry]) -> Option<String> {
     let here = fs::metadata(root).ok()?;
     entries.iter().find_map(|e| {
-        let (osname, name) = e.deployment.split_once('-')?;
+        let (osname, name) = split_deployment(&e.deployment)?;
         let dir = inside(root, &format!("/ostree/deploy/{osname}/deploy/{name}"));
         let m = fs::metadata(dir).ok()?;
         (m.dev() == here.dev() && m.ino() == here.ino()).then(|| e.deployment.clone())
@@ -141,15 +164,26 @@ pub(super) fn read_esp_names(esp: &Path) -> Result<Vec<EntryName>, BootCountErro
     Ok(out)
 }
 
-/// Applies `p` to the ESP: the kernels and initramfs images it lacks (checked against its free
-/// space first), the entries whose content changed, then the removals.
+/// Applies `p` to the ESP (see the module documentation for the order).
 pub(super) fn apply(root: &Path, esp: &Path, p: &EspPlan) -> Result<SyncReport, BootCountError> {
     let mut report = SyncReport {
         counted: p.counted.clone(),
         ..SyncReport::default()
     };
+    let entries = esp.join("loader/entries");
     let files_dir = esp.join(ESP_FILES_DIR);
-    // 1. The files the entries name, complete before any entry names them.
+    // 1. Entries of deployments that are gone, then the files no entry of the plan names.
+    for name in &p.remove {
+        let path = entries.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => report.removed.push(name.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path, e)),
+        }
+    }
+    sync_dir(&entries)?;
+    prune(&files_dir, &files_dir, &p.files, &mut report)?;
+    // 2. The files the entries name, complete before any entry names them.
     let mut to_copy: Vec<(PathBuf, PathBuf, u64)> = Vec::new();
     for rel in &p.files {
         let src = inside(root, &format!("/boot/{rel}"));
@@ -175,8 +209,7 @@ pub(super) fn apply(root: &Path, esp: &Path, p: &EspPlan) -> Result<SyncReport, 
         copy_atomic(src, dest)?;
         report.copied.push(dest.display().to_string());
     }
-    // 2. The entries.
-    let entries = esp.join("loader/entries");
+    // 3. The entries.
     for (name, content) in &p.entries {
         let path = entries.join(name);
         if fs::read(&path).ok().as_deref() == Some(content.as_bytes()) {
@@ -185,18 +218,27 @@ pub(super) fn apply(root: &Path, esp: &Path, p: &EspPlan) -> Result<SyncReport, 
         write_atomic(&path, content.as_bytes())?;
         report.written.push(name.clone());
     }
-    // 3. Entries of deployments that are gone, then the files no entry names.
-    for name in &p.remove {
-        let path = entries.join(name);
-        match fs::remove_file(&path) {
-            Ok(()) => report.removed.push(name.clone()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path, e)),
+    sync_dir(&entries)?;
+    Ok(report)
+}
+
+/// Removes the ESP entries of `deployment` (whatever their counter): a deployment staged anew
+/// gets fresh tries, never the counter of an earlier deployment of the same name.
+pub(super) fn forget(esp: &Path, deployment: &str) -> Result<Vec<String>, BootCountError> {
+    let id = entry_id(deployment);
+    let dir = esp.join("loader/entries");
+    let mut removed = Vec::new();
+    for name in read_esp_names(esp)? {
+        if name.id == id {
+            let path = dir.join(name.file_name());
+            fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            removed.push(name.file_name());
         }
     }
-    sync_dir(&entries)?;
-    prune(&files_dir, &files_dir, &p.files, &mut report)?;
-    Ok(report)
+    if !removed.is_empty() {
+        sync_dir(&dir)?;
+    }
+    Ok(removed)
 }
 
 /// Removes the files under the ESP's `/hearth` that no entry names (and directories left

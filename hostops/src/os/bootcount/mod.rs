@@ -6,7 +6,8 @@
 //! FAT ESP. [`sync`] puts ostree's entries on the ESP:
 //!
 //! - one entry per deployment, `loader/entries/hearth-<osname>-<checksum>.<serial>.conf`, with
-//!   ostree's `title`, `version` and `options`, `sort-key hearth` (systemd-boot then orders
+//!   ostree's `title`, `version` and `options` (its `ostree=/ostree/boot.N/…` link, which the
+//!   stateroot's `/var` is found by at boot), `sort-key hearth` (systemd-boot then orders
 //!   hearth's entries by version: ostree's default deployment first), and the kernel, initramfs
 //!   and device tree copied to `/hearth/<their path under /boot>`;
 //! - the entry of a deployment that has not booted yet gets a boot counter,
@@ -20,13 +21,19 @@
 //!
 //! `hearth-boot-entries.service` runs the sync at boot and at shutdown, after
 //! `ostree-finalize-staged.service` has written a staged deployment's entry; the agent runs it
-//! after it changes the deployments itself (a rollback, an undeploy). [`counter`] tells the
-//! agent, after a boot into the previous deployment, that the new one used up its tries.
+//! after it changes the deployments itself (a rollback, dropping a deployment) and before it
+//! stages one. ostree's links of a boot version stay until libostree's clean-up, which
+//! hearth's helper runs only after a staging, when the ESP has followed (it writes deployments
+//! without it). [`counter`] tells the agent, after
+//! a boot into the previous deployment, that the new one used up its tries; [`forget`] gives a
+//! deployment staged anew fresh tries.
 //!
 //! Files: `entry.rs` (BLS entries and counter names), `plan.rs` (what the ESP must hold,
-//! pure), `esp.rs` (reading and applying it). Imports run one way: `esp` → `plan` → `entry`.
+//! pure), `esp.rs` (reading and applying it, [`SyncReport`]), `error.rs` ([`BootCountError`]).
+//! Imports run one way: this file → `esp` → `error`, `plan` → `entry`.
 
 mod entry;
+mod error;
 mod esp;
 mod plan;
 
@@ -35,7 +42,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use self::entry::{BlsEntry, Counter, EntryName};
-pub use self::plan::{entry_id, plan, EspPlan, OstreeEntry, PlanError, ENTRY_PREFIX};
+pub use self::error::BootCountError;
+pub use self::esp::SyncReport;
+pub use self::plan::{
+    entry_id, plan, split_deployment, EspPlan, OstreeEntry, PlanError, ENTRY_PREFIX,
+};
 use super::paths::inside;
 use super::status::DeploymentId;
 
@@ -92,83 +103,6 @@ impl Default for BootCounting {
     }
 }
 
-/// Why the boot entries could not be put on the ESP.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BootCountError {
-    /// The ESP is not there.
-    #[error(
-        "no ESP at {esp} (no loader/ directory): mount the EFI system partition there, or set \
-         bootCounting.esp in /etc/hearth/os.json"
-    )]
-    NoEsp {
-        /// Where it was looked for.
-        esp: String,
-    },
-    /// ostree has no entry (not an ostree host, or `/boot` not mounted).
-    #[error("no boot entries in {dir}: is this a booted ostree host with /boot mounted?")]
-    NoOstreeEntries {
-        /// The directory.
-        dir: String,
-    },
-    /// More entries than a host has.
-    #[error("more than {max} boot entries in {dir}")]
-    TooMany {
-        /// The directory.
-        dir: String,
-        /// The limit.
-        max: usize,
-    },
-    /// An entry that names no deployment.
-    #[error("boot entry /boot/loader/entries/{file}: {message}")]
-    Entry {
-        /// Its file name.
-        file: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// An entry that cannot be put on the ESP.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    /// The ESP has no room for the kernels.
-    #[error(
-        "the ESP at {esp} has {free} bytes free, the kernels and initramfs images to copy need \
-         {needed} (plus 1 MiB): remove what else is on it, or make it larger"
-    )]
-    EspFull {
-        /// The ESP.
-        esp: String,
-        /// Bytes to copy.
-        needed: u64,
-        /// Bytes free.
-        free: u64,
-    },
-    /// A file operation failed.
-    #[error("{path}: {cause}")]
-    Io {
-        /// The path.
-        path: String,
-        /// Why.
-        cause: String,
-    },
-}
-
-/// What a sync did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SyncReport {
-    /// The deployment running now, when it is one of ostree's entries.
-    pub booted: Option<String>,
-    /// Entries written (new or changed), by file name.
-    pub written: Vec<String>,
-    /// Entries removed.
-    pub removed: Vec<String>,
-    /// Files copied to the ESP.
-    pub copied: Vec<String>,
-    /// Files removed from the ESP.
-    pub pruned: Vec<String>,
-    /// Deployments whose new entry got a boot counter.
-    pub counted: Vec<String>,
-}
-
 /// The deployment's name in boot entries: `<osname>-<checksum>.<serial>`.
 pub fn deployment_name(id: &DeploymentId) -> String {
     format!("{}-{}.{}", id.osname, id.checksum, id.serial)
@@ -193,4 +127,14 @@ pub fn counter(
         .into_iter()
         .filter(|n| n.id == id)
         .find_map(|n| n.counter))
+}
+
+/// Removes the ESP entries of `deployment` (a deployment staged anew: fresh tries, never the
+/// used-up counter of an earlier deployment of the same name); the files removed.
+pub fn forget(
+    root: &Path,
+    config: &BootCounting,
+    deployment: &DeploymentId,
+) -> Result<Vec<String>, BootCountError> {
+    esp::forget(&inside(root, &config.esp), &deployment_name(deployment))
 }

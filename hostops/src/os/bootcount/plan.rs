@@ -64,6 +64,23 @@ pub fn entry_id(deployment: &str) -> String {
     format!("{ENTRY_PREFIX}{deployment}")
 }
 
+/// `<osname>-<checksum>.<serial>` → (`<osname>`, `<checksum>.<serial>`). The checksum is hex,
+/// so the last `-` ends the osname (which may hold `-`: `fedora-coreos`).
+pub fn split_deployment(deployment: &str) -> Option<(&str, &str)> {
+    deployment.rsplit_once('-')
+}
+
+/// Of two entry files for one deployment, the one to keep: the one without a counter (it
+/// booted and was marked good), else the one with fewer tries left (never a fresh try more
+/// than the boot loader counted).
+fn keep_first(a: &EntryName, b: &EntryName) -> bool {
+    match (a.counter, b.counter) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(x), Some(y)) => x.left <= y.left,
+    }
+}
+
 /// Plans the ESP for `ostree`'s entries. `esp` are the entry names on the ESP now (others than
 /// hearth's are ignored); `booted` the deployment running now (its entry never gets a
 /// counter: it booted); `tries` the counter a new entry starts with.
@@ -84,7 +101,14 @@ pub fn plan(
                 v.insert(name);
             }
             // Two files for one deployment (a rename interrupted by power loss): keep one.
-            std::collections::btree_map::Entry::Occupied(_) => out.remove.push(name.file_name()),
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                if keep_first(o.get(), name) {
+                    out.remove.push(name.file_name());
+                } else {
+                    out.remove.push(o.get().file_name());
+                    o.insert(name);
+                }
+            }
         }
     }
     let mut wanted = BTreeSet::new();
@@ -129,6 +153,9 @@ fn esp_entry(o: &OstreeEntry, files: &mut BTreeSet<String>) -> Result<String, Pl
     };
     let mut out = BlsEntry::default();
     let mut has_linux = false;
+    if o.entry.ostree_arg().is_none() {
+        return Err(err("options", "no ostree= argument".into()));
+    }
     for key in COPIED_KEYS {
         if let Some(v) = o.entry.get(key) {
             out.lines.push((key.to_string(), v.to_string()));
@@ -155,9 +182,6 @@ fn esp_entry(o: &OstreeEntry, files: &mut BTreeSet<String>) -> Result<String, Pl
     }
     if !has_linux {
         return Err(err("linux", "the entry names no kernel".into()));
-    }
-    if o.entry.ostree_arg().is_none() {
-        return Err(err("options", "no ostree= argument".into()));
     }
     Ok(format!(
         "# Written by hearth from /boot/loader/entries/{} (deployment {}); rewritten at every \
@@ -222,6 +246,10 @@ mod tests {
         );
         assert!(new.contains("ostree=/ostree/boot.1/debian/k2/0"), "{new}");
         assert_eq!(
+            split_deployment("fedora-coreos-abc.1"),
+            Some(("fedora-coreos", "abc.1"))
+        );
+        assert_eq!(
             p.files.iter().collect::<Vec<_>>(),
             [
                 "ostree/debian-k1/initramfs-6.1.img",
@@ -254,9 +282,22 @@ mod tests {
         let ostree = [ostree_entry("debian-aaa.0", 1, "k1")];
         let esp = names(&["hearth-debian-aaa.0+1-2.conf", "hearth-debian-aaa.0.conf"]);
         let p = plan(&ostree, &esp, Some("debian-aaa.0"), 3).unwrap();
-        assert_eq!(p.entries.len(), 1);
-        assert_eq!(p.remove.len(), 1);
-        assert!(!p.entries.contains_key(&p.remove[0]));
+        assert_eq!(
+            p.entries.keys().collect::<Vec<_>>(),
+            ["hearth-debian-aaa.0.conf"],
+            "the one marked good stays"
+        );
+        assert_eq!(p.remove, ["hearth-debian-aaa.0+1-2.conf"]);
+        // Of two counted ones, the one with fewer tries left.
+        let esp = names(&[
+            "hearth-debian-aaa.0+0-3.conf",
+            "hearth-debian-aaa.0+2-1.conf",
+        ]);
+        let p = plan(&ostree, &esp, None, 3).unwrap();
+        assert_eq!(
+            p.entries.keys().collect::<Vec<_>>(),
+            ["hearth-debian-aaa.0+0-3.conf"]
+        );
         // Nothing booted from ostree (a sysroot being prepared): every entry is counted.
         let p = plan(&ostree, &[], None, 2).unwrap();
         assert_eq!(

@@ -190,12 +190,13 @@ fn login_apply_get_describe_label_pause() {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("has 1 node(s) (infra-0)") && err.contains("--force"),
+        err.contains("has 1 node(s); deleting it moves infra-0 to worker")
+            && err.contains("--force"),
         "{err}"
     );
     let out = env.ok(&["delete", "mcp", "infra", "--force"]);
     assert!(
-        out.contains("machineconfigpool/infra deleted; its 1 node(s) go to the pool"),
+        out.contains("machineconfigpool/infra deleted; its 1 node(s) moved: infra-0 to worker"),
         "{out}"
     );
     drop(env.server);

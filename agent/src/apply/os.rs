@@ -46,6 +46,18 @@ pub(super) fn os_fields(spec: &MachineConfigSpec) -> MachineConfigSpec {
     }
 }
 
+/// What came of dropping a pending OS deployment.
+enum Dropped {
+    /// Dropped, and the ESP followed (or boot counting is off).
+    Yes,
+    /// There was none.
+    NothingPending,
+    /// Dropped, but the ESP's entries could not be updated: why.
+    NotSynced(String),
+    /// Not dropped: why.
+    Failed(String),
+}
+
 /// The systemd unit this process runs in (`hearth-agent.service`), from `/proc/self/cgroup`.
 fn own_unit() -> Option<String> {
     let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
@@ -258,10 +270,7 @@ impl Agent {
         &self,
         staged: &hearth_hostops::os::StagedDeployment,
     ) -> Result<(), String> {
-        let Some(counting) = OsConfig::load(&self.root_path)
-            .ok()
-            .and_then(|c| c.boot_counting)
-        else {
+        let Some(counting) = self.boot_counting() else {
             return Ok(());
         };
         let removed = bootcount::forget(&self.root_path, &counting, &staged.deployment.id)
@@ -272,6 +281,24 @@ impl Agent {
         if staged.finalization != hearth_hostops::os::Finalization::AtShutdown {
             return self.sync_boot_entries();
         }
+        // At shutdown ostree's finalization removes the boot version the ESP's entries name:
+        // the sync right after it must not run out of room.
+        let booted = self
+            .os
+            .status()
+            .await
+            .map_err(|e| format!("the OS deployments cannot be read: {e}"))?
+            .booted
+            .boot_checksum;
+        let new = &staged.deployment.boot_checksum;
+        bootcount::check_room(
+            &self.root_path,
+            &counting,
+            &staged.deployment.id,
+            new,
+            &[booted.as_str(), new.as_str()],
+        )
+        .map_err(|e| format!("its kernel would not fit on the ESP: {e}"))?;
         if let Units::Online(sd) = &self.units {
             sd.start(BOOT_ENTRIES_UNIT).await.map_err(|e| {
                 format!(
@@ -294,27 +321,34 @@ impl Agent {
     /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
     /// again. Failures are logged: the caller is already on a failure path.
     pub(super) async fn cancel_pending_os(&self) {
-        if let Err(e) = self.drop_pending_os().await {
-            tracing::warn!(error = %e, "cannot drop the pending OS deployment");
+        match self.drop_pending_os().await {
+            Dropped::Failed(e) => {
+                tracing::warn!(error = %e, "cannot drop the pending OS deployment")
+            }
+            Dropped::NotSynced(e) => {
+                tracing::warn!(error = %e, "pending OS deployment dropped, the ESP not updated")
+            }
+            Dropped::Yes | Dropped::NothingPending => {}
         }
     }
 
-    /// [`Agent::cancel_pending_os`], saying whether a deployment was dropped, or why it (or
-    /// the ESP's entries after it, with boot counting) could not be.
-    async fn drop_pending_os(&self) -> Result<bool, String> {
-        let status = self
-            .os
-            .status()
-            .await
-            .map_err(|e| format!("the OS deployments cannot be read: {e}"))?;
+    /// [`Agent::cancel_pending_os`], saying what came of it.
+    async fn drop_pending_os(&self) -> Dropped {
+        let status = match self.os.status().await {
+            Ok(s) => s,
+            Err(e) => return Dropped::Failed(format!("the OS deployments cannot be read: {e}")),
+        };
         if status.pending.is_none() {
-            return Ok(false);
+            return Dropped::NothingPending;
         }
-        let outcome = self.os.rollback().await.map_err(|e| e.to_string())?;
-        tracing::info!(?outcome, "pending OS deployment dropped");
-        self.sync_boot_entries()
-            .map_err(|e| format!("it was dropped, but {e}"))?;
-        Ok(true)
+        match self.os.rollback().await {
+            Ok(outcome) => tracing::info!(?outcome, "pending OS deployment dropped"),
+            Err(e) => return Dropped::Failed(e.to_string()),
+        }
+        match self.sync_boot_entries() {
+            Ok(()) => Dropped::Yes,
+            Err(e) => Dropped::NotSynced(e),
+        }
     }
 
     /// Waits for systemd to finish booting and judges the boot (see
@@ -441,14 +475,18 @@ impl Agent {
         }
     }
 
+    /// Boot counting, when `/etc/hearth/os.json` turns it on.
+    fn boot_counting(&self) -> Option<bootcount::BootCounting> {
+        OsConfig::load(&self.root_path)
+            .ok()
+            .and_then(|c| c.boot_counting)
+    }
+
     /// Puts ostree's boot entries on the ESP again after the agent changed the deployments
     /// (hosts with boot counting; [`BOOT_ENTRIES_UNIT`] does it at every boot and shutdown
     /// too). Why not, if it failed (logged too).
     pub(super) fn sync_boot_entries(&self) -> Result<(), String> {
-        let Some(counting) = OsConfig::load(&self.root_path)
-            .ok()
-            .and_then(|c| c.boot_counting)
-        else {
+        let Some(counting) = self.boot_counting() else {
             return Ok(());
         };
         match bootcount::sync(&self.root_path, &counting) {
@@ -486,21 +524,23 @@ impl Agent {
                 _ => false,
             };
             let dropped = self.drop_pending_os().await;
-            let reason = match fell_back {
+            let dropped_text = match &dropped {
+                Dropped::Yes => "the deployment was dropped".to_string(),
+                Dropped::NothingPending => "no deployment was left to drop".to_string(),
+                Dropped::NotSynced(e) => {
+                    format!("the deployment was dropped, but {e}")
+                }
+                Dropped::Failed(e) => format!(
+                    "dropping the deployment failed ({e}); the boot loader does not try it \
+                     again (no try left)"
+                ),
+            };
+            let mut reason = match fell_back {
                 Some(why) => format!(
                     "after the reboot the host does not run the OS change of {} ({}): {why}; \
-                     {}, and {} is not staged again until a new config or a forced retry \
-                     (`hearth node force`, or {FORCE_FILE}) asks for it",
-                    desired.name,
-                    os.change,
-                    match &dropped {
-                        Ok(_) => "the deployment was dropped".to_string(),
-                        Err(e) => format!(
-                            "dropping the deployment failed ({e}); the boot loader does not try \
-                             it again (no try left)"
-                        ),
-                    },
-                    desired.name
+                     {dropped_text}, and {} is not staged again until a new config or a forced \
+                     retry (`hearth node force`, or {FORCE_FILE}) asks for it",
+                    desired.name, os.change, desired.name
                 ),
                 None => format!(
                     "after the reboot the host does not run the OS change of {} ({}): {}",
@@ -509,11 +549,29 @@ impl Agent {
                     differences.join("; ")
                 ),
             };
-            tracing::error!(%reason, "OS verification failed");
             // The new deployment booted, but not as staged (its kernel arguments): not good.
+            // With boot counting it must not be marked good at a later boot either: the
+            // previous deployment is made the default again.
             if booted_new {
                 self.record_boot_verdict(&Verdict::Bad(reason.clone()));
+                if self.boot_counting().is_some() {
+                    match self.os.rollback().await {
+                        Ok(_) => {
+                            reason.push_str(
+                                "; the previous deployment is the default again at the next boot \
+                                 (this one is not marked good)",
+                            );
+                            if let Err(e) = self.sync_boot_entries() {
+                                reason.push_str(&format!(" ({e})"));
+                            }
+                        }
+                        Err(e) => reason.push_str(&format!(
+                            "; the previous deployment cannot be made the default again: {e}"
+                        )),
+                    }
+                }
             }
+            tracing::error!(%reason, "OS verification failed");
             return self.end_failed_os(j, desired, reason).map(Some);
         }
         self.note_booted_os(j, true).await;
@@ -529,7 +587,7 @@ impl Agent {
             .as_ref()
             .map(|d| d.to_string())
             .unwrap_or_else(|| "the new deployment".into());
-        let why = format!(
+        let mut why = format!(
             "the new OS deployment {deployment} of {} booted unhealthy: {}",
             desired.name, why.cause
         );
@@ -545,10 +603,14 @@ impl Agent {
         match self.os.rollback().await {
             Ok(outcome) => {
                 tracing::warn!(?outcome, "rolled back to the previous deployment");
-                // Logged when it fails: the rollback's reboot goes on either way (without the
-                // sync, systemd-boot may start the new deployment once more, which then uses
-                // up a try: the boot loader goes back to the previous one after the last).
-                let _ = self.sync_boot_entries();
+                // The rollback's reboot goes on either way: without the sync, systemd-boot may
+                // start the new deployment once more, which then uses up a try (the boot loader
+                // goes back to the previous one after the last). Said in the reason.
+                if let Err(e) = self.sync_boot_entries() {
+                    why.push_str(&format!(
+                        " ({e}: the boot loader may try the new deployment again first)"
+                    ));
+                }
             }
             Err(e) => {
                 let reason = format!("{why}; the automatic rollback failed: {e}");

@@ -86,8 +86,9 @@ pub(crate) fn none() -> Option<&'static gio::Cancellable> {
 /// How the helper writes deployments: without libostree's clean-up afterwards, which removes
 /// the boot version before the one written (`/ostree/boot.N/…`): with boot counting, the
 /// entries on the ESP name those links until hearth's next sync puts the new ones there
-/// (docs/os-layer.md, "Boot counting"). The clean-up runs with the pruning after a staging, when
-/// the ESP has followed.
+/// (docs/os-layer.md, "Boot counting"). The clean-up runs with the pruning after a staging,
+/// which the agent precedes with a sync (in external mode the staging itself writes the new
+/// boot version first).
 pub(crate) fn keep_old_boot_version() -> ::ostree::SysrootWriteDeploymentsOpts {
     ::ostree::SysrootWriteDeploymentsOpts {
         do_postclean: false,

@@ -179,30 +179,49 @@ impl<S: Store> App<S> {
                 put(&mut fleet.pools, name, b);
                 "reset to its built-in definition".to_string()
             } else {
-                let mut members: Vec<&str> = fleet
-                    .nodes
+                // Where its nodes would go: the pool their labels select without it, or none.
+                let others = hearth_config::render::with_builtin_pools(
+                    &fleet
+                        .pools
+                        .values()
+                        .filter(|p| p.value.name() != name)
+                        .map(|p| p.value.to_model())
+                        .collect::<Vec<_>>(),
+                );
+                let mut moves: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                for n in fleet.nodes.values() {
+                    if n.value.pool.as_deref() != Some(name) {
+                        continue;
+                    }
+                    let to = hearth_config::render::pool_for_node(&others, &n.value.to_model())
+                        .map(|p| format!("to {}", p.name()))
+                        .unwrap_or_else(|_| {
+                            "to no pool (no config until a pool selects them)".to_string()
+                        });
+                    moves.entry(to).or_default().push(n.value.name.clone());
+                }
+                let count: usize = moves.values().map(Vec::len).sum();
+                let where_to = moves
                     .iter()
-                    .filter(|(_, n)| n.value.pool.as_deref() == Some(name))
-                    .map(|(k, _)| k.as_str())
-                    .collect();
-                members.sort_unstable();
-                let count = members.len();
+                    .map(|(to, nodes)| {
+                        let shown = nodes.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+                        let more = nodes.len().saturating_sub(5);
+                        if more > 0 {
+                            format!("{shown} and {more} more {to}")
+                        } else {
+                            format!("{shown} {to}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
                 if count > 0 && !force {
-                    let shown: Vec<&str> = members.iter().take(5).copied().collect();
-                    let more = if count > shown.len() {
-                        format!(" and {} more", count - shown.len())
-                    } else {
-                        String::new()
-                    };
                     return Err(ApiError::conflict(format!(
-                        "MachineConfigPool {name} has {count} node(s) ({}{more}): deleting it \
-                         moves them to the pool their labels select without it (which rolls \
-                         that pool's config out to them), and its bootstrap token stops \
-                         working for good (re-creating the pool does not bring it back: \
-                         `hearth bootstrap-token {name}` makes a new one). Move the nodes \
-                         first (`hearth label node NODE KEY-`), or delete it anyway with \
-                         --force",
-                        shown.join(", ")
+                        "MachineConfigPool {name} has {count} node(s); deleting it moves \
+                         {where_to} (which rolls that pool's config out to them), and its \
+                         bootstrap token stops working for good (re-creating the pool does not \
+                         bring it back: `hearth bootstrap-token {name}` makes a new one). Move \
+                         the nodes first (`hearth label node NODE KEY-`), or delete it anyway \
+                         with --force"
                     )));
                 }
                 fleet.pools.remove(name);
@@ -221,8 +240,8 @@ impl<S: Store> App<S> {
                 }
                 if count > 0 {
                     format!(
-                        "deleted; its {count} node(s) go to the pool their labels select \
-                         without it; its bootstrap token no longer works"
+                        "deleted; its {count} node(s) moved: {where_to}; its bootstrap token no \
+                         longer works"
                     )
                 } else {
                     "deleted; its bootstrap token no longer works".to_string()

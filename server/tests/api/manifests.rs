@@ -296,14 +296,24 @@ async fn deleting_objects() {
             .status,
         StatusCode::NOT_FOUND
     );
-    // A custom pool with a node is not deleted by mistake: the refusal names the node, what
-    // would happen to it and to the bootstrap token, and what to do.
+    // A custom pool with nodes is not deleted by mistake: the refusal names the nodes, where
+    // each would go (infra-0 carries the worker label too; infra-1 only the pool's own, as a
+    // node enrolled with the pool's token does), what happens to the bootstrap token, and what
+    // to do.
+    let a = api
+        .apply_text(
+            "node.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: infra-1\n  labels:\n    node-role.kubernetes.io/infra: \"\"\n",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     let a = api.delete("/api/v1/pools/infra").await;
     assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
     let msg = a.json["message"].as_str().unwrap_or(&a.text).to_string();
     for part in [
-        "has 1 node(s) (infra-0)",
-        "the pool their labels select without it",
+        "has 2 node(s)",
+        "infra-0 to worker",
+        "infra-1 to no pool (no config until a pool selects them)",
         "bootstrap token stops working",
         "hearth bootstrap-token infra",
         "--force",
@@ -311,13 +321,13 @@ async fn deleting_objects() {
         assert!(msg.contains(part), "{part:?} missing: {msg}");
     }
     assert_eq!(api.get("/api/v1/pools/infra").await.status, StatusCode::OK);
-    // Forced, it goes; its nodes fall back to worker, and the answer says so.
+    // Forced, it goes; the answer says where its nodes went.
     let a = api.delete("/api/v1/pools/infra?force=true").await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     assert_eq!(
         a.json["action"],
-        "deleted; its 1 node(s) go to the pool their labels select without it; its bootstrap \
-         token no longer works"
+        "deleted; its 2 node(s) moved: infra-1 to no pool (no config until a pool selects them); \
+         infra-0 to worker; its bootstrap token no longer works"
     );
     assert_eq!(
         api.get("/api/v1/nodes/infra-0").await.json["status"]["pool"],

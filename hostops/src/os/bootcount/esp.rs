@@ -195,31 +195,107 @@ pub(super) fn apply(root: &Path, esp: &Path, p: &EspPlan) -> Result<SyncReport, 
         }
     }
     let needed: u64 = to_copy.iter().map(|c| c.2).sum();
+    let mut full = None;
     if needed > 0 {
         let free = free_bytes(esp)?;
         if needed + ESP_RESERVE > free {
-            return Err(BootCountError::EspFull {
+            full = Some(BootCountError::EspFull {
                 esp: esp.display().to_string(),
                 needed,
                 free,
             });
         }
     }
-    for (src, dest, _) in &to_copy {
-        copy_atomic(src, dest)?;
-        report.copied.push(dest.display().to_string());
+    if full.is_none() {
+        for (src, dest, _) in &to_copy {
+            copy_atomic(src, dest)?;
+            report.copied.push(dest.display().to_string());
+        }
     }
-    // 3. The entries.
+    // 3. The entries: every one whose files are on the ESP, also when the new ones did not fit
+    //    (the others' links may have changed with ostree's last write).
     for (name, content) in &p.entries {
         let path = entries.join(name);
         if fs::read(&path).ok().as_deref() == Some(content.as_bytes()) {
+            continue;
+        }
+        if !files_present(esp, content) {
             continue;
         }
         write_atomic(&path, content.as_bytes())?;
         report.written.push(name.clone());
     }
     sync_dir(&entries)?;
-    Ok(report)
+    match full {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// Whether the files an ESP entry names are on the ESP.
+fn files_present(esp: &Path, content: &str) -> bool {
+    BlsEntry::parse(content)
+        .lines
+        .iter()
+        .filter(|(k, _)| ["linux", "initrd", "devicetree"].contains(&k.as_str()))
+        .all(|(_, v)| esp.join(v.trim_start_matches('/')).is_file())
+}
+
+/// Whether the ESP has room for the kernel and initramfs of `deployment` (boot checksum
+/// `bootcsum`), before ostree puts them in `/boot` at its finalization: their size in the
+/// deployment (`usr/lib/modules/<kver>/`), against the ESP's free space plus the files of boot
+/// checksums other than `keep` (those of deployments the finalization drops go first). `Ok`
+/// when the ESP has that boot checksum already.
+pub(super) fn check_room(
+    root: &Path,
+    esp: &Path,
+    deployment: &str,
+    bootcsum: &str,
+    keep: &[&str],
+) -> Result<(), BootCountError> {
+    let Some((osname, name)) = split_deployment(deployment) else {
+        return Ok(());
+    };
+    let dirs = esp.join(ESP_FILES_DIR).join("ostree");
+    if dirs.join(format!("{osname}-{bootcsum}")).is_dir() {
+        return Ok(());
+    }
+    let modules = inside(
+        root,
+        &format!("/ostree/deploy/{osname}/deploy/{name}/usr/lib/modules"),
+    );
+    let mut needed = 0u64;
+    for kver in fs::read_dir(&modules)
+        .map_err(|e| io(&modules, e))?
+        .flatten()
+    {
+        for file in ["vmlinuz", "initramfs.img"] {
+            if let Ok(m) = fs::metadata(kver.path().join(file)) {
+                needed += m.len();
+            }
+        }
+    }
+    let mut freeable = 0u64;
+    if let Ok(items) = fs::read_dir(&dirs) {
+        for item in items.flatten() {
+            let dir_name = item.file_name().to_string_lossy().into_owned();
+            if keep.iter().any(|k| dir_name == format!("{osname}-{k}")) {
+                continue;
+            }
+            for f in fs::read_dir(item.path()).into_iter().flatten().flatten() {
+                freeable += f.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+    }
+    let free = free_bytes(esp)?;
+    if needed + ESP_RESERVE > free + freeable {
+        return Err(BootCountError::EspFull {
+            esp: esp.display().to_string(),
+            needed,
+            free: free + freeable,
+        });
+    }
+    Ok(())
 }
 
 /// Removes the ESP entries of `deployment` (whatever their counter): a deployment staged anew

@@ -129,6 +129,27 @@ pub fn counter(
         .find_map(|n| n.counter))
 }
 
+/// Whether the ESP will have room for `deployment`'s kernel and initramfs (boot checksum
+/// `bootcsum`) when its entry reaches it at shutdown, counting what the sync frees first (boot
+/// checksums other than those in `keep`, the booted deployment's and the new one's). Checked
+/// when it is staged: at shutdown ostree's finalization removes the boot version the ESP's
+/// entries name, so the sync right after it must not fail.
+pub fn check_room(
+    root: &Path,
+    config: &BootCounting,
+    deployment: &DeploymentId,
+    bootcsum: &str,
+    keep: &[&str],
+) -> Result<(), BootCountError> {
+    esp::check_room(
+        root,
+        &inside(root, &config.esp),
+        &deployment_name(deployment),
+        bootcsum,
+        keep,
+    )
+}
+
 /// Removes the ESP entries of `deployment` (a deployment staged anew: fresh tries, never the
 /// used-up counter of an earlier deployment of the same name); the files removed.
 pub fn forget(

@@ -226,6 +226,10 @@ pub enum SlotHolder {
     FleetLock,
 }
 
+/// What `hearth get mcp -o wide`, `hearth describe mcp` and the pool's `SelectsNoNode` event say
+/// of a pool whose node selector matches no node (`machineCount` 0).
+pub const SELECTS_NO_NODE: &str = "selects no node";
+
 /// A MachineConfigPool with its status (`GET /api/v1/pools/NAME`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

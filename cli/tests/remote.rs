@@ -157,6 +157,15 @@ fn login_apply_get_describe_label_pause() {
         .contains("machineconfigpool/worker paused"));
     let out = env.ok(&["get", "mcp", "-o", "wide"]);
     assert_eq!(columns(&out, "worker")[10], "True", "PAUSED\n{out}");
+    // NOTE: the example fleet has no master node (issue 35).
+    let master = out.lines().find(|l| l.starts_with("master ")).unwrap();
+    assert!(master.trim_end().ends_with("selects no node"), "{out}");
+    assert_eq!(columns(&out, "worker").last().unwrap(), "-", "{out}");
+    let described = env.ok(&["describe", "mcp", "master"]);
+    assert!(
+        described.contains("Machines:") && described.contains("none: selects no node"),
+        "{described}"
+    );
     assert!(env.ok(&["resume", "mcp", "worker"]).contains("resumed"));
 
     // delete

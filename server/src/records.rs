@@ -91,6 +91,10 @@ pub struct PoolStatus {
     /// render to `from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<PoolRollback>,
+    /// Its node selector matches no node (an event says so when it starts, for pools an admin
+    /// made).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub selects_no_node: bool,
     /// The Degraded node that halts the pool's rollout while nodes still wait for the target
     /// (an event says so when it starts and when it ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,7 +6,7 @@ use super::table::{age_of, opt, text, yes};
 use super::Kind;
 use crate::term::{escape, escape_keep_newlines};
 use clap::Args;
-use hearth_api::views::{EventView, List, NodeView, PoolView};
+use hearth_api::views::{EventView, List, NodeView, PoolView, SELECTS_NO_NODE};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -281,14 +281,18 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
             field(
                 &mut out,
                 "Machines",
-                format!(
-                    "{} total, {} ready, {} updated, {} degraded, {} unavailable",
-                    st.machine_count,
-                    st.ready_machine_count,
-                    st.updated_machine_count,
-                    st.degraded_machine_count,
-                    st.unavailable_machine_count
-                ),
+                if st.machine_count == 0 {
+                    format!("none: {SELECTS_NO_NODE} (it updates nothing; Updated stays True)")
+                } else {
+                    format!(
+                        "{} total, {} ready, {} updated, {} degraded, {} unavailable",
+                        st.machine_count,
+                        st.ready_machine_count,
+                        st.updated_machine_count,
+                        st.degraded_machine_count,
+                        st.unavailable_machine_count
+                    )
+                },
             );
             out.push_str("Conditions:\n");
             let mut rows = vec![vec![

@@ -226,7 +226,7 @@ pub(super) fn rows(
                 "AGE",
             ];
             if wide {
-                header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE"]);
+                header.extend(["PAUSED", "MAXUNAVAILABLE", "TARGET", "MAINTENANCE", "NOTE"]);
             }
             let pools: Vec<PoolView> = typed(Value::Array(objects.to_vec()), "/api/v1/pools")?;
             let condition = |p: &PoolView, t: &str| {
@@ -256,6 +256,11 @@ pub(super) fn rows(
                         r.push(s(&json!(p.spec.max_unavailable)));
                         r.push(text(p.spec.configuration.name.as_deref().unwrap_or("")));
                         r.push(maintenance_cell(st.maintenance.as_ref()));
+                        r.push(if st.machine_count == 0 {
+                            hearth_api::views::SELECTS_NO_NODE.into()
+                        } else {
+                            "-".into()
+                        });
                     }
                     r
                 })

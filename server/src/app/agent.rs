@@ -431,9 +431,10 @@ fn enroll_node(
         if proof != Some(current) {
             return Err(ApiError::conflict(format!(
                 "node {} is already enrolled: enrolling it again needs its current credential \
-                 (Authorization: Bearer); if the node lost it (a reinstalled machine), an admin \
-                 revokes it with POST /api/v1/nodes/{}/reset-credential and the node enrolls \
-                 again",
+                 (Authorization: Bearer). If this machine is that node and lost it (reinstalled), \
+                 an admin runs `hearth node reset-credential {}` and the node enrolls again; if \
+                 another machine holds the name, give this one another name (--node-name): a \
+                 reset while both run hands the name to whichever enrolls first",
                 req.node, req.node
             )));
         }

@@ -42,6 +42,19 @@ pub(super) fn render_all(
         };
         let old = fleet.pools[&name].value.status.clone();
         let mut status = old.clone();
+        status.selects_no_node = members.get(&name).copied().unwrap_or(0) == 0;
+        if status.selects_no_node && !old.selects_no_node && !fleet.pools[&name].value.builtin {
+            events.push(EventRecord::normal(
+                now,
+                format!("MachineConfigPool/{name}"),
+                "SelectsNoNode",
+                format!(
+                    "{}: its nodeSelector matches none of the fleet's nodes (it updates \
+                     nothing; Updated stays True, as the MCO's pools do)",
+                    hearth_api::views::SELECTS_NO_NODE
+                ),
+            ));
+        }
         let Some(rendered) = memo.pool(&inputs, &fleet.pools[&name].value, model, &configs) else {
             return;
         };

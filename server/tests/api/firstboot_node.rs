@@ -180,8 +180,12 @@ async fn a_node_bound_token_serves_the_nodes_own_first_boot_config_and_enrolls_o
         gold.get("/config/gold").await.status,
         StatusCode::UNAUTHORIZED
     );
+    // g1, a node-to-be, is in the pool: deleting it is refused unless forced (issue 35).
+    let a = api.delete("/api/v1/pools/gold").await;
+    assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+    assert!(a.text.contains("g1 to no pool"), "{}", a.text);
     assert_eq!(
-        api.delete("/api/v1/pools/gold").await.status,
+        api.delete("/api/v1/pools/gold?force=true").await.status,
         StatusCode::OK
     );
     assert_eq!(

@@ -278,6 +278,48 @@ async fn invalid_manifests_are_refused_whole_with_file_line_and_field() {
     s.shutdown().await;
 }
 
+/// A pool an admin made whose selector matches no node: `UPDATED` stays True (as the MCO's
+/// does) and its machine count is 0, and an event says it selects no node; once a node carries
+/// its label, it has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_that_selects_no_node_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    api.apply(&example_files()).await;
+    let a = api
+        .apply_text(
+            "edge.yaml",
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: edge\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: edge\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/edge: \"\"\n",
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let p = api.get("/api/v1/pools/edge").await.json;
+    assert_eq!(p["status"]["machineCount"], 0, "{p}");
+    let events = api.events("MachineConfigPool/edge").await;
+    assert!(
+        events.iter().any(|(reason, msg)| reason == "SelectsNoNode"
+            && msg.starts_with(hearth_api::views::SELECTS_NO_NODE)),
+        "{events:?}"
+    );
+    // The built-in pools say nothing of the kind at start (a fleet without masters).
+    assert!(!api
+        .events("MachineConfigPool/master")
+        .await
+        .iter()
+        .any(|(reason, _)| reason == "SelectsNoNode"));
+    let a = api
+        .post(
+            "/api/v1/nodes/worker-0/labels",
+            &json!({"set": {"node-role.kubernetes.io/edge": ""}}),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let p = api.get("/api/v1/pools/edge").await.json;
+    assert_eq!(p["status"]["machineCount"], 1, "{p}");
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_objects() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,12 +9,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::entries::read_esp_entries;
 use super::guest::GUEST_SCRIPT;
 use super::vm::{FailedBoot, Vm, VmBoot, LOG_TAIL_LINES, OVMF_CODE};
 use crate::util;
+
+/// How long a boot that may fail may print nothing before the harness resets it.
+const STALL: Duration = Duration::from_secs(90);
 
 /// What the kernel prints on the console when the guest reboots (as opposed to powering off).
 const REBOOT_MARKER: &str = "reboot: Restarting system";
@@ -99,7 +102,7 @@ impl Vm {
         loop {
             self.spawn_qemu(n)?;
             let started = Instant::now();
-            match self.wait_ready(n, started)? {
+            match self.wait_ready(n, started, allowed_failures > 0)? {
                 Some(mut boot) => {
                     boot.failed_boots = failed;
                     self.boot = Some(boot);
@@ -203,9 +206,15 @@ impl Vm {
 
     /// Waits for the guest script's report: the boot, or `None` when the machine reset before
     /// it (QEMU exits 0 under `-no-reboot`).
-    fn wait_ready(&mut self, n: u32, started: Instant) -> Result<Option<VmBoot>> {
+    ///
+    /// A boot that may fail (`watchdog`) and prints nothing on the console for [`STALL`] is
+    /// reset as a hardware watchdog would (software emulation hangs now and then in early
+    /// kernel start-up): `None` too, a try like a panic.
+    fn wait_ready(&mut self, n: u32, started: Instant, watchdog: bool) -> Result<Option<VmBoot>> {
         let ready = self.share.join("ready");
         let deadline = started + self.opts.boot_timeout;
+        let log_size = |vm: &Vm| fs::metadata(&vm.serial_log).map_or(0, |m| m.len());
+        let (mut last_size, mut last_change) = (log_size(self), Instant::now());
         loop {
             if let Ok(text) = fs::read_to_string(&ready) {
                 let mut lines = text.lines().map(str::trim);
@@ -236,6 +245,20 @@ impl Vm {
                     self.serial_log.display(),
                     self.log_tail(LOG_TAIL_LINES)
                 );
+            }
+            let size = log_size(self);
+            if size != last_size {
+                (last_size, last_change) = (size, Instant::now());
+            } else if watchdog && last_change.elapsed() > STALL {
+                warn!(
+                    boot = n,
+                    "no console output for {STALL:?}: reset, as a watchdog would"
+                );
+                if let Some(mut child) = self.qemu.take() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Ok(None);
             }
             if Instant::now() > deadline {
                 bail!(

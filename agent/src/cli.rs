@@ -386,7 +386,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                             .ok_or_else(|| anyhow::anyhow!("--label {l:?}: expected KEY=VALUE"))?;
                         label_map.insert(k.to_string(), v.to_string());
                     }
-                    Source::Server(crate::follow::Server {
+                    Source::Server(crate::enrolment::Server {
                         urls,
                         ca_pem,
                         bootstrap_token,
@@ -578,7 +578,7 @@ enum Source {
     /// A watched file or directory.
     Watch(PathBuf),
     /// hearth-server.
-    Server(crate::follow::Server),
+    Server(crate::enrolment::Server),
     /// This node's Node on a Kubernetes API server.
     Kubernetes(Box<crate::kube::Kube>),
 }

@@ -25,6 +25,7 @@ pub mod cli;
 mod daemon;
 pub mod daemon_lock;
 pub mod drift_policy;
+pub mod enrolment;
 pub mod follow;
 pub mod journal;
 pub mod kube;

@@ -21,6 +21,8 @@
 //!   labels, deletes, credential resets, pins and exclusions) and the [`admin::Status`]
 //!   document of every error.
 //! - [`version`]: `GET /api/v1/version` ([`VersionInfo`]).
+//! - [`annotations`]: the MCO's node annotations, as the agent and the Kubernetes controller
+//!   read and write them (not a wire type of hearth's API: the Kubernetes API's).
 //! - [`servers`]: the list of server URLs the agent and the CLI take (not a wire type: the one
 //!   rule both read `--server` and `HEARTH_SERVER` by).
 //!
@@ -39,6 +41,7 @@
 //! them with the rest of what is generated from the code).
 
 pub mod admin;
+pub mod annotations;
 pub mod desired;
 pub mod enroll;
 pub mod firstboot;

@@ -6,8 +6,10 @@
 //! - Rendered files whose `overwrite` is unset get `overwrite: true`
 //!   (`pkg/controller/common/helpers.go`, `MergeMachineConfigs`): Ignition 3 otherwise refuses
 //!   to replace a file the OS image already has, and a new node fails its first boot.
-//! - A user's SSH keys are kept once each, in order (`dedupePasswdUserSSHKeys`); a 3.x config
-//!   that repeats a key is refused, as Ignition 3 refuses repeated list entries.
+//! - A user's SSH keys are kept once each, in order (`dedupePasswdUserSSHKeys`; the functions
+//!   live in `ignition/ssh_keys.rs`, as the 2.x translation applies the rule too, and are
+//!   re-exported here); a 3.x config that repeats a key is refused, as Ignition 3 refuses
+//!   repeated list entries.
 //! - No MachineConfig may create the agent's force file ([`FORCE_FILE`]; the MCO's
 //!   `isConfigReconcilable` refuses its `/run/machine-config-daemon-force`).
 //! - The `kernel-devel` extension needs the default kernel (`MergeMachineConfigs`).
@@ -17,10 +19,13 @@
 //!   path).
 
 use crate::finding::Finding;
-use crate::ignition::{Config, File, User};
+use crate::ignition::{Config, File};
 use crate::model::{KernelType, MachineConfig, MachineConfigSpec};
 use crate::node::{Node, NodeValue};
-use std::collections::HashSet;
+
+// The SSH-key rule lives with the Ignition model, as the 2.x translation applies it too; it is
+// one of the MCO's rules all the same, so it answers here as well.
+pub use crate::ignition::{dedup_ssh_keys, dedup_users_ssh_keys};
 
 /// The agent's force file (hearth-agent `apply::FORCE_FILE`; the MCO's
 /// `/run/machine-config-daemon-force`): touching it makes the agent re-apply its config. A
@@ -90,20 +95,6 @@ pub fn same_file(a: &File, b: &File) -> bool {
         && *append == b.append
         && *contents == b.contents
         && *mode == b.mode
-}
-
-/// Keeps the first occurrence of each key, in order (the MCO's `dedupePasswdUserSSHKeys`).
-/// Linear in the number of keys.
-pub fn dedup_ssh_keys(keys: &mut Vec<String>) {
-    let mut seen: HashSet<String> = HashSet::with_capacity(keys.len());
-    keys.retain(|k| seen.insert(k.clone()));
-}
-
-/// [`dedup_ssh_keys`] for every user of a config.
-pub fn dedup_users_ssh_keys(users: &mut [User]) {
-    for u in users {
-        dedup_ssh_keys(&mut u.ssh_authorized_keys);
-    }
 }
 
 fn is_force_path(path: &str) -> bool {

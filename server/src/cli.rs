@@ -118,7 +118,7 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires_all = ["etcd_endpoints", "etcd_cert"])]
     pub etcd_key: Option<PathBuf>,
     /// The key prefix of everything this server keeps in etcd (starts and ends with '/').
-    #[arg(long, value_name = "PREFIX", default_value = crate::etcd::DEFAULT_PREFIX)]
+    #[arg(long, value_name = "PREFIX", default_value = crate::store::etcd::DEFAULT_PREFIX)]
     pub etcd_prefix: String,
     /// Kubernetes mode: no store, no HTTP service; the controller follows a Kubernetes API
     /// server's MachineConfigs, MachineConfigPools and Nodes (the CRDs of
@@ -145,7 +145,7 @@ pub struct Cli {
 }
 
 /// The etcd settings from the flags (`None`: the embedded store).
-pub fn etcd_config(cli: &Cli) -> anyhow::Result<Option<crate::etcd::EtcdConfig>> {
+pub fn etcd_config(cli: &Cli) -> anyhow::Result<Option<crate::store::etcd::EtcdConfig>> {
     use anyhow::Context;
     if cli.etcd_endpoints.is_empty() {
         return Ok(None);
@@ -154,7 +154,7 @@ pub fn etcd_config(cli: &Cli) -> anyhow::Result<Option<crate::etcd::EtcdConfig>>
         std::fs::read(p).with_context(|| format!("cannot read {what} {}", p.display()))
     };
     let tls = if cli.etcd_ca.is_some() || cli.etcd_cert.is_some() {
-        Some(crate::etcd::EtcdTls {
+        Some(crate::store::etcd::EtcdTls {
             ca_pem: cli
                 .etcd_ca
                 .as_ref()
@@ -168,7 +168,7 @@ pub fn etcd_config(cli: &Cli) -> anyhow::Result<Option<crate::etcd::EtcdConfig>>
     } else {
         None
     };
-    Ok(Some(crate::etcd::EtcdConfig {
+    Ok(Some(crate::store::etcd::EtcdConfig {
         endpoints: cli
             .etcd_endpoints
             .iter()
@@ -384,7 +384,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     });
     // Instructions go to stdout (and the journal) on every start; they hold paths, not secrets.
     println!("{}", running.instructions(&url));
-    tracing::info!(MESSAGE_ID = crate::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
+    tracing::info!(MESSAGE_ID = crate::telemetry::logging::MSG_STARTED, addr = %running.addr, first_start = running.first_start, "hearth-server started");
     let notifier = hearth_daemon::Notifier::new();
     notifier.ready(&format!("serving on {}", running.addr));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -50,8 +50,8 @@ pub const HTTP1_MAX_BUF_BYTES: usize = 8 * 1024;
 /// The header list hyper takes on an HTTP/2 stream (`SETTINGS_MAX_HEADER_LIST_SIZE`): above it,
 /// HTTP/2's 431 and a refused stream; below it and over [`MAX_HEADER_BYTES`], the API's 431.
 pub const H2_MAX_HEADER_LIST_BYTES: u32 = 1024 * 1024;
-/// The largest apply (`POST /api/v1/manifests`).
-pub const MAX_APPLY_BODY: usize = 64 << 20;
+/// The largest apply (`POST /api/v1/manifests`): the largest document the store keeps.
+pub const MAX_APPLY_BODY: usize = crate::store::MAX_DOCUMENT_BYTES;
 /// The largest body of every other request.
 pub const MAX_BODY: usize = 1 << 20;
 /// What is read beyond a body's limit (and dropped) so that a client still sending it gets

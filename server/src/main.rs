@@ -23,7 +23,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    hearth_server::logging::init();
+    hearth_server::telemetry::logging::init();
     if let Some(command) = &cli.command {
         return match cli::run_command(&cli.state_dir, command) {
             Ok(()) => ExitCode::SUCCESS,

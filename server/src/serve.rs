@@ -1,12 +1,12 @@
 //! Starting the server: the state directory, the store, the TLS listener.
 
 use crate::app::{App, Options};
-use crate::backend::Backend;
-use crate::etcd::session::Session;
-use crate::etcd::{EtcdConfig, EtcdStore};
 use crate::http;
 use crate::limits;
 use crate::pki::{self, Layout};
+use crate::store::backend::Backend;
+use crate::store::etcd::session::Session;
+use crate::store::etcd::{EtcdConfig, EtcdStore};
 use crate::store::RedbStore;
 use anyhow::{Context, Result};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};

@@ -6,7 +6,7 @@
 use crate::api::NodeState;
 use crate::app::ShownReport;
 use crate::fleet::{Fleet, Rec};
-use crate::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
+use crate::store::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
 use crate::time::rfc3339;
 use hearth_api::views::{
     Condition, ConfigRef, EventView, HoldView, Maintenance, NodeMeta, NodeStatus, NodeView,
@@ -161,25 +161,27 @@ fn condition(kind: &str, status: bool, reason: &str, message: String) -> Conditi
 
 /// A pool's maintenance windows and whether they are open at `now` (the window clock).
 fn maintenance(p: &PoolRecord, now: u64) -> Option<Maintenance> {
-    let windows = crate::window::Windows::of(&p.metadata.annotations)?;
+    let windows = crate::controller::window::Windows::of(&p.metadata.annotations)?;
     let (state, message) = match windows {
         Err(e) => (WindowState::Invalid, e.to_string()),
         Ok(w) => match w.state(now) {
-            crate::window::WindowState::Open { window, closes_at } => (
+            crate::controller::window::WindowState::Open { window, closes_at } => (
                 WindowState::Open,
                 format!(
                     "in the maintenance window {window}, closes in {}",
-                    crate::window::human(closes_at.saturating_sub(now))
+                    crate::controller::window::human(closes_at.saturating_sub(now))
                 ),
             ),
-            crate::window::WindowState::Closed(wait) => (WindowState::Closed, wait.message(now)),
+            crate::controller::window::WindowState::Closed(wait) => {
+                (WindowState::Closed, wait.message(now))
+            }
         },
     };
     Some(Maintenance {
         windows: p
             .metadata
             .annotations
-            .get(crate::window::ANNOTATION)
+            .get(crate::controller::window::ANNOTATION)
             .cloned(),
         state,
         message,

@@ -52,7 +52,10 @@ fn an_agent_follows_the_server_through_an_apply_and_a_slotted_reboot() {
             "journalctl",
             "-u",
             "hearth-test-server.service",
-            &format!("MESSAGE_ID={}", hearth_server::logging::MSG_EVENT),
+            &format!(
+                "MESSAGE_ID={}",
+                hearth_server::telemetry::logging::MSG_EVENT
+            ),
             &format!("REASON={reason}"),
             "-o",
             "cat",

@@ -5,7 +5,7 @@
 
 use crate::test_cluster;
 
-use hearth_server::etcd::{EtcdConfig, EtcdStore, EtcdTls};
+use hearth_server::store::etcd::{EtcdConfig, EtcdStore, EtcdTls};
 use hearth_server::store::{Expect, Kind, Op, Store, StoreError};
 use std::time::Duration;
 use test_cluster::{Cluster, MemberTls};

@@ -3,7 +3,7 @@
 //! alone are test targets of their own (Cargo.toml, `autotests = false`).
 
 mod common;
-#[path = "../src/etcd/test_cluster.rs"]
+#[path = "../src/store/etcd/test_cluster.rs"]
 mod test_cluster;
 
 mod actions_e2e;

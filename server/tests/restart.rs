@@ -22,8 +22,8 @@ fn spawn(state: &Path) -> Server {
 /// flood are logged all the same (journald would drop them with a flood: `RateLimitBurst=`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_are() {
-    use hearth_server::event_log::KEPT_PER_CLASS;
-    use hearth_server::logging::{NODE_EVENTS_BURST, NODE_EVENTS_PER_SECOND};
+    use hearth_server::fleet::events::KEPT_PER_CLASS;
+    use hearth_server::telemetry::logging::{NODE_EVENTS_BURST, NODE_EVENTS_PER_SECOND};
     const NODES: usize = KEPT_PER_CLASS + 20;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -116,7 +116,7 @@ async fn a_flood_of_routine_events_is_logged_within_bounds_and_warnings_still_ar
     assert!(counted >= left_out, "{counted} < {left_out}");
     // The apply alone made more routine events than a change keeps aside for the log.
     assert!(
-        counted >= (NODES - hearth_server::event_log::KEPT_ASIDE) as u64,
+        counted >= (NODES - hearth_server::fleet::events::KEPT_ASIDE) as u64,
         "{counted} counted"
     );
     assert_eq!(

@@ -138,7 +138,7 @@ async fn the_agents_client_against_a_real_server() {
 /// not enrolled again (a bootstrap token alone could not take it back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enrolled_agent_keeps_its_credential_under_a_new_url() {
-    use hearth_agent::follow::{self, Server, ServerState};
+    use hearth_agent::enrolment::{self, Server, ServerState};
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), options(5)).await;
     let admin = Api::admin(&s);
@@ -156,7 +156,7 @@ async fn an_enrolled_agent_keeps_its_credential_under_a_new_url() {
         labels: BTreeMap::new(),
         wait: Duration::from_secs(1),
     };
-    let (_first, state) = follow::connect(&root, &server).await.unwrap();
+    let (_first, state) = enrolment::connect(&root, &server).await.unwrap();
     // The saved state names the server by another URL (as after a DNS rename), in the form an
     // agent before server lists wrote (`url` alone).
     let old_file = serde_json::json!({
@@ -170,7 +170,7 @@ async fn an_enrolled_agent_keeps_its_credential_under_a_new_url() {
         serde_json::to_vec(&old_file).unwrap(),
     )
     .unwrap();
-    let (again, kept) = follow::connect(&root, &server).await.unwrap();
+    let (again, kept) = enrolment::connect(&root, &server).await.unwrap();
     assert_eq!(kept.credential, state.credential);
     assert_eq!(kept.urls(), vec![admin.base.clone()]);
     let d = again.desired(None, Duration::from_secs(5)).await.unwrap();

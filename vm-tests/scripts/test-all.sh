@@ -25,7 +25,7 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "test-all: the Kubernetes test binaries: images/build-kube.sh --cached in the background (returns at once when cached; log $kube_log)" >&2
   images/build-kube.sh --cached >"$kube_log" 2>&1 &
 fi
-# The build (about 10 GB in target/) and the cached images share the disk: say how full it is,
+# The build (about 5 GB in target/) and the cached images share the disk: say how full it is,
 # so that a failure for want of space is read as such.
 df -h . /tmp /var/tmp 2>/dev/null | awk 'NR == 1 || !seen[$1]++' >&2 || true
 exec cargo test --workspace --locked "$@"

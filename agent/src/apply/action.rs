@@ -21,7 +21,8 @@
 //! [`MAX_OUTPUT_TAIL`] bytes. At its timeout its whole process group is killed (SIGKILL); when it
 //! ends, whatever it left running in its process group is killed too.
 
-use super::{Agent, AgentError};
+use super::agent::Agent;
+use super::error::AgentError;
 use crate::journal::{now_rfc3339, Journal, NamedConfig};
 use hearth_api::{ActionFailurePolicy, ActionOutcome, ActionRun};
 use hearth_config::actions::{ActionFailure, ActionWhen, RunOnceAction};

@@ -8,7 +8,7 @@
 //! cannot do (kernel arguments, kernel type, OS image, extensions) is still planned from the
 //! booted OS and applied, with a reboot when it needs one.
 
-use super::Agent;
+use super::agent::Agent;
 use hearth_config::model::MachineConfigSpec;
 
 /// Written by hearth-server into every first-boot config: the rendered config's name.

@@ -2,8 +2,8 @@
 //! enablement online (D-Bus) or offline (symlinks), masks, SSH keys, password hashes, and the
 //! service steps (reload, restart) a plan's disruption asks for.
 
+use super::agent::{Agent, Units};
 use super::step::{OnObject, StepError};
-use super::{Agent, Units};
 use hearth_config::disruption::{Outcome as DisruptionOutcome, ServiceStep};
 use hearth_config::model::DisruptionPolicies;
 use hearth_config::paths::{dropin_path, unit_path};

@@ -2,7 +2,8 @@
 //! temporaries interrupted writes left are removed, and the paths a config takes over that
 //! existed before the apply (whose originals must be kept) are recorded for a resume.
 
-use super::{managed_paths, Agent, AgentError};
+use super::agent::{managed_paths, Agent};
+use super::error::AgentError;
 use crate::journal::Journal;
 
 use std::collections::BTreeSet;

@@ -17,8 +17,11 @@
 //! config's. Then the host is verified against the current config again.
 //!
 //! ## Files
-//! - `mod.rs`: the agent's handle on a host, `sync` and `resume` (which phase runs next),
-//!   `verify`.
+//! - `mod.rs`: `sync` and `resume` (which phase runs next); the re-exports of the public face.
+//! - `agent.rs`: the agent's handle on a host ([`Agent`], [`Units`]): opening it, `verify`.
+//! - `options.rs`: what one sync is asked to do ([`Options`]), the force file.
+//! - `outcome.rs`: how a sync ended ([`Outcome`]).
+//! - `error.rs`: the errors that stop the agent itself ([`AgentError`]).
 //! - `action.rs`: run-once actions (`spec.actions`): each run at most once per rendered config,
 //!   recorded in the journal before it starts.
 //! - `adopt.rs`: taking over what Ignition wrote at first boot, without rewriting it.
@@ -31,24 +34,21 @@
 //! - `request.rs`: an admin's force and restore-file requests, each acted on once.
 //! - `step.rs`: why a step failed ([`step::StepError`]: the step, its object, the cause).
 
-use crate::drift_policy::{drift_reason, DriftPolicies};
-use crate::journal::{Journal, JournalError, NamedConfig, Phase, Progress};
+use crate::drift_policy::drift_reason;
+use crate::journal::{Journal, NamedConfig, Phase, Progress};
 use crate::state::{Event, State};
-use hearth_config::ignition::Config;
-use hearth_config::model::{DisruptionPolicies, MachineConfigSpec};
-use hearth_hostops::fs::{DirSyncs, Root};
-use hearth_hostops::os::{NoneBackend, OsBackend};
-use hearth_hostops::systemd::Systemd;
-use hearth_hostops::users::SshKeyLayout;
-use hearth_hostops::verify::{self, Mismatch, OfflineUnitStates, VerifyOptions};
-use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use hearth_config::model::DisruptionPolicies;
+use std::collections::BTreeSet;
 
 mod action;
 mod adopt;
+mod agent;
+mod error;
 mod execute;
 mod lock;
+mod options;
 mod os;
+mod outcome;
 mod reboot;
 mod request;
 mod rollback;
@@ -58,178 +58,21 @@ mod trial;
 
 pub use action::{MAX_ACTION_RECORDS, MAX_OUTPUT_TAIL, SCRIPT_DIR};
 pub use adopt::FIRSTBOOT_STAMP;
+pub use agent::{managed_paths, Agent, Units, OFFLINE_OS_REASON, SYSTEM_BUS};
+pub use error::AgentError;
 pub use execute::service_steps;
 pub(crate) use lock::remove_own_temporaries;
 pub use lock::LOCK_FILE;
+pub use options::{Options, FORCE_FILE};
 pub use os::FINALIZE_UNIT;
+pub use outcome::Outcome;
 pub use reboot::{boot_id, MAX_REBOOT_REQUESTS, REBOOT_MARKER};
 pub use request::{new_requests, MAX_REQUEST_RESULTS};
 pub use trial::{trial_deadline, trial_window, unix_now};
 
 use os::os_fields;
 
-/// A file whose presence asks for a full re-apply on the next sync (the MCO's
-/// `/run/machine-config-daemon-force`).
-pub const FORCE_FILE: &str = "/run/hearth-force";
-/// The default system bus.
-pub const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
-
-/// How the agent reaches systemd.
-#[derive(Debug)]
-pub enum Units {
-    /// A running systemd over D-Bus.
-    Online(Systemd),
-    /// An offline image root: enablement through symlinks, no daemon to reload or restart.
-    Offline,
-}
-
-/// Options of one sync.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Re-apply everything even if the host is already in the desired config.
-    pub force: bool,
-    /// Do not reboot even if the plan needs it (leave the node `Rebooting`, reboot pending).
-    pub no_reboot: bool,
-    /// The drift policies: which paths that differ without the apply having written them are
-    /// exempt (`ignore`) or reported as drift (`report`, `revert`) instead of failing it.
-    pub drift: DriftPolicies,
-    /// An admin's force request (`hearth node force`) this sync serves: it re-applies
-    /// everything, and the request's id is written into the journal with the apply's start
-    /// (`Journal::forcing`), so that it is acted on once, also across a crash.
-    pub force_request: Option<u64>,
-    /// The pool's trial policy (only when following a server: the trial needs one to answer):
-    /// a change it covers ends in `Trial`, not `Done` (`trial.rs`).
-    pub trial: Option<hearth_config::trial::TrialPolicy>,
-}
-
-/// How a sync ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The host is in the desired config (verified).
-    Done,
-    /// The desired config is applied, but managed paths differ from it that the apply did not
-    /// write (drift under the `report` or `revert` policy, or, on a host that already had the
-    /// config, any difference). Each line names the path and the difference. The journal's state
-    /// is `Done` with these listed as drift; the host is not in the desired config.
-    Drifted(Vec<String>),
-    /// The config is applied and the node must reboot; `requested` says whether the reboot was
-    /// asked for, `inhibited` why not.
-    Rebooting {
-        /// Whether logind accepted the reboot.
-        requested: bool,
-        /// Who blocks it, if anyone.
-        inhibited: Option<String>,
-    },
-    /// The apply failed and was undone; the reason names the step, the object and the cause.
-    Degraded(String),
-    /// The desired config cannot be applied to a running node; every field is listed.
-    Unreconcilable(String),
-    /// Applied and verified, on trial: the server must answer before the deadline (the
-    /// reason says when), or the change is undone.
-    Trial(String),
-}
-
-/// Errors that stop the agent itself (not an apply failure, which is [`Outcome::Degraded`]).
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The journal cannot be read or written.
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    /// Connecting to systemd failed.
-    #[error("cannot connect to systemd: {0}")]
-    Systemd(#[from] hearth_hostops::systemd::SystemdError),
-    /// The root cannot be opened.
-    #[error(transparent)]
-    Fs(#[from] hearth_hostops::fs::FsError),
-    /// The agent lock cannot be taken.
-    #[error("cannot take the agent lock {path}: {message}")]
-    Lock {
-        /// The lock file.
-        path: String,
-        /// Why.
-        message: String,
-    },
-}
-
-/// The agent's handle on one host.
-#[derive(Debug)]
-pub struct Agent {
-    root: Root,
-    root_path: PathBuf,
-    units: Units,
-    bus: Option<String>,
-    ssh_layout: SshKeyLayout,
-    os: OsBackend,
-    /// Whether this process cleaned the temporaries of its own state yet (see
-    /// [`Agent::lock`]).
-    cleaned_state: std::sync::atomic::AtomicBool,
-    /// Whether this process recorded the booted OS in the journal yet (see
-    /// [`Agent::note_booted_os`]).
-    noted_os: std::sync::atomic::AtomicBool,
-    /// Directories the steps wrote into, fsynced once each before the journal records the
-    /// steps (see `execute.rs`).
-    written_dirs: DirSyncs,
-}
-
-/// Why an offline image root has no OS backend.
-pub const OFFLINE_OS_REASON: &str = "an offline image root cannot take OS-level changes";
-
-/// Every path a config manages (files, unit files, drop-ins, masks).
-pub fn managed_paths(config: &Config) -> BTreeSet<String> {
-    hearth_config::paths::written(config)
-        .into_iter()
-        .map(|w| w.path)
-        .collect()
-}
-
 impl Agent {
-    /// A handle on the host whose root is `root`, with systemd on `bus` (`None`: an offline
-    /// image root).
-    pub async fn new(root: &Path, bus: Option<&str>) -> Result<Agent, AgentError> {
-        let root_handle = Root::open(root)?;
-        let units = match bus {
-            Some(address) => Units::Online(Systemd::connect_with_root(address, root).await?),
-            None => Units::Offline,
-        };
-        let ssh_layout = SshKeyLayout::detect(&root_handle).unwrap_or_default();
-        let os = match &units {
-            Units::Offline => OsBackend::None(NoneBackend::new(OFFLINE_OS_REASON)),
-            Units::Online(_) => {
-                match OsBackend::detect_on_bus(root, bus.unwrap_or(SYSTEM_BUS)).await {
-                    Ok(backend) => backend,
-                    Err(e) => OsBackend::None(NoneBackend::new(e.to_string())),
-                }
-            }
-        };
-        tracing::debug!(backend = os.kind(), "OS backend");
-        Ok(Agent {
-            root: root_handle,
-            root_path: root.to_path_buf(),
-            units,
-            bus: bus.map(str::to_string),
-            ssh_layout,
-            os,
-            cleaned_state: std::sync::atomic::AtomicBool::new(false),
-            noted_os: std::sync::atomic::AtomicBool::new(false),
-            written_dirs: DirSyncs::new(),
-        })
-    }
-
-    /// The OS backend (kernel arguments, kernel type, OS images) this host has.
-    pub fn os(&self) -> &OsBackend {
-        &self.os
-    }
-
-    /// The root.
-    pub fn root(&self) -> &Root {
-        &self.root
-    }
-
-    /// Whether this is an offline image root.
-    pub fn is_offline(&self) -> bool {
-        matches!(self.units, Units::Offline)
-    }
-
     /// Brings the host to `desired`. Returns how it ended; an `Err` is only for problems that
     /// stop the agent itself (its journal unreadable, systemd unreachable).
     pub async fn sync(
@@ -440,42 +283,5 @@ impl Agent {
             }
         };
         Ok(Some(outcome))
-    }
-
-    fn current_spec(j: &Journal) -> MachineConfigSpec {
-        j.current
-            .as_ref()
-            .map(|c| c.spec.clone())
-            .unwrap_or_default()
-    }
-
-    /// Checks the host against `config`.
-    pub async fn verify(&self, config: &Config) -> Vec<Mismatch> {
-        let opts = VerifyOptions {
-            ssh_layout: self.ssh_layout,
-        };
-        match &self.units {
-            Units::Offline => {
-                verify::verify_with(
-                    &self.root,
-                    &OfflineUnitStates::new(&self.root),
-                    config,
-                    &opts,
-                )
-                .mismatches
-            }
-            Units::Online(sd) => {
-                let names = verify::units_to_query(config);
-                let states: HashMap<String, String> =
-                    match verify::unit_file_states(sd.connection(), &names).await {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot read unit states");
-                            HashMap::new()
-                        }
-                    };
-                verify::verify_with(&self.root, &states, config, &opts).mismatches
-            }
-        }
     }
 }

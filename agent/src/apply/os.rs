@@ -2,10 +2,12 @@
 //! of the OS backend, adopting what is already booted, staging one new deployment, and after
 //! its boot checking that it is the booted one and healthy (or rolling it back).
 
+use super::agent::{Agent, Units};
+use super::error::AgentError;
+use super::options::{Options, FORCE_FILE};
+use super::outcome::Outcome;
+use super::reboot::{boot_id, REBOOT_MARKER};
 use super::step::{OnObject, StepError};
-use super::{
-    reboot::boot_id, reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, Units, FORCE_FILE,
-};
 use crate::boot_verdict::{Verdict, BOOT_COMPLETE_UNIT};
 use crate::journal::{Journal, NamedConfig, OsProgress};
 use crate::state::Event;

@@ -1,7 +1,10 @@
 //! The reboot: asking logind for it (bounded, no reboot loop), telling whether the node
 //! rebooted since, and verifying the host after the boot.
 
-use super::{Agent, AgentError, Options, Outcome, FORCE_FILE, SYSTEM_BUS};
+use super::agent::{Agent, SYSTEM_BUS};
+use super::error::AgentError;
+use super::options::{Options, FORCE_FILE};
+use super::outcome::Outcome;
 use crate::drift_policy::{drift_reason, touched_paths};
 use crate::journal::{Journal, Phase, Progress};
 use crate::state::{Event, State};

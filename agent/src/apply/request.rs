@@ -15,7 +15,10 @@
 //! Every id up to `Journal::requests_done` is finished; the outcomes of the last
 //! [`MAX_REQUEST_RESULTS`] go to the server with the status report.
 
-use super::{Agent, AgentError, Options, Outcome};
+use super::agent::Agent;
+use super::error::AgentError;
+use super::options::Options;
+use super::outcome::Outcome;
 use crate::drift_policy::drift_reason;
 use crate::journal::{Journal, NamedConfig};
 use crate::state::State;

@@ -1,7 +1,11 @@
 //! Undoing a failed apply: a plan from the desired config back to the current one, executed
 //! and verified, ending `Degraded` with why (see the module doc of `apply`).
 
-use super::{execute::service_steps, managed_paths, os::is_os_action, Agent, AgentError, Outcome};
+use super::agent::{managed_paths, Agent};
+use super::error::AgentError;
+use super::execute::service_steps;
+use super::os::is_os_action;
+use super::outcome::Outcome;
 use crate::drift_policy::{touched_paths, DriftPolicies};
 use crate::journal::{Journal, OsProgress, Phase, Progress};
 use crate::state::{Event, State};

@@ -2,11 +2,14 @@
 //! `AfterFiles` actions, stage the OS change, then end `Done` (or drifted), go on to the reboot,
 //! or start the rollback.
 
+use super::agent::{managed_paths, Agent};
+use super::error::AgentError;
+use super::execute::service_steps;
+use super::options::{Options, FORCE_FILE};
+use super::os::{is_os_action, os_fields};
+use super::outcome::Outcome;
+use super::reboot::{boot_id, REBOOT_MARKER};
 use super::step::StepError;
-use super::{
-    execute::service_steps, managed_paths, os::is_os_action, os::os_fields, reboot::boot_id,
-    reboot::REBOOT_MARKER, Agent, AgentError, Options, Outcome, FORCE_FILE,
-};
 use crate::drift_policy::{drift_reason, touched_paths};
 use crate::journal::{Journal, Phase, Progress};
 use crate::state::Event;

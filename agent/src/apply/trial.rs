@@ -7,7 +7,11 @@
 //! newer one or a force). A crash or a reboot keeps the deadline: the journal holds it, and
 //! the resume undoes a trial whose deadline passed.
 
-use super::{os::is_os_action, os::os_fields, Agent, AgentError, Outcome, FORCE_FILE};
+use super::agent::Agent;
+use super::error::AgentError;
+use super::options::FORCE_FILE;
+use super::os::{is_os_action, os_fields};
+use super::outcome::Outcome;
 use crate::drift_policy::{drift_reason, DriftPolicies};
 use crate::journal::{Journal, Phase};
 use crate::state::{Event, State};

@@ -11,14 +11,7 @@ use crate::state::State;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-/// The rendered config the node is in (written by the agent once it is verified).
-pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
-/// The rendered config the node should be in (written by the controller or an admin).
-pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
-/// `Done`, `Working`, `Degraded` or `Unreconcilable`.
-pub const STATE: &str = "machineconfiguration.openshift.io/state";
-/// Why the node is `Degraded` or `Unreconcilable` (empty otherwise).
-pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+pub use hearth_api::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 
 /// The longest `reason` annotation written: 1 KiB. A longer reason is cut at a character
 /// boundary and says so; the whole of it is in the MachineConfigNode's status.

@@ -3,7 +3,7 @@
 //! `rollback`.
 
 use super::conn::{enc, typed, Client, Conn, ServerError};
-use super::{kind_name, kind_path, Kind};
+use super::kind::{kind_name, kind_path, Kind};
 use crate::term::escape;
 use crate::{read_text, InvalidInput, Usage};
 use clap::Args;

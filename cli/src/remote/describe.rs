@@ -1,9 +1,9 @@
 //! `hearth describe`: one object in detail, with its conditions, nodes and recent events.
 
 use super::conn::{enc, Client, Conn};
+use super::kind::Kind;
 use super::state::{no_state_reason, node_state, progress};
-use super::table::{age_of, opt, text, yes};
-use super::Kind;
+use super::table::{age_of, indent_table, opt, text, yes};
 use crate::term::{escape, escape_keep_newlines};
 use clap::Args;
 use hearth_api::views::{EventView, List, NodeView, PoolView, SELECTS_NO_NODE};
@@ -336,31 +336,4 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
     // Every field above is escaped; this second guard keeps only the lines composed here.
     crate::out!("{}", escape_keep_newlines(&out));
     Ok(())
-}
-
-pub(super) fn indent_table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::from("  ");
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }

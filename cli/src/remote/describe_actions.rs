@@ -2,8 +2,7 @@
 //! its config, when it ran, how it ended, its exit status and duration; then the end of the
 //! output of each run that did not succeed. Everything here comes from the node: escaped.
 
-use super::describe::indent_table;
-use super::table::{opt, text};
+use super::table::{indent_table, opt, text};
 use crate::term::escape;
 use hearth_api::{ActionOutcome, ActionRun};
 

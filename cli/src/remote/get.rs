@@ -1,16 +1,17 @@
 //! `hearth get`: list or show MachineConfigs, pools, nodes and events as a table, JSON, YAML or
-//! names; `-l` selects by label, `--no-headers` drops the header line, `-w` follows changes
-//! (see [`super::watch`]).
+//! names; `-l` selects by label, `--no-headers` drops the header line. With `-w`, `watch.rs`
+//! goes on from the list printed here, asking again with this file's [`fetch`] and [`rows`]
+//! (the dispatch is `remote::get`, in `mod.rs`).
 //!
 //! Tables of pools, nodes and events read the server's answers as `hearth_api`'s views;
 //! `-o json` and `-o yaml` print the server's documents as they came (so a field a newer v1
 //! server adds is not lost), made safe for the terminal.
 
 use super::conn::{enc, typed, Client, Conn};
+use super::kind::{kind_name, kind_path, Kind, Output};
 use super::select::Selector;
 use super::state::node_state;
 use super::table::{age, age_of, items, opt, s, text, yes, Table};
-use super::{kind_name, kind_path, Kind, Output};
 use crate::term::{escape, json_safe};
 use crate::Usage;
 use clap::{Args, ValueEnum};
@@ -79,7 +80,7 @@ pub struct GetArgs {
     /// After the list, print each row that changes (or, for events, each new event) until
     /// interrupted; the server is asked every 2 seconds.
     #[arg(short = 'w', long)]
-    watch: bool,
+    pub(super) watch: bool,
     #[command(flatten)]
     conn: Conn,
 }
@@ -349,8 +350,22 @@ pub(super) fn rows(
     })
 }
 
-/// `hearth get`.
-pub fn get(a: &GetArgs) -> anyhow::Result<()> {
+/// What the list printed by [`list`] leaves for `-w` to go on from.
+pub(super) struct Listed {
+    /// The client the list was read with.
+    pub(super) client: Client,
+    /// The selector (`-l`) the list was filtered by.
+    pub(super) sel: Selector,
+    /// The objects printed.
+    pub(super) objects: Vec<Value>,
+    /// The table the rows were printed in and whether it is `-o wide`; none when names (or
+    /// documents) were printed.
+    pub(super) table: Option<(Table, bool)>,
+}
+
+/// The list `hearth get` prints: checks the arguments, reads the objects and prints them; with
+/// `-w`, `remote::get` goes on from what this returns.
+pub(super) fn list(a: &GetArgs) -> anyhow::Result<Listed> {
     check(a)?;
     let sel = match &a.selector {
         Some(t) => Selector::parse(t)?,
@@ -358,13 +373,14 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
     };
     let c = Client::new(&a.conn)?;
     let mut objects = fetch(&c, a, &sel)?;
+    let mut table = None;
     let list = |objects: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": objects});
     match a.output {
         Some(Output::Json) => {
             let v = if a.name.is_some() {
                 objects.remove(0)
             } else {
-                list(objects)
+                list(std::mem::take(&mut objects))
             };
             crate::outln!("{}", json_safe(&serde_json::to_string_pretty(&v)?));
         }
@@ -372,7 +388,7 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             let v = if a.name.is_some() {
                 objects.remove(0)
             } else {
-                list(objects)
+                list(std::mem::take(&mut objects))
             };
             crate::out!("{}", crate::yaml::to_string(&v));
         }
@@ -380,30 +396,30 @@ pub fn get(a: &GetArgs) -> anyhow::Result<()> {
             for o in &objects {
                 crate::outln!("{}", name_line(a.kind, o));
             }
-            if a.watch {
-                super::watch::follow(&c, a, &sel, &objects, None)?;
-            }
         }
         None | Some(Output::Wide) => {
             let wide = a.output == Some(Output::Wide);
             if objects.is_empty() && !a.watch {
                 eprintln!("No resources found");
-                return Ok(());
-            }
-            let (header, rows) = rows(a.kind, &objects, wide)?;
-            let mut t = Table::new(&header, &rows);
-            if !a.no_headers {
-                t.print(&header);
-            }
-            for r in &rows {
-                t.print(r);
-            }
-            if a.watch {
-                super::watch::follow(&c, a, &sel, &objects, Some((t, wide)))?;
+            } else {
+                let (header, rows) = rows(a.kind, &objects, wide)?;
+                let mut t = Table::new(&header, &rows);
+                if !a.no_headers {
+                    t.print(&header);
+                }
+                for r in &rows {
+                    t.print(r);
+                }
+                table = Some((t, wide));
             }
         }
     }
-    Ok(())
+    Ok(Listed {
+        client: c,
+        sel,
+        objects,
+        table,
+    })
 }
 
 /// The `MAINTENANCE` cell of `get mcp -o wide`: `-` (no windows), `open`, or what the pool

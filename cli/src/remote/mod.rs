@@ -9,12 +9,13 @@
 //! CA only. Exit codes as for the offline commands: 0 success, 1 invalid input or an error from
 //! the server (the message is printed), 2 usage.
 //!
-//! One file per concept: `conn` (flags, login file, HTTPS client), `failover` (sending to one
-//! of several servers), `change` (the commands that
-//! change the fleet), `get` (with `select`, label selectors, and `watch`, `get -w`), `describe`,
-//! `rollout`, `version`, `state` (a node's state, named once for all of them), `table` (output
-//! helpers). Here: the object
-//! kinds and output formats they share.
+//! One file per concept: `kind` (the object kinds and output formats the commands share),
+//! `conn` (flags, login file, HTTPS client), `failover` (sending to one of several servers),
+//! `change` (the commands that change the fleet), `get` (with `select`, label selectors, and
+//! `watch`, `get -w`), `describe` (with `describe_actions`), `rollout`, `version`, `state` (a
+//! node's state, named once for all of them), `table` (output helpers). Here: the module list,
+//! the re-exports, and [`get()`], which prints the list (`get.rs`) and with `-w` follows it
+//! (`watch.rs`).
 
 mod change;
 mod conn;
@@ -22,6 +23,7 @@ mod describe;
 mod describe_actions;
 mod failover;
 mod get;
+mod kind;
 mod pages;
 mod rollout;
 mod select;
@@ -37,60 +39,19 @@ pub use change::{
 };
 pub use conn::{config_path, login, Conn, LoginArgs};
 pub use describe::{describe, DescribeArgs};
-pub use get::{get, GetArgs, GetKind};
+pub use get::{GetArgs, GetKind};
+pub use kind::{Kind, Output};
 pub use rollout::{rollout, RolloutArgs};
 pub use table::{human_age, parse_time};
 pub use version::{client_version, version, VersionArgs};
 pub use viewer::{viewer_token, ViewerArgs};
 pub use watch::WATCH_INTERVAL;
 
-use clap::ValueEnum;
-
-/// The kinds of object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kind {
-    /// MachineConfigs (and rendered configs).
-    #[value(name = "mc", alias = "machineconfig", alias = "machineconfigs")]
-    Mc,
-    /// MachineConfigPools.
-    #[value(
-        name = "mcp",
-        alias = "machineconfigpool",
-        alias = "machineconfigpools",
-        alias = "pool",
-        alias = "pools"
-    )]
-    Mcp,
-    /// Nodes.
-    #[value(name = "node", alias = "nodes", alias = "no")]
-    Node,
-}
-
-/// Output formats of `get`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// More columns.
-    Wide,
-    /// JSON.
-    Json,
-    /// YAML.
-    Yaml,
-    /// `kind/name` per line.
-    Name,
-}
-
-fn kind_path(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Mc => "machineconfigs",
-        Kind::Mcp => "pools",
-        Kind::Node => "nodes",
+/// `hearth get`: the list, then with `-w` each change until interrupted (or an error).
+pub fn get(a: &GetArgs) -> anyhow::Result<()> {
+    let listed = get::list(a)?;
+    if a.watch {
+        watch::follow(a, listed)?;
     }
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Mc => "machineconfig",
-        Kind::Mcp => "machineconfigpool",
-        Kind::Node => "node",
-    }
+    Ok(())
 }

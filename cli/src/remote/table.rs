@@ -1,5 +1,5 @@
 //! Output helpers shared by `get`, `describe` and `rollout`: cells (escaped), ages and times,
-//! conditions, and the aligned table.
+//! conditions, the aligned table, and `describe`'s indented tables.
 
 use crate::term::escape;
 use serde_json::Value;
@@ -147,6 +147,35 @@ pub(super) fn table(header: &[&str], rows: &[Vec<String>], no_headers: bool) {
 
 pub(super) fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Rows as `describe` prints them under a heading: indented two spaces, columns two spaces
+/// apart, widths in characters (cells are escaped by the caller).
+pub(super) fn indent_table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::from("  ");
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -7,10 +7,7 @@
 //! once. An object that is deleted prints nothing. An error from the server ends the watch
 //! (exit 1), as `kubectl get -w` does when its watch breaks.
 
-use super::conn::Client;
-use super::get::{fetch, name_line, rows, GetArgs, GetKind};
-use super::select::Selector;
-use super::table::Table;
+use super::get::{fetch, name_line, rows, GetArgs, GetKind, Listed};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -79,24 +76,24 @@ fn keyed_rows(a: &GetArgs, objects: &[Value], wide: Option<bool>) -> anyhow::Res
         .collect())
 }
 
-/// Follows `a`'s list after `first` was printed: as rows of `table` (with `-o wide` or not), or
-/// as names when `table` is none. Returns only on an error.
-pub(super) fn follow(
-    c: &Client,
-    a: &GetArgs,
-    sel: &Selector,
-    first: &[Value],
-    table: Option<(Table, bool)>,
-) -> anyhow::Result<()> {
+/// Follows `a`'s list after it was printed (`listed`): as rows of its table (with `-o wide` or
+/// not), or as names when it has no table. Returns only on an error.
+pub(super) fn follow(a: &GetArgs, listed: Listed) -> anyhow::Result<()> {
+    let Listed {
+        client: c,
+        sel,
+        objects: first,
+        table,
+    } = listed;
     let wide = table.as_ref().map(|(_, w)| *w);
     let mut table = table.map(|(t, _)| t);
-    let mut printed: HashMap<String, Vec<String>> = keyed_rows(a, first, wide)?
+    let mut printed: HashMap<String, Vec<String>> = keyed_rows(a, &first, wide)?
         .into_iter()
         .map(|k| (k.key, k.cmp))
         .collect();
     loop {
         std::thread::sleep(WATCH_INTERVAL);
-        let objects = fetch(c, a, sel)?;
+        let objects = fetch(&c, a, &sel)?;
         // What is remembered is what this poll returned: objects gone (deleted, or events
         // past the server's window) are forgotten, so a long watch does not grow.
         let mut seen: HashMap<String, Vec<String>> = HashMap::with_capacity(objects.len());

@@ -1,9 +1,10 @@
 //! Translations between versions: a 2.x config into the internal model (with the MCO's merge
 //! rules), and the internal model out to any supported version, refusing what it cannot express.
 
+use super::ssh_keys::dedup_users_ssh_keys;
 use super::v2::{V2Config, V2Filesystem, V2Mount, V2Node, V2Unit, V2User};
 use super::v3::{Config, Directory, File, Filesystem, Link, Resource, Unit, User};
-use super::SpecVersion;
+use super::version::SpecVersion;
 
 /// A problem translating between versions: the field and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -239,7 +240,7 @@ impl V2Config {
                 users.push(user);
             }
         }
-        crate::mco::dedup_users_ssh_keys(&mut users);
+        dedup_users_ssh_keys(&mut users);
         out.passwd.users = users;
         out.passwd.groups = dedup_by_key(self.passwd.groups, |g| g.name.clone(), |a, b| *a = b);
 

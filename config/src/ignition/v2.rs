@@ -1,8 +1,8 @@
 //! The Ignition spec 2.2-2.4 wire format, as written (read by [`V2Config::into_v3`], written
 //! by [`Config::to_version`](super::Config::to_version)).
 
+use super::empty::EmptyValue;
 use super::v3::{Disk, Dropin, Group, NodeOwner, Proxy, Raid, Resource, Security, Timeouts};
-use super::EmptyValue;
 use serde::{Deserialize, Serialize};
 
 /// Ignition spec 2.2-2.4, as written.

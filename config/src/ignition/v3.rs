@@ -1,7 +1,8 @@
 //! The internal model of an Ignition config: the spec 3.5.0 field set, and which 3.x version
 //! each field needs ([`Config::fields_needing_newer`]).
 
-use super::{EmptyValue, SpecVersion};
+use super::empty::EmptyValue;
+use super::version::SpecVersion;
 use serde::{Deserialize, Serialize};
 
 fn is_false(b: &Option<bool>) -> bool {

@@ -24,9 +24,6 @@ use hearth_hostops::os::{
     Transport, SHA256,
 };
 
-/// The origin key in which ostree-ext and rpm-ostree record a deployment's container image.
-pub(crate) const ORIGIN_CONTAINER: &str = oc::deploy::ORIGIN_CONTAINER;
-
 /// The manifest this node deploys from an image reference.
 struct Resolved {
     /// What skopeo copies: pinned to the manifest's digest (`docker://repo@sha256:…`), or the

@@ -36,7 +36,7 @@
 //! ## Files
 //!
 //! `serve.rs` (request in, response out), `session.rs` (the opened sysroot, status,
-//! verification), `fetch.rs` (resolve or pull), `container.rs` (container images: resolve,
+//! verification, the origin keys), `fetch.rs` (resolve or pull), `container.rs` (container images: resolve,
 //! copy under the signature policy, import; with `skopeo.rs` and `oci_layout.rs`), `prune.rs`
 //! (images no deployment uses),
 //! `space.rs` (free space and inodes),

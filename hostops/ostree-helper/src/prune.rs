@@ -7,9 +7,8 @@ use std::collections::HashSet;
 use ostree_ext::container as oc;
 use tracing::{info, warn};
 
-use crate::container::ORIGIN_CONTAINER;
 use crate::oci_layout::Layout;
-use crate::session::{none, Session, ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST};
+use crate::session::{none, Session, ORIGIN_CONTAINER, ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST};
 use hearth_hostops::os::paths::IMAGE_CACHE;
 use hearth_hostops::os::OsError;
 

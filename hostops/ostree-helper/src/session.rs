@@ -1,6 +1,7 @@
 //! One opened sysroot on the worker thread ([`Session`]): opening and locking it, finding the
 //! booted deployment (native or external), and reading deployments into the status, checked
-//! against what the next boot must show.
+//! against what the next boot must show. Also the origin keys a deployment's image is recorded
+//! under, which staging, pruning and the status share.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -11,13 +12,15 @@ use hearth_config::model::KernelType;
 use lo::gio;
 use lo::glib;
 
-use crate::container::ORIGIN_CONTAINER;
 use hearth_hostops::os::paths::{display, inside};
 use hearth_hostops::os::OsConfig;
 use hearth_hostops::os::OsError;
 use hearth_hostops::os::{cmdline_differences, compare_booted};
 use hearth_hostops::os::{ContainerImage, ImageRef};
 use hearth_hostops::os::{DeploymentId, DeploymentInfo, OsExpectation, OsStatus};
+
+/// The origin key in which ostree-ext and rpm-ostree record a deployment's container image.
+pub(crate) const ORIGIN_CONTAINER: &str = ostree_ext::container::deploy::ORIGIN_CONTAINER;
 
 /// The origin-file group in which hearth records a deployment's image and kernel type.
 pub const ORIGIN_GROUP: &str = "hearth";

@@ -8,8 +8,7 @@ use ::ostree as lo;
 use lo::glib;
 use tracing::info;
 
-use crate::container::ORIGIN_CONTAINER;
-use crate::session::{none, Session, ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST};
+use crate::session::{none, Session, ORIGIN_CONTAINER, ORIGIN_GROUP, ORIGIN_IMAGE_DIGEST};
 use hearth_hostops::os::ledger::{plan_kernel_args, KargLedger, LEDGER_PATH};
 use hearth_hostops::os::ImageRef;
 use hearth_hostops::os::OsChange;

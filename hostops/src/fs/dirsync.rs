@@ -14,7 +14,8 @@ use nix::unistd::fsync;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Mutex;
 
-use super::{FsError, Root};
+use super::error::FsError;
+use super::root::Root;
 
 /// The most directory descriptors a batch keeps open before it syncs them early (well under
 /// the usual soft limit of 1,024 open files).

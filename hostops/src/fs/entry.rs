@@ -8,8 +8,10 @@ use nix::sys::stat::fstat;
 use std::io::Read;
 use std::os::fd::AsFd;
 
+use super::error::FsError;
 use super::resolve::{open_beneath, split};
-use super::{EntryKind, FsError, Root, Stat};
+use super::root::Root;
+use super::stat::{EntryKind, Stat};
 
 /// An existing entry at a path.
 #[derive(Debug)]

@@ -11,8 +11,10 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::resolve::{kind_of, temp_name};
-use super::{fd_path, EntryKind, FsError, Root};
+use super::error::FsError;
+use super::resolve::temp_name;
+use super::root::{fd_path, Root};
+use super::stat::{kind_of, EntryKind};
 use crate::selinux::{self, FileKind, Labelling};
 
 impl Root {

@@ -1,15 +1,19 @@
 //! Reading inside the root: files, entries' stat, symbolic links and directory listings,
-//! every path resolved beneath the root.
+//! every path resolved beneath the root; the SELinux policy is read this way too
+//! (`selinux::PolicySource` for [`Root`]).
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::fstatat;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use super::error::FsError;
 use super::resolve::{open_beneath, split};
-use super::{FsError, Root, Stat};
+use super::root::Root;
+use super::stat::Stat;
+use crate::selinux;
 
 impl Root {
     /// Reads a file; `Ok(None)` when it does not exist.
@@ -90,5 +94,18 @@ impl Root {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+/// The SELinux policy of a root is read through the root, confined like every other read.
+impl selinux::PolicySource for Root {
+    type Error = FsError;
+
+    fn read_policy_file(&self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
+        self.read(path)
+    }
+
+    fn root_path(&self) -> &Path {
+        self.path()
     }
 }

@@ -4,14 +4,14 @@
 
 use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::FileStat;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{EntryKind, FsError, Root, Stat};
+use super::error::FsError;
+use super::root::Root;
 
 pub(super) const TMP_PREFIX: &str = ".hearth-tmp-";
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -66,29 +66,6 @@ pub(super) fn split(path: &str) -> Result<(PathBuf, &OsStr), FsError> {
         parent.push(c);
     }
     Ok((parent, name))
-}
-
-/// The kind of entry a `st_mode` says.
-pub(super) fn kind_of(st_mode: u32) -> EntryKind {
-    match st_mode & 0o170000 {
-        0o100000 => EntryKind::File,
-        0o040000 => EntryKind::Dir,
-        0o120000 => EntryKind::Symlink,
-        _ => EntryKind::Other,
-    }
-}
-
-impl Stat {
-    /// What a `stat(2)` of an entry says about it: permission bits, owner, size and kind.
-    pub(super) fn from_file_stat(st: &FileStat) -> Stat {
-        Stat {
-            mode: st.st_mode & 0o7777,
-            uid: st.st_uid,
-            gid: st.st_gid,
-            size: st.st_size as u64,
-            kind: kind_of(st.st_mode),
-        }
-    }
 }
 
 /// A temporary name beside `name` (see [`Root::remove_stale_temporaries`]).

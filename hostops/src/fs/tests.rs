@@ -1,7 +1,10 @@
 //! Unit tests of confined, atomic writes on a temporary directory.
 
 use super::*;
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 fn root() -> (tempfile::TempDir, Root) {

@@ -9,8 +9,11 @@ use nix::unistd::{fchown, fsync, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::io::Write;
 use std::os::fd::AsFd;
 
+use super::dirsync::DirSyncs;
+use super::error::FsError;
 use super::resolve::{split, temp_name, TMP_PREFIX};
-use super::{DirSyncs, EntryKind, FsError, Root, Stat};
+use super::root::Root;
+use super::stat::{EntryKind, Stat};
 
 impl Root {
     /// Writes `content` to `path` atomically with `mode` and (if given) owner, creating parent

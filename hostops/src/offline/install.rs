@@ -2,12 +2,13 @@
 //! file and its drop-ins, parsing `WantedBy=`, `RequiredBy=`, `Alias=`, `Also=`,
 //! `DefaultInstance=`, and checking aliases.
 
+use super::error::OfflineError;
+use super::lookup::SYMLINK_MAX;
 use super::lookup::{basename, conf_files, join, Ctx, Kind};
 use super::name::{
     instance_of, is_instance, is_template, is_valid_name, parse_name, printf, replace_instance,
     template_of, valid_char,
 };
-use super::{OfflineError, SYMLINK_MAX};
 
 /// A unit found: its name (the alias target's after following aliases), the file's path, and
 /// its `[Install]` section.

@@ -1,10 +1,12 @@
 //! Enablement links: creating the `[Install]` symlinks (`enable`, `preset`), removing them
 //! (`disable`), and the `is-enabled` state computed from the links found.
 
+use super::error::OfflineError;
 use super::install::{verify_alias, Info};
-use super::lookup::{basename, dirname, join, path_starts_with, Ctx, Kind};
+use super::lookup::{
+    basename, dirname, join, path_starts_with, Ctx, Kind, CONFIG_DIR, GENERATOR_DIRS, TRANSIENT_DIR,
+};
 use super::name::{is_instance, is_template, is_valid_name, printf, replace_instance, template_of};
-use super::{OfflineError, CONFIG_DIR, GENERATOR_DIRS, TRANSIENT_DIR};
 use crate::fs::EntryKind;
 use std::collections::{HashSet, VecDeque};
 

@@ -1,12 +1,27 @@
 //! Confined lookup: paths inside the root resolved as if it were `/` (symlinks chased through
 //! [`Root`](crate::fs::Root), never out of it), the unit search path, and what a search-path
-//! entry is (a unit file, masked, an alias, linked from outside).
+//! entry is (a unit file, masked, an alias, linked from outside); the directories of the search
+//! path that the other files name ([`CONFIG_DIR`], the generators' and transient units').
 
+use super::error::OfflineError;
 use super::name::{is_instance, template_of};
-use super::{OfflineError, CONFIG_DIR, GENERATOR_DIRS, SYMLINK_MAX, TRANSIENT_DIR};
 use crate::fs::EntryKind;
 use crate::fs::Root;
 use std::collections::{HashSet, VecDeque};
+
+/// The persistent configuration directory, where enablement symlinks are written.
+pub const CONFIG_DIR: &str = "/etc/systemd/system";
+
+/// How many symbolic links one lookup follows at most.
+pub(super) const SYMLINK_MAX: usize = 64;
+/// The generators' output directories: early, normal, late.
+pub(super) const GENERATOR_DIRS: [&str; 3] = [
+    "/run/systemd/generator.early",
+    "/run/systemd/generator",
+    "/run/systemd/generator.late",
+];
+/// Where transient units live.
+pub(super) const TRANSIENT_DIR: &str = "/run/systemd/transient";
 
 pub(super) fn join(dir: &str, name: &str) -> String {
     if dir == "/" {

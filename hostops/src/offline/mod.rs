@@ -52,15 +52,18 @@
 //! `%v`, `%u`, ...: an error naming them).
 //!
 //! ## Files
-//! - `mod.rs`: the public operations and their errors.
+//! - `mod.rs`: the public operations.
+//! - `error.rs`: their errors ([`OfflineError`]).
 //! - `name.rs`: unit names (grammar, templates, instances) and specifiers.
-//! - `lookup.rs`: confined lookup: paths inside the root, the search path, entry kinds.
+//! - `lookup.rs`: confined lookup: paths inside the root, the search path and its directories
+//!   ([`CONFIG_DIR`]), entry kinds.
 //! - `install.rs`: finding a unit and its `[Install]` section (parsing, aliases).
 //! - `links.rs`: creating, removing and finding enablement links; `is-enabled`.
 //! - `preset.rs`: preset files and rules, `fnmatch` globbing.
 
-use crate::fs::{FsError, Root};
+use crate::fs::Root;
 
+mod error;
 mod install;
 mod links;
 mod lookup;
@@ -69,70 +72,13 @@ mod preset;
 #[cfg(test)]
 mod tests;
 
+pub use error::OfflineError;
+pub use lookup::CONFIG_DIR;
+
 use lookup::{join, Ctx};
 use name::validate;
 use preset::{query_presets, read_presets};
 use std::collections::HashSet;
-
-/// The persistent configuration directory, where enablement symlinks are written.
-pub const CONFIG_DIR: &str = "/etc/systemd/system";
-
-const SYMLINK_MAX: usize = 64;
-const GENERATOR_DIRS: [&str; 3] = [
-    "/run/systemd/generator.early",
-    "/run/systemd/generator",
-    "/run/systemd/generator.late",
-];
-const TRANSIENT_DIR: &str = "/run/systemd/transient";
-/// What went wrong with an offline enablement operation.
-#[derive(Debug, thiserror::Error)]
-pub enum OfflineError {
-    /// Not a valid unit name (`name.service`, `name@instance.timer`, ...).
-    #[error("\"{unit}\" is not a valid unit name")]
-    InvalidName {
-        /// The name.
-        unit: String,
-    },
-    /// No unit file of that name (nor, for an instance, of its template) in the search path.
-    #[error("unit {unit} does not exist: no unit file of that name in {root}")]
-    NoSuchUnit {
-        /// The unit.
-        unit: String,
-        /// The root directory searched.
-        root: String,
-    },
-    /// The unit is masked, so it cannot be enabled.
-    #[error("unit {unit} is masked ({path} is a link to /dev/null or empty)")]
-    Masked {
-        /// The unit.
-        unit: String,
-        /// The masking file (inside the root).
-        path: String,
-    },
-    /// A file that is not a symbolic link is where a link must go.
-    #[error(
-        "{path} exists and is not a symbolic link: refusing to replace it with a link to {target}"
-    )]
-    Exists {
-        /// The path (inside the root).
-        path: String,
-        /// The link target that was to be written.
-        target: String,
-    },
-    /// The unit's `[Install]` section (or its files) cannot be acted on.
-    #[error("cannot {op} {unit}: {problem}")]
-    Install {
-        /// `enable`, `disable`, ...
-        op: &'static str,
-        /// The unit.
-        unit: String,
-        /// What is wrong.
-        problem: String,
-    },
-    /// A file operation failed.
-    #[error(transparent)]
-    Fs(#[from] FsError),
-}
 
 // ---------------------------------------------------------------------------------------------
 // The public operations

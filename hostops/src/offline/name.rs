@@ -1,7 +1,7 @@
 //! Unit names: the `prefix@instance.suffix` grammar, templates and instances, unescaping, and
 //! the specifiers (`%n %N %p %P %i %I %j %J %f %%`) of `[Install]` values.
 
-use super::OfflineError;
+use super::error::OfflineError;
 // The grammar itself is hearth-config's, shared with manifest validation.
 pub(super) use hearth_config::unit_name::{valid_char, UnitName};
 

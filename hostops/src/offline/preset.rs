@@ -1,9 +1,9 @@
 //! Presets: `*.preset` files in their directories, their `enable`/`disable` lines, the first
 //! matching rule (enable when none matches), and `fnmatch(3)` globbing.
 
+use super::error::OfflineError;
 use super::lookup::{conf_files, Ctx};
 use super::name::{instance_of, is_template, replace_instance, template_of};
-use super::OfflineError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PresetRule {

@@ -2,13 +2,17 @@
 //! nodes, pause and resume pools, make bootstrap tokens. Each is one atomic commit.
 
 use super::manifests::apply_manifests;
-use super::{format_labels, meta_object, read_manifests, App, ApplyFile, ApplyOutcome, PoolTarget};
+use super::manifests::read_manifests;
+use super::state::{format_labels, meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::{put, update};
 use crate::pki::{self};
-use crate::records::{bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope};
+use crate::store::records::{
+    bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope,
+};
 use crate::store::Store;
+use hearth_api::admin::{ApplyFile, ApplyOutcome, PoolTarget};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -264,7 +268,7 @@ impl<S: Store> App<S> {
         self.mutate(Scope::Full, false, |fleet, t| {
             fleet
                 .tokens
-                .remove(&crate::records::node_bootstrap_token_name(name));
+                .remove(&crate::store::records::node_bootstrap_token_name(name));
             if fleet.nodes.remove(name).is_none() {
                 return Err(ApiError::not_found(format!("node {name:?} not found")));
             }

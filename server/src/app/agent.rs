@@ -1,7 +1,7 @@
 //! The agent operations: enrollment (placed without a full render when possible), the
 //! encoded desired-config answers, status reports and reboot slots.
 
-use super::{format_labels, meta_object, App, DesiredBody};
+use super::state::{format_labels, meta_object, App, DesiredBody};
 use crate::api::{
     AgentStatus, DesiredConfig, EnrollRequest, EnrollResponse, NodeState, SlotAction, SlotAnswer,
 };
@@ -9,8 +9,8 @@ use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::{put, update, Fleet, POLICIES_NAME};
 use crate::pki::{self};
-use crate::records::{EventRecord, NodeRecord, SlotHolder};
-use crate::report::Report;
+use crate::store::records::{EventRecord, NodeRecord, SlotHolder};
+use crate::store::report::Report;
 use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use hearth_config::render;
@@ -176,7 +176,7 @@ impl<S: Store> App<S> {
             return Err(unknown_node(node));
         }
         // Encoded here, in the request's task, so that the commit storing it does not; the
-        // decoded history, drift and actions are freed here too (`crate::report`).
+        // decoded history, drift and actions are freed here too (`crate::store::report`).
         let (node, report) = (node.to_string(), Report::new(status));
         self.group_commit(Box::new(move |fleet, t| {
             record_report(fleet, &node, &report, t)
@@ -248,7 +248,7 @@ impl<S: Store> App<S> {
                     // Maintenance windows: no slot outside them (the controller records the
                     // wait on the node and the pool).
                     let window_now = self.options.settings.window_clock.now();
-                    if let Some(wait) = crate::window::gate(&pool, window_now) {
+                    if let Some(wait) = crate::controller::window::gate(&pool, window_now) {
                         let retry = wait
                             .opens_at
                             .map_or(300, |at| at.saturating_sub(window_now).clamp(1, 300));
@@ -489,7 +489,7 @@ fn enroll_node(
     // A first-boot token bound to this node has served its one purpose.
     fleet
         .tokens
-        .remove(&crate::records::node_bootstrap_token_name(&req.node));
+        .remove(&crate::store::records::node_bootstrap_token_name(&req.node));
     fleet.record_events(vec![if reenrolled {
         EventRecord::warning(
             t,

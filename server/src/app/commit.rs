@@ -3,11 +3,11 @@
 //! store in one transaction, publishes the copy and wakes the nodes whose desired config or
 //! credential changed.
 
-use super::{App, GroupOp, Pending, RENDER_ATTEMPTS};
+use super::state::{App, GroupOp, Pending, RENDER_ATTEMPTS};
+use crate::controller::memo::RenderMemo;
 use crate::controller::{self, Kept, Scope};
 use crate::error::ApiError;
 use crate::fleet::Fleet;
-use crate::render_memo::RenderMemo;
 use crate::store::{Kind, Op, Store, StoreError};
 use crate::time::now;
 use std::sync::Arc;
@@ -147,7 +147,7 @@ impl<S: Store> App<S> {
     /// fleet from the store and runs `f` again (up to three times).
     ///
     /// A change that needs a render ([`Scope::Full`]) renders first, outside the writer lock
-    /// and on a blocking thread ([`crate::render_memo`]): status reports, enrollments, reboot
+    /// and on a blocking thread ([`crate::controller::memo`]): status reports, enrollments, reboot
     /// slots and FleetLock, which commit under that lock, never wait for a render. (Admins'
     /// changes also wait for their turn: [`App::admin_turn`].)
     pub async fn mutate<T>(
@@ -259,7 +259,7 @@ impl<S: Store> App<S> {
                 match self.store.commit_fenced(ops.clone(), old.revision).await {
                     Ok(revision) => {
                         self.metrics.commit(decide, decided.elapsed());
-                        crate::logging::committed_events(
+                        crate::telemetry::logging::committed_events(
                             &new.events.take_recorded(),
                             &self.node_event_log,
                         );
@@ -299,7 +299,7 @@ impl<S: Store> App<S> {
                 Ok(revision) => {
                     self.metrics.commit(decide, decided.elapsed());
                     // Logged, and not kept in the snapshot.
-                    crate::logging::committed_events(
+                    crate::telemetry::logging::committed_events(
                         &new.events.take_recorded(),
                         &self.node_event_log,
                     );
@@ -355,7 +355,7 @@ impl<S: Store> App<S> {
 mod tests {
     use super::*;
     use crate::app::Options;
-    use crate::records::NodeRecord;
+    use crate::store::records::NodeRecord;
     use crate::store::RedbStore;
     use crate::test_util::until;
 

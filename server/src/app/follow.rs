@@ -9,12 +9,12 @@
 //! session lost) says so: [`App::cut_off`] is the reason, and the server answers with it
 //! (503) instead of serving what may be stale.
 
-use super::App;
+use super::state::{App, Replica};
 use crate::error::ApiError;
-use crate::etcd::changes::{Batch, Change, Link};
-use crate::etcd::session::{Role, SessionState};
 use crate::fleet::{update, Fleet, Map, Rec};
-use crate::records::{NodeRecord, Record, ReportRecord};
+use crate::store::etcd::session::{Role, SessionState};
+use crate::store::records::{NodeRecord, Record, ReportRecord};
+use crate::store::{Batch, Change, Link};
 use crate::store::{Kind, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,17 +26,6 @@ pub const CUT_OFF_GRACE: Duration = Duration::from_secs(5);
 /// How long a commit waits for the follower to apply its revision (or the newer revision it
 /// conflicted with).
 pub(super) const APPLY_WAIT: Duration = Duration::from_secs(10);
-
-/// What a replica knows of its link to the shared store.
-#[derive(Debug, Clone)]
-pub struct Replica {
-    /// The change stream's link.
-    pub link: watch::Receiver<Link>,
-    /// The etcd session.
-    pub session: watch::Receiver<SessionState>,
-    /// The controller role.
-    pub role: watch::Receiver<Role>,
-}
 
 /// Applies one change to a map; returns whether it changed anything.
 fn apply_one<T: Record>(map: &mut Map<T>, c: &Change) -> bool {

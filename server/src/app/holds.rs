@@ -2,11 +2,11 @@
 //! a rendered config (`hearth node pin`), unpin it, take it out of rollouts (`hearth node
 //! exclude`, hardware under repair), and put it back (`include`).
 
-use super::{meta_object, App};
+use super::state::{meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::update;
-use crate::records::{EventRecord, Hold, Pin};
+use crate::store::records::{EventRecord, Hold, Pin};
 use crate::store::Store;
 use hearth_api::admin::HoldAnswer;
 

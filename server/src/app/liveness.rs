@@ -1,11 +1,11 @@
 //! Liveness: when each node was last heard from (kept in memory, not in the store), which
 //! nodes are silent or stale, and the periodic tick that reconciles when that changes.
 
-use super::App;
+use super::state::App;
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::Fleet;
-use crate::records::NodeRecord;
+use crate::store::records::NodeRecord;
 use crate::store::Store;
 use crate::time::now;
 use std::collections::HashSet;

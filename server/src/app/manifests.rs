@@ -1,10 +1,11 @@
 //! Manifests: reading an apply's files (all or nothing, with every diagnostic) and putting
 //! the objects they hold into a fleet copy.
 
-use super::{meta_object, ApplyFile, ApplyResult};
+use super::state::meta_object;
 use crate::error::ApiError;
 use crate::fleet::{put, update, Fleet, POLICIES_NAME};
-use crate::records::{EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord};
+use crate::store::records::{EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord};
+use hearth_api::admin::{ApplyFile, ApplyResult};
 use hearth_config::diag::Diagnostic;
 use hearth_config::manifest::{read_str, Manifests};
 use std::collections::HashMap;

@@ -8,12 +8,14 @@
 //! its existing labels or the pool's `nodeSelector.matchLabels`, so that the controller renders
 //! its target before the machine first asks for it.
 
-use super::{format_labels, meta_object, App};
+use super::state::{format_labels, meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::put;
 use crate::pki;
-use crate::records::{node_bootstrap_token_name, EventRecord, NodeRecord, TokenRecord, TokenScope};
+use crate::store::records::{
+    node_bootstrap_token_name, EventRecord, NodeRecord, TokenRecord, TokenScope,
+};
 use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use std::time::Duration;

@@ -4,11 +4,11 @@
 //! desired-config answer until the node reports it done (`AgentStatus::requestsDone`), and
 //! then ends with an event of the node's outcome. The agent acts on each id once.
 
-use super::{meta_object, App};
+use super::state::{meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::{update, Fleet};
-use crate::records::{EventRecord, Hold, NodeRecord, RequestFinish, RequestRecord};
+use crate::store::records::{EventRecord, Hold, NodeRecord, RequestFinish, RequestRecord};
 use crate::store::Store;
 use hearth_api::{NodeRequest, RequestAction, RequestAnswer};
 use hearth_config::ignition::Config;
@@ -165,7 +165,7 @@ fn check_managed(fleet: &Fleet, node: &NodeRecord, path: &str) -> Result<(), Api
 pub(super) fn finish_requests(
     fleet: &mut Fleet,
     node: &str,
-    status: &crate::report::Summary,
+    status: &crate::store::report::Summary,
     t: u64,
 ) -> Vec<EventRecord> {
     let Some(n) = fleet.nodes.get(node) else {

@@ -2,11 +2,11 @@
 //! rolled out like any change (under `maxUnavailable`, pause and maintenance windows), until the
 //! pool's configs render to something new.
 
-use super::{meta_object, App};
+use super::state::{meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::update;
-use crate::records::{EventRecord, Hold, PoolRollback};
+use crate::store::records::{EventRecord, Hold, PoolRollback};
 use crate::store::Store;
 use hearth_api::admin::RollbackAnswer;
 

@@ -1,14 +1,14 @@
 //! What a node's view shows of its last report: the whole report (history, drift, actions,
 //! progress). The server keeps a report's JSON only until the store has it
-//! ([`crate::report::Report::release`]), so it is read back from the store here: one read per
+//! ([`crate::store::report::Report::release`]), so it is read back from the store here: one read per
 //! node for a few nodes or a page of a list (at most [`CONCURRENT_GETS`] at once), one list of
 //! every report for a larger share of the fleet.
 
-use super::App;
+use super::state::App;
 use crate::error::ApiError;
 use crate::fleet::Rec;
-use crate::records::NodeRecord;
-use crate::report::Report;
+use crate::store::records::NodeRecord;
+use crate::store::report::Report;
 use crate::store::{Kind, Listed, Store};
 use futures_util::StreamExt;
 use hearth_api::AgentStatus;
@@ -34,8 +34,8 @@ pub struct ShownReport {
     pub drift_lines: usize,
 }
 
-/// A stored report, as [`crate::records::ReportRecord`] encodes it, decoded in full (not into
-/// a [`crate::report::Report`]: it is shown, not kept).
+/// A stored report, as [`crate::store::records::ReportRecord`] encodes it, decoded in full (not into
+/// a [`crate::store::report::Report`]: it is shown, not kept).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Stored {

@@ -2,12 +2,12 @@
 //! admin reads through the admin API (pools, nodes, configs, events, the live watch) and
 //! changes nothing. Admins make them (`hearth viewer-token create`) and revoke them by name.
 
-use super::{meta_object, App};
+use super::state::{meta_object, App};
 use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::put;
 use crate::pki;
-use crate::records::{EventRecord, TokenRecord, TokenScope};
+use crate::store::records::{EventRecord, TokenRecord, TokenScope};
 use crate::store::Store;
 use std::time::Duration;
 

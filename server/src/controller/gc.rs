@@ -1,9 +1,9 @@
 //! Step 4 of a reconcile: garbage collection of rendered configs nothing refers to, beyond the
 //! newest `retention` of each pool (and of each node with overlays).
 
-use super::Settings;
+use super::settings::Settings;
 use crate::fleet::Fleet;
-use crate::records::EventRecord;
+use crate::store::records::EventRecord;
 use std::collections::{BTreeMap, HashSet};
 
 pub fn referenced(fleet: &Fleet) -> HashSet<String> {

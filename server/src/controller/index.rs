@@ -17,7 +17,7 @@
 
 use crate::api::NodeState;
 use crate::fleet::Map;
-use crate::records::NodeRecord;
+use crate::store::records::NodeRecord;
 use imbl::ordmap::DiffItem;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -254,7 +254,7 @@ mod tests {
     use super::*;
     use crate::api::{AgentStatus, NodeState};
     use crate::fleet::{put, update};
-    use crate::records::Hold;
+    use crate::store::records::Hold;
     use hearth_config::window::WindowWait;
 
     fn node(name: &str, pool: Option<&str>, target: Option<&str>) -> NodeRecord {

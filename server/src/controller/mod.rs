@@ -10,7 +10,7 @@
 //!    that fails leaves the last good target in place and records why. Each node gets its pool
 //!    (by its labels) and its target: the pool's, or its own render when per-node overlays
 //!    (`hearth.io/node`) exist for it;
-//! 2. **rollout**: [`rollout::next_desired`] decides which nodes get their target as their
+//! 2. **rollout**: [`policy::next_desired`] decides which nodes get their target as their
 //!    desired config now;
 //! 3. a pool whose nodes all run its target gets it as its current configuration;
 //! 4. **garbage collection** of rendered configs ([`Scope::Full`] only): everything a pool or
@@ -18,56 +18,35 @@
 //!    kept, and so are the newest `retention` renders of each pool (and of each node with
 //!    overlays); the rest goes.
 //!
-//! Files: `mod.rs` (settings, the reconcile sequence, pre-rendering), `render.rs` (step 1),
-//! `roll.rs` (steps 2 and 3, and the rollout's views of pools), `gc.rs` (step 4).
+//! Files: `mod.rs` (the reconcile sequence, pre-rendering), `settings.rs`, `render.rs` (step 1)
+//! with `memo.rs` (rendering off the write lock), `roll.rs` (steps 2 and 3, and the rollout's
+//! views of pools) with `policy.rs` (which nodes now, a pure function), `index.rs` (what the
+//! rollout keeps of each pool between reconciles) and `window.rs` (maintenance windows), `gc.rs`
+//! (step 4).
 
 use crate::fleet::Fleet;
-use crate::records::EventRecord;
-use crate::render_memo::{RebootPlans, RenderMemo};
-use crate::window::{self, WindowClock};
+use crate::store::records::EventRecord;
 use std::collections::HashSet;
 
 mod gc;
 mod index;
+pub mod memo;
+pub mod policy;
 mod render;
 mod roll;
+mod settings;
 #[cfg(test)]
 mod tests;
+pub mod window;
 
 use gc::collect_garbage;
 pub use gc::referenced;
 pub use index::PoolIndex;
+use memo::{RebootPlans, RenderMemo};
 use render::render_all;
 pub use roll::{halted_by, pool_view};
 use roll::{needs_reboot, roll_out, update_configurations};
-
-/// Controller settings.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// How many of the newest renders of each pool (and of each node with overlays) are kept;
-    /// those in use are always kept.
-    pub retention: usize,
-    /// The clock maintenance windows are judged by.
-    pub window_clock: WindowClock,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            retention: 5,
-            window_clock: WindowClock::default(),
-        }
-    }
-}
-
-/// How much to reconcile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Render everything, then roll out (MachineConfigs, pools or labels changed).
-    Full,
-    /// Roll out only (a status report, a reboot slot).
-    Rollout,
-}
+pub use settings::{Scope, Settings};
 
 /// Reconciles `fleet` in place; returns the events to record.
 pub fn reconcile(
@@ -178,7 +157,7 @@ pub fn reconcile_memo(
 }
 
 /// Renders every pool and every node with overlays of `fleet` into `memo` (the expensive step,
-/// run outside the write lock; see [`crate::render_memo`]).
+/// run outside the write lock; see [`crate::controller::memo`]).
 /// Then answers, into `plans`, whether each node's update to its new target needs a reboot,
 /// for the pools outside their maintenance windows (what the rollout will ask).
 pub fn prerender(

@@ -1,9 +1,9 @@
 //! Step 1 of a reconcile: rendering every pool (and every node with overlays) into content-addressed
 //! rendered configs, each node's pool and target, and a failed render keeping the last good target.
 
+use crate::controller::memo::{Inputs, RenderMemo};
 use crate::fleet::{put, update, Fleet};
-use crate::records::{EventRecord, RenderedRecord};
-use crate::render_memo::{Inputs, RenderMemo};
+use crate::store::records::{EventRecord, RenderedRecord};
 use hearth_config::model::{MachineConfig, MachineConfigPool};
 use hearth_config::render::{self, RenderError};
 use std::collections::BTreeMap;

@@ -2,12 +2,13 @@
 //! `maxUnavailable`, pause, maintenance windows and reboot plans), why the others wait, and a pool's
 //! configuration once all its nodes run its target.
 
-use super::{PoolIndex, Settings};
+use super::index::PoolIndex;
+use super::settings::Settings;
+use crate::controller::memo::RebootPlans;
+use crate::controller::policy::{self, NodeView, PoolView, Why};
+use crate::controller::window::{self, WindowWait};
 use crate::fleet::{update, Fleet};
-use crate::records::{EventRecord, NodeRecord};
-use crate::render_memo::RebootPlans;
-use crate::rollout::{self, NodeView, PoolView, Why};
-use crate::window::{self, WindowWait};
+use crate::store::records::{EventRecord, NodeRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub(super) fn roll_out(
@@ -31,7 +32,7 @@ pub(super) fn roll_out(
     // pool whose maintenance window is closed.
     index.follow(&fleet.nodes);
     let mut silent_by_pool: Option<HashMap<&str, usize>> = None;
-    let mut decided: Vec<rollout::Assignment> = Vec::new();
+    let mut decided: Vec<policy::Assignment> = Vec::new();
     // Pools whose halt began or ended: (pool, the node that halts it now).
     let mut halts: Vec<(String, Option<String>)> = Vec::new();
     for (pool, p) in fleet.pools.iter() {
@@ -84,7 +85,7 @@ pub(super) fn roll_out(
     for (pool, by) in halts {
         record_halt(fleet, now, &pool, by, events);
     }
-    let assignments: Vec<(rollout::Assignment, Option<String>)> = decided
+    let assignments: Vec<(policy::Assignment, Option<String>)> = decided
         .into_iter()
         .map(|a| {
             // A lookup, not a scan of the pool: an apply assigns every node of a pool.
@@ -123,7 +124,7 @@ pub(super) fn roll_out(
 /// maintenance window (while it is closed).
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Decision {
-    assign: Vec<rollout::Assignment>,
+    assign: Vec<policy::Assignment>,
     waiting: BTreeSet<String>,
 }
 
@@ -164,7 +165,7 @@ fn from_index(
     plans: &mut RebootPlans,
 ) -> Decision {
     let c = index.counts(Some(pool));
-    let counts = rollout::PoolCounts {
+    let counts = policy::PoolCounts {
         size: c.size,
         unavailable: c.unavailable + silent_counts.get(pool).copied().unwrap_or(0),
         halted: ctx.view.halt_on_degraded && c.degraded > 0,
@@ -177,7 +178,7 @@ fn from_index(
     let mut waiting = BTreeSet::new();
     if ctx.view.window_closed {
         waiting.extend(
-            rollout::waiting_for_window_of(ctx.view, counts.halted, &candidates)
+            policy::waiting_for_window_of(ctx.view, counts.halted, &candidates)
                 .into_iter()
                 .map(str::to_string),
         );
@@ -185,7 +186,7 @@ fn from_index(
         waiting.extend(index.slotless(pool).map(str::to_string));
     }
     Decision {
-        assign: rollout::next_desired_of(ctx.view, counts, &candidates),
+        assign: policy::next_desired_of(ctx.view, counts, &candidates),
         waiting,
     }
 }
@@ -199,7 +200,7 @@ fn walk_pool(ctx: &Ctx<'_>, pool: &str, plans: &mut RebootPlans) -> Decision {
     let mut waiting = BTreeSet::new();
     if ctx.view.window_closed {
         waiting.extend(
-            rollout::waiting_for_window(ctx.view, &views)
+            policy::waiting_for_window(ctx.view, &views)
                 .into_iter()
                 .map(str::to_string),
         );
@@ -213,7 +214,7 @@ fn walk_pool(ctx: &Ctx<'_>, pool: &str, plans: &mut RebootPlans) -> Decision {
         );
     }
     Decision {
-        assign: rollout::next_desired(ctx.view, &views),
+        assign: policy::next_desired(ctx.view, &views),
         waiting,
     }
 }
@@ -378,7 +379,7 @@ fn record_halt(
                      describe node {node}; then hearth node force {node}), or go on without it \
                      (hearth node exclude {node}), or let the pool roll past degraded nodes \
                      (annotation {}: continue)",
-                    rollout::ON_DEGRADED_ANNOTATION
+                    policy::ON_DEGRADED_ANNOTATION
                 ),
             ));
         }
@@ -395,14 +396,14 @@ fn record_halt(
 }
 
 /// The rollout's view of a pool.
-pub fn pool_view(p: &crate::records::PoolRecord) -> PoolView {
+pub fn pool_view(p: &crate::store::records::PoolRecord) -> PoolView {
     PoolView {
         paused: p.spec.paused,
         max_unavailable: p.spec.max_unavailable,
         halt_on_degraded: p
             .metadata
             .annotations
-            .get(rollout::ON_DEGRADED_ANNOTATION)
+            .get(policy::ON_DEGRADED_ANNOTATION)
             .is_none_or(|v| v != "continue"),
         window_closed: false,
     }
@@ -413,7 +414,7 @@ pub fn halted_by(fleet: &Fleet, pool: &str) -> Option<String> {
     let p = fleet.pools.get(pool)?;
     let nodes = members(fleet, pool);
     let views: Vec<NodeView<'_>> = nodes.iter().map(|n| node_view(n, false, false)).collect();
-    rollout::halted_by(&pool_view(&p.value), &views).map(str::to_string)
+    policy::halted_by(&pool_view(&p.value), &views).map(str::to_string)
 }
 
 /// The nodes of `pool` that take part in its rollouts (not excluded by an admin): a walk of
@@ -446,7 +447,7 @@ mod tests {
     use crate::api::NodeState;
     use crate::controller::tests::status;
     use crate::fleet::{put, update};
-    use crate::records::{Hold, PoolRecord};
+    use crate::store::records::{Hold, PoolRecord};
     use hearth_config::model::MaxUnavailable;
 
     /// A small deterministic generator (the test needs variety, not randomness).
@@ -529,7 +530,7 @@ mod tests {
                 p.spec.paused = paused;
                 p.metadata
                     .annotations
-                    .insert(rollout::ON_DEGRADED_ANNOTATION.into(), halt.into());
+                    .insert(policy::ON_DEGRADED_ANNOTATION.into(), halt.into());
             });
             let silent: HashSet<String> = names
                 .iter()

@@ -3,7 +3,7 @@
 use super::*;
 use crate::api::{AgentStatus, NodeState};
 use crate::fleet::{put, update};
-use crate::records::{McRecord, NodeRecord, PoolRecord};
+use crate::store::records::{McRecord, NodeRecord, PoolRecord};
 use hearth_config::ignition::{File, Resource};
 use hearth_config::model::{MachineConfigSpec, ObjectMeta, NODE_LABEL, ROLE_LABEL};
 use std::collections::BTreeMap;
@@ -311,7 +311,7 @@ fn a_kept_pool_index_reconciles_as_a_fresh_one() {
             update(&mut f.nodes, &name, |n| {
                 n.report = Some(status(state, current, desired).into());
                 n.reboot_slot = (pick(3) == 0).then_some(round);
-                n.excluded = excluded.then(|| crate::records::Hold {
+                n.excluded = excluded.then(|| crate::store::records::Hold {
                     by: "test".into(),
                     at: round,
                 });

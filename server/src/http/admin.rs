@@ -3,7 +3,7 @@
 //! exclusions of nodes, force and restore-file requests.
 
 use super::auth::{Admin, AdminId, Reader};
-use super::{AppState, APPLY_MEDIA_TYPE};
+use super::routes::{AppState, APPLY_MEDIA_TYPE};
 use crate::app::{App, ApplyFile, HoldChange};
 use crate::error::ApiError;
 use crate::store::Store;
@@ -274,7 +274,7 @@ pub const MAX_NODE_PAGE: usize = 1000;
 
 fn node_view<S: Store>(
     app: &App<S>,
-    rec: &crate::fleet::Rec<crate::records::NodeRecord>,
+    rec: &crate::fleet::Rec<crate::store::records::NodeRecord>,
     report: Option<crate::app::ShownReport>,
 ) -> NodeView {
     views::node(

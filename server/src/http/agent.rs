@@ -1,7 +1,7 @@
 //! The agent API: enroll, the desired-config long-poll, status reports, reboot slots.
 
 use super::auth::{bearer, node, Auth};
-use super::{AppState, DESIRED_HEADER};
+use super::routes::{AppState, DESIRED_HEADER};
 use crate::api::{AgentStatus, EnrollRequest, SlotRequest};
 use crate::app::Caller;
 use crate::error::ApiError;
@@ -237,7 +237,7 @@ pub(super) async fn reboot_slot<S: Store>(
         ))
     })?;
     let answer = app
-        .reboot_slot(&me, req.action, crate::records::SlotHolder::Agent)
+        .reboot_slot(&me, req.action, crate::store::records::SlotHolder::Agent)
         .await?;
     Ok(Json(serde_json::to_value(answer).unwrap_or_default()))
 }

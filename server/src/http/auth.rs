@@ -2,7 +2,7 @@
 //! certificate, or the metrics token; the extractors [`Auth`], [`Admin`], [`MetricsReader`], and
 //! [`Gate`], which tells who sent a request before its body is read.
 
-use super::{APPLY_ROUTE, ENROLL_ROUTE, FLEETLOCK_ROUTES, NODE_ROUTES};
+use super::routes::{APPLY_ROUTE, ENROLL_ROUTE, FLEETLOCK_ROUTES, NODE_ROUTES};
 use crate::app::{App, Caller};
 use crate::error::ApiError;
 use crate::limits::{self, Budget, Screen, Sender};

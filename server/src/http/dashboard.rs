@@ -8,7 +8,7 @@
 //! writes every text with `textContent`, never as HTML: what a node says cannot run in it.
 
 use super::auth::{Admin, Reader};
-use super::AppState;
+use super::routes::AppState;
 use crate::error::ApiError;
 use crate::store::Store;
 use axum::body::Bytes;

@@ -2,7 +2,7 @@
 //! (server URL, CA, pool, token) added, in the Ignition version the node asks for.
 
 use super::auth::bearer;
-use super::AppState;
+use super::routes::AppState;
 use crate::app::Caller;
 use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};

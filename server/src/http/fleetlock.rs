@@ -2,7 +2,7 @@
 //! reboot slots, for FleetLock clients on enrolled nodes (`/v1/pre-reboot`, `/v1/steady-state`).
 
 use super::auth::{basic_password, bearer};
-use super::AppState;
+use super::routes::AppState;
 use crate::api::SlotAction;
 use crate::app::{App, Caller};
 use crate::store::Store;
@@ -111,7 +111,7 @@ async fn fleetlock<S: Store>(
         );
     }
     match app
-        .reboot_slot(&node, action, crate::records::SlotHolder::FleetLock)
+        .reboot_slot(&node, action, crate::store::records::SlotHolder::FleetLock)
         .await
     {
         Ok(answer) if action == SlotAction::Release || answer.granted => {

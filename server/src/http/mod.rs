@@ -8,6 +8,7 @@
 //! - `fleetlock`: the FleetLock protocol (`/v1/pre-reboot`, `/v1/steady-state`).
 //! - `ostree`: the files of the served ostree repository.
 //! - `detach`: changes run in tasks of their own, to their end when the client hangs up.
+//! - `routes`: the routes' paths, media types and headers, and the handlers' state type.
 //!
 //! Plus `/healthz` and `/metrics`, here.
 
@@ -19,8 +20,14 @@ mod detach;
 mod firstboot;
 mod fleetlock;
 mod ostree;
+mod routes;
 
 pub use auth::{Admin, Auth, MetricsReader};
+use routes::AppState;
+pub use routes::{
+    APPLY_MEDIA_TYPE, APPLY_ROUTE, DESIRED_HEADER, DESIRED_ROUTE, ENROLL_ROUTE, FLEETLOCK_ROUTES,
+    NODE_ROUTES, SLOT_ROUTE, STATUS_ROUTE, WAITING_ROUTES,
+};
 
 use crate::app::App;
 use crate::error::ApiError;
@@ -35,13 +42,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The media type of a multi-file apply (`{"files":[{"name":..,"text":..}]}`).
-pub const APPLY_MEDIA_TYPE: &str = "application/vnd.hearth.apply+json";
-/// The header that names the desired config in long-poll answers.
-pub use hearth_api::DESIRED_HEADER;
-
-type AppState<S> = State<Arc<App<S>>>;
 
 /// The router.
 pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
@@ -151,27 +151,6 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     api.with_state(app)
 }
 
-/// The agents' long-poll for their desired config.
-pub const DESIRED_ROUTE: &str = "/api/v1/agent/desired";
-/// Enrollment, whose credential (the bootstrap token) may travel in its body.
-pub const ENROLL_ROUTE: &str = "/api/v1/enroll";
-/// An agent's status report.
-pub const STATUS_ROUTE: &str = "/api/v1/agent/status";
-/// An agent's reboot slot.
-pub const SLOT_ROUTE: &str = "/api/v1/agent/reboot-slot";
-/// FleetLock's two calls.
-pub const FLEETLOCK_ROUTES: [&str; 2] = ["/v1/pre-reboot", "/v1/steady-state"];
-/// The routes that take a node's body (kept within the budget of nodes' bodies).
-pub const NODE_ROUTES: [&str; 5] = [
-    ENROLL_ROUTE,
-    STATUS_ROUTE,
-    SLOT_ROUTE,
-    FLEETLOCK_ROUTES[0],
-    FLEETLOCK_ROUTES[1],
-];
-/// An admin's apply of manifests (the largest body).
-pub const APPLY_ROUTE: &str = "/api/v1/manifests";
-
 async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let route = req
@@ -215,7 +194,8 @@ fn record<S: Store>(
     status: u16,
 ) {
     let took = started.elapsed();
-    app.metrics.request(method.as_str(), route, status, took);
+    let timed = (!WAITING_ROUTES.contains(&route)).then_some(took);
+    app.metrics.request(method.as_str(), route, status, timed);
     if let Some(cert) = cert.filter(|_| method != axum::http::Method::GET) {
         // Changes made with a client certificate name its holder.
         tracing::info!(%method, route, status, admin = %cert, "request with a client certificate");
@@ -265,5 +245,12 @@ async fn metrics<S: Store>(
     _: MetricsReader,
 ) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
-    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            crate::telemetry::metrics::CONTENT_TYPE,
+        )],
+        body,
+    )
+        .into_response())
 }

@@ -1,7 +1,7 @@
 //! `/ostree/repo/{*path}`: the files of the ostree repository served with `--ostree-repo`.
 
 use super::auth::Auth;
-use super::AppState;
+use super::routes::AppState;
 use crate::app::Caller;
 use crate::error::ApiError;
 use crate::store::Store;

@@ -6,7 +6,7 @@
 use super::observe::{hold_refused, read_cached, writes, Observed, Read, ReadCache, Writes};
 use crate::controller::{self, Memory, Scope, Settings};
 use crate::fleet::Fleet;
-use crate::records::EventRecord;
+use crate::store::records::EventRecord;
 use std::collections::HashSet;
 
 /// What one decision found and decided.

@@ -17,6 +17,10 @@
 //! The drain's state lives in the node's annotations, so a restarted (or another) controller
 //! goes on where the last one was.
 
+use super::annotations::{
+    CORDONED, DRAINED_FOR, DRAIN_BLOCKED, DRAIN_FAILED, DRAIN_FOR, DRAIN_STARTED,
+    ON_TIMEOUT_ANNOTATION, TIMEOUT_ANNOTATION,
+};
 use anyhow::{Context, Result};
 use hearth_config::model::LabelSelector;
 use k8s_openapi::api::core::v1::Pod;
@@ -28,22 +32,6 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-/// The config a drain is for (set when it starts).
-pub const DRAIN_FOR: &str = "hearth.io/drain-for";
-/// When the drain started (RFC 3339).
-pub const DRAIN_STARTED: &str = "hearth.io/drain-started";
-/// The config the node was drained for (the drain is over).
-pub const DRAINED_FOR: &str = "hearth.io/drained-for";
-/// Why the drain cannot go on (the pod and the budget).
-pub const DRAIN_BLOCKED: &str = "hearth.io/drain-blocked";
-/// Set when a drain ran past its timeout with `on-drain-timeout: fail`.
-pub const DRAIN_FAILED: &str = "hearth.io/drain-failed";
-/// Set when the controller cordoned the node (so it uncordons only what it cordoned).
-pub const CORDONED: &str = "hearth.io/cordoned";
-/// The pool annotation: how long a drain may take.
-pub const TIMEOUT_ANNOTATION: &str = "hearth.io/drain-timeout";
-/// The pool annotation: what happens after that.
-pub const ON_TIMEOUT_ANNOTATION: &str = "hearth.io/on-drain-timeout";
 /// The default drain timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The longest a message about a blocked drain gets on a node.
@@ -198,7 +186,7 @@ impl Drainer {
     /// A drainer on `client`.
     pub fn new(client: Client) -> Drainer {
         Drainer {
-            nodes: Api::all_with(client.clone(), &super::run::nodes()),
+            nodes: Api::all_with(client.clone(), &super::resources::nodes()),
             client,
         }
     }
@@ -379,7 +367,7 @@ pub fn split(
         let Some(config) = annotation(node, DRAIN_FOR) else {
             continue;
         };
-        let pending = annotation(node, super::observe::DESIRED_CONFIG) != Some(config)
+        let pending = annotation(node, super::annotations::DESIRED_CONFIG) != Some(config)
             && annotation(node, DRAIN_FAILED).is_none()
             && !todo.iter().any(|t: &Todo| t.node == *name)
             && after
@@ -436,9 +424,9 @@ pub fn finished(nodes: &[Value], draining: &[Todo]) -> Vec<(String, bool)> {
                 return None;
             }
             let done_in = |c: &str| {
-                annotation(n, super::observe::STATE) == Some("Done")
-                    && annotation(n, super::observe::CURRENT_CONFIG) == Some(c)
-                    && annotation(n, super::observe::DESIRED_CONFIG) == Some(c)
+                annotation(n, super::annotations::STATE) == Some("Done")
+                    && annotation(n, super::annotations::CURRENT_CONFIG) == Some(c)
+                    && annotation(n, super::annotations::DESIRED_CONFIG) == Some(c)
             };
             let over = match annotation(n, DRAINED_FOR) {
                 Some(c) => done_in(c),

@@ -1,15 +1,18 @@
 //! The drains' side of the controller's loop: one step of each drain the rollout waits for,
 //! and the end of those that are over; each transition logged and posted as an Event.
 
+use super::annotations::{self, DESIRED_CONFIG};
 use super::drain::{self, Drainer, OnTimeout, Progress, Todo};
 use super::events::Recorder;
-use super::observe::DESIRED_CONFIG;
-use super::run::{CALL_TIMEOUT, DRAIN_RETRY};
-use crate::records::EventRecord;
+use super::resources::CALL_TIMEOUT;
+use crate::store::records::EventRecord;
 use anyhow::Result;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often a node's drain is tried again (evictions a budget refused, pods terminating).
+pub(super) const DRAIN_RETRY: Duration = Duration::from_secs(5);
 
 /// One step of each drain in `todo` (each node at most every [`DRAIN_RETRY`]); the nodes handed
 /// their config because their drain is over (or skipped).
@@ -70,13 +73,13 @@ async fn drain_one(
                 .find(|n| n["metadata"]["name"] == node.as_str())
                 .is_some_and(|n| n["spec"]["unschedulable"] == true);
             let mut marks = vec![
-                (drain::DRAIN_FOR, Some(t.config.clone())),
-                (drain::DRAIN_STARTED, Some(crate::time::rfc3339(now))),
-                (drain::DRAINED_FOR, None),
-                (drain::DRAIN_BLOCKED, None),
+                (annotations::DRAIN_FOR, Some(t.config.clone())),
+                (annotations::DRAIN_STARTED, Some(crate::time::rfc3339(now))),
+                (annotations::DRAINED_FOR, None),
+                (annotations::DRAIN_BLOCKED, None),
             ];
             if !cordoned_already {
-                marks.push((drain::CORDONED, Some("true".into())));
+                marks.push((annotations::CORDONED, Some("true".into())));
             }
             drainer
                 .mark(node, &marks, (!cordoned_already).then_some(true))
@@ -97,8 +100,8 @@ async fn drain_one(
     };
     // Drained (or skipped): the node gets its config, and the drain is remembered as done.
     let hand_over = [
-        (drain::DRAINED_FOR, Some(t.config.clone())),
-        (drain::DRAIN_BLOCKED, None),
+        (annotations::DRAINED_FOR, Some(t.config.clone())),
+        (annotations::DRAIN_BLOCKED, None),
         (DESIRED_CONFIG, Some(t.config.clone())),
     ];
     match drainer.step(node).await? {
@@ -124,7 +127,7 @@ async fn drain_one(
                         .record(&[event(
                             true,
                             "DrainSkipped",
-                            format!("past its timeout, the update to {} goes on as the pool says ({}: skip): {why}", t.config, drain::ON_TIMEOUT_ANNOTATION),
+                            format!("past its timeout, the update to {} goes on as the pool says ({}: skip): {why}", t.config, annotations::ON_TIMEOUT_ANNOTATION),
                         )])
                         .await;
                     Ok(true)
@@ -134,10 +137,10 @@ async fn drain_one(
                         .mark(
                             node,
                             &[
-                                (drain::DRAIN_FAILED, Some(why.clone())),
-                                (drain::DRAIN_BLOCKED, Some(why.clone())),
-                                (drain::DRAIN_FOR, None),
-                                (drain::DRAIN_STARTED, None),
+                                (annotations::DRAIN_FAILED, Some(why.clone())),
+                                (annotations::DRAIN_BLOCKED, Some(why.clone())),
+                                (annotations::DRAIN_FOR, None),
+                                (annotations::DRAIN_STARTED, None),
                             ],
                             None,
                         )
@@ -147,7 +150,7 @@ async fn drain_one(
                         .record(&[event(
                             true,
                             "DrainFailed",
-                            format!("past its timeout, the node counts as Degraded as the pool says ({}: fail): {why}", drain::ON_TIMEOUT_ANNOTATION),
+                            format!("past its timeout, the node counts as Degraded as the pool says ({}: fail): {why}", annotations::ON_TIMEOUT_ANNOTATION),
                         )])
                         .await;
                     Ok(false)
@@ -155,7 +158,11 @@ async fn drain_one(
                 _ => {
                     if t.blocked.as_deref() != Some(why.as_str()) {
                         drainer
-                            .mark(node, &[(drain::DRAIN_BLOCKED, Some(why.clone()))], None)
+                            .mark(
+                                node,
+                                &[(annotations::DRAIN_BLOCKED, Some(why.clone()))],
+                                None,
+                            )
                             .await?;
                         tracing::warn!(node, config = %t.config, "drain waits: {why}");
                         recorder
@@ -179,11 +186,11 @@ pub(super) async fn end_drains(
 ) {
     for (node, cordoned) in drain::finished(nodes, todo) {
         let clear: Vec<(&str, Option<String>)> = [
-            drain::DRAIN_FOR,
-            drain::DRAIN_STARTED,
-            drain::DRAINED_FOR,
-            drain::DRAIN_BLOCKED,
-            drain::CORDONED,
+            annotations::DRAIN_FOR,
+            annotations::DRAIN_STARTED,
+            annotations::DRAINED_FOR,
+            annotations::DRAIN_BLOCKED,
+            annotations::CORDONED,
         ]
         .into_iter()
         .map(|k| (k, None))

@@ -3,7 +3,7 @@
 //! the drain's (cordoned, blocked, drained, uncordoned). Events of cluster-scoped objects go to
 //! the namespace `default`, as Kubernetes' own controllers put them.
 
-use crate::records::EventRecord;
+use crate::store::records::EventRecord;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};

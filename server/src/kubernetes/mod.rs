@@ -11,24 +11,28 @@
 //! them), each pool's target (`spec.configuration`) and status (the MCO's counts and
 //! conditions), and each node's `desiredConfig` annotation.
 //!
-//! Files: `observe.rs` (pure: objects to fleet, fleet to writes), `decide.rs` (pure: one
-//! decision, keeping renders and counts from one to the next), `run.rs` (the client, the
-//! watches and the loop).
+//! Files: `annotations.rs` (the names on nodes and pools), `resources.rs` (the API's resources),
+//! `observe.rs` (pure: objects to fleet, fleet to writes), `decide.rs` (pure: one decision,
+//! keeping renders and counts from one to the next), `drain.rs` and `drain_run.rs` (draining a
+//! node before a disruptive update), `events.rs` (Kubernetes Events), `lease.rs` (one
+//! controller at a time), `run.rs` (the client, the watches and the loop).
 
+mod annotations;
 mod decide;
 mod drain;
 mod drain_run;
 mod events;
 mod lease;
 mod observe;
+mod resources;
 mod run;
 
+pub use annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 pub use decide::{Decider, Decision};
 pub use lease::{check_name, LEASE_DURATION};
-pub use observe::{
-    is_rendered, Observed, Read, Writes, CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE,
-};
-pub use run::{configurations, machine_configs, nodes, pools, run, KubeOptions, TICK};
+pub use observe::{is_rendered, Observed, Read, Writes};
+pub use resources::{configurations, machine_configs, nodes, pools};
+pub use run::{run, KubeOptions, TICK};
 
 #[cfg(test)]
 mod tests;

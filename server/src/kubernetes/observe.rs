@@ -5,9 +5,10 @@
 //! a MachineConfig or pool that `hearth apply` would refuse is refused here too, with the same
 //! diagnostics, and left out of the fleet (its pool renders without it and shows why).
 
+use super::annotations::{CURRENT_CONFIG, DESIRED_CONFIG, REASON, STATE};
 use crate::api::NodeState;
 use crate::fleet::{put, update, Fleet, Rec};
-use crate::records::{NodeRecord, RenderedRecord};
+use crate::store::records::{NodeRecord, RenderedRecord};
 use crate::views;
 use hearth_api::AgentStatus;
 use hearth_config::diag::Diagnostic;
@@ -15,15 +16,6 @@ use hearth_config::manifest::{read_str, Manifests};
 use hearth_config::model::{RENDERED_NODE_ANNOTATION, RENDERED_POOL_ANNOTATION};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// The annotation the controller sets: the rendered config a node should run.
-pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
-/// The annotation the agent sets: the rendered config the node runs.
-pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
-/// The annotation the agent sets: `Done`, `Working`, `Degraded` or `Unreconcilable`.
-pub const STATE: &str = "machineconfiguration.openshift.io/state";
-/// The annotation the agent sets: why the state is not `Done`.
-pub const REASON: &str = "machineconfiguration.openshift.io/reason";
 
 /// The objects the controller reads, each as the API server answers it (JSON).
 #[derive(Debug, Clone, Default)]
@@ -247,12 +239,12 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
         // A drain that failed (its pool said `fail` on timeout) makes the node Degraded until
         // an admin removes the annotation: the rollout halts as for a failed update.
         let drain_failed = a
-            .get(super::drain::DRAIN_FAILED)
+            .get(super::annotations::DRAIN_FAILED)
             .filter(|r| !r.is_empty())
             .map(|r| {
                 format!(
                     "drain failed: {r} (remove the node's annotation {} to try again)",
-                    super::drain::DRAIN_FAILED
+                    super::annotations::DRAIN_FAILED
                 )
             });
         let report = a
@@ -285,7 +277,7 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
         // `maxUnavailable` (the rollout does not choose another meanwhile) and the drain goes
         // on whatever else changes, until the node gets the config or the config changes.
         let draining = a
-            .get(super::drain::DRAIN_FOR)
+            .get(super::annotations::DRAIN_FOR)
             .filter(|c| !c.is_empty() && a.get(DESIRED_CONFIG) != Some(*c))
             .filter(|_| drain_failed.is_none());
         put(
@@ -297,7 +289,7 @@ pub fn read_cached(o: &Observed, now: u64, cache: &mut ReadCache) -> Read {
                 created_at: seconds(&v["metadata"]["creationTimestamp"]),
                 desired: draining.or(a.get(DESIRED_CONFIG)).cloned(),
                 report_at: report.as_ref().map(|_| now),
-                report: report.map(crate::report::Report::new),
+                report: report.map(crate::store::report::Report::new),
                 ..Default::default()
             },
         );
@@ -317,7 +309,7 @@ pub fn hold_refused(
     before: &Fleet,
     after: &mut Fleet,
     held: &BTreeMap<String, String>,
-    events: &mut Vec<crate::records::EventRecord>,
+    events: &mut Vec<crate::store::records::EventRecord>,
 ) {
     if held.is_empty() {
         return;
@@ -397,7 +389,7 @@ impl Writes {
 /// place for them). `observedGeneration` is the pool's `metadata.generation`.
 fn pool_status(
     fleet: &Fleet,
-    rec: &Rec<crate::records::PoolRecord>,
+    rec: &Rec<crate::store::records::PoolRecord>,
     object: &Value,
     now: u64,
 ) -> Value {
@@ -512,7 +504,8 @@ pub fn writes(o: &Observed, before: &Fleet, after: &Fleet, now: u64) -> Writes {
                     .is_some_and(|r| r.value.pool.as_deref() == Some(name))
             })
             .filter_map(|n| {
-                let why = n["metadata"]["annotations"][super::drain::DRAIN_BLOCKED].as_str()?;
+                let why =
+                    n["metadata"]["annotations"][super::annotations::DRAIN_BLOCKED].as_str()?;
                 Some(format!("node {}: drain waits: {why}", name_of(n)))
             })
             .collect();

@@ -3,16 +3,18 @@
 //! (and every [`TICK`], for maintenance windows), on the caches; the writes that follow; and a
 //! wait until the caches show those writes before the next decision.
 
+use super::annotations::DESIRED_CONFIG;
 use super::decide::{Decider, Decision};
 use super::drain;
-use super::drain_run;
-use super::observe::{Observed, Writes, DESIRED_CONFIG};
+use super::drain_run::{self, DRAIN_RETRY};
+use super::observe::{Observed, Writes};
+use super::resources::{
+    configurations, machine_config_nodes, machine_configs, nodes, pools, CALL_TIMEOUT,
+};
 use crate::controller::Settings;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
@@ -29,10 +31,6 @@ pub const TICK: Duration = Duration::from_secs(30);
 const GATHER: Duration = Duration::from_millis(100);
 /// How long the controller waits for its caches to show its own writes before deciding again.
 const OWN_WRITES: Duration = Duration::from_secs(10);
-/// How often a node's drain is tried again (evictions a budget refused, pods terminating).
-pub(super) const DRAIN_RETRY: Duration = Duration::from_secs(5);
-/// How long one call to the API server may take.
-pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the controller finds its API server.
 #[derive(Debug, Clone)]
@@ -44,55 +42,6 @@ pub struct KubeOptions {
     pub settings: Settings,
     /// The Lease that elects one controller: namespace and name.
     pub lease: (String, String),
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-/// The MachineConfig resource.
-pub fn machine_configs() -> ApiResource {
-    resource(
-        "machineconfiguration.openshift.io",
-        "v1",
-        "MachineConfig",
-        "machineconfigs",
-    )
-}
-
-/// The MachineConfigPool resource.
-pub fn pools() -> ApiResource {
-    resource(
-        "machineconfiguration.openshift.io",
-        "v1",
-        "MachineConfigPool",
-        "machineconfigpools",
-    )
-}
-
-/// The MCO's node-disruption `MachineConfiguration` resource.
-pub fn configurations() -> ApiResource {
-    resource(
-        "operator.openshift.io",
-        "v1",
-        "MachineConfiguration",
-        "machineconfigurations",
-    )
-}
-
-/// MachineConfigNodes.
-pub fn machine_config_nodes() -> ApiResource {
-    resource(
-        "machineconfiguration.openshift.io",
-        "v1",
-        "MachineConfigNode",
-        "machineconfignodes",
-    )
-}
-
-/// Nodes.
-pub fn nodes() -> ApiResource {
-    resource("", "v1", "Node", "nodes")
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client> {

@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use crate::rollout::{two_workers, TwoWorkers};
-use hearth_server::event_log::KEPT_PER_CLASS;
+use hearth_server::fleet::events::KEPT_PER_CLASS;
 use reqwest::StatusCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

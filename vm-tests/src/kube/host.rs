@@ -6,12 +6,9 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 
-use super::{pki, KubeCluster};
+use super::{pki, KubeCluster, HOST_KUBECONFIG};
 use crate::relay_into;
 use crate::SystemdHost;
-
-/// Where [`KubeCluster::connect_host`] puts the node's kubeconfig inside the container.
-pub const HOST_KUBECONFIG: &str = "/etc/hearth/kube/kubeconfig";
 
 impl KubeCluster {
     /// Makes `host` node `name` of this cluster: a relay from its loopback to the API server,

@@ -44,7 +44,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 pub use build::{cached_kube, kube_key, KubeBinaries, BUILD_KUBE_SCRIPT};
-pub use host::HOST_KUBECONFIG;
 pub use pki::{MASTERS_GROUP, NODES_GROUP};
 
 use crate::exec;
@@ -53,6 +52,9 @@ use procs::{free_port, Proc};
 
 /// The admin's user name (in `system:masters`).
 pub const ADMIN_USER: &str = "hearth-admin";
+/// Where [`KubeCluster::connect_host`] (`host.rs`) puts the node's kubeconfig inside the
+/// container.
+pub const HOST_KUBECONFIG: &str = "/etc/hearth/kube/kubeconfig";
 
 /// How long the API server may take to answer `/readyz` with `ok`.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);

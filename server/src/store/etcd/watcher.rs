@@ -4,7 +4,7 @@
 //! the current revision, so waiters wake and read again, and watches on from there.
 
 use super::endpoints::Endpoints;
-use super::{to_u64, MAX_RESPONSE_BYTES};
+use super::keys::{to_u64, MAX_RESPONSE_BYTES};
 use etcd_client::{GetOptions, WatchOptions};
 use std::sync::Weak;
 use std::time::Duration;
@@ -104,7 +104,10 @@ pub async fn follow(
     }
 }
 
-async fn current_revision(endpoints: &Endpoints, prefix: &str) -> Result<u64, super::EtcdError> {
+async fn current_revision(
+    endpoints: &Endpoints,
+    prefix: &str,
+) -> Result<u64, super::error::EtcdError> {
     let key = prefix.to_string();
     let resp = endpoints
         .call("read the revision", move |mut c| {
@@ -118,7 +121,7 @@ async fn current_revision(endpoints: &Endpoints, prefix: &str) -> Result<u64, su
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::test_cluster::Cluster;
+    use crate::store::etcd::test_cluster::Cluster;
     use std::sync::Arc;
 
     /// A watch that starts behind a compaction (as one does when it reopens after a long

@@ -1,7 +1,7 @@
 //! The store the server runs on: the embedded database (the default) or etcd
 //! (`--etcd-endpoints`), behind one type so that the rest of the server is the same for both.
 
-use crate::etcd::EtcdStore;
+use crate::store::etcd::EtcdStore;
 use crate::store::{Changes, Kind, Listed, Op, RedbStore, Store, StoreError, Versioned};
 use tokio::sync::watch;
 

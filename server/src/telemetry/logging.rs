@@ -6,8 +6,8 @@
 //! systemd's watchdog (`hearth_daemon::Notifier`, `WatchdogSec=` in
 //! `units/hearth-server.service`): a server whose runtime or reconcile loop hangs is restarted.
 
-use crate::event_log::{Class, Recorded};
-use crate::metrics::EventTypeLabels;
+use crate::fleet::events::{Class, Recorded, KEPT_ASIDE};
+use crate::telemetry::metrics::EventTypeLabels;
 use hearth_api::text::escape;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,8 +32,8 @@ pub const MSG_EVENTS_NOT_LOGGED: &str = "7b3e2d1c9a8f4e6db5c4a3f2e1d0c9b3";
 /// A node's events of each type (`Normal`, `Warning`) logged one by one per second, on average;
 /// the fleet's own events (pools, configs, admins' changes) are always logged.
 pub const NODE_EVENTS_PER_SECOND: f64 = 50.0;
-/// ... and at once, after a quiet time.
-pub const NODE_EVENTS_BURST: f64 = 1000.0;
+/// ... and at once, after a quiet time: as many as a change keeps aside for the log.
+pub const NODE_EVENTS_BURST: f64 = KEPT_ASIDE as f64;
 
 /// The log's budget for nodes' events: for each type, a token bucket of
 /// [`NODE_EVENTS_PER_SECOND`] with bursts of [`NODE_EVENTS_BURST`]. An apply to a large pool
@@ -43,7 +43,7 @@ pub const NODE_EVENTS_BURST: f64 = 1000.0;
 /// of their own, so that routine events never crowd them out (nor a node that keeps reporting
 /// new failures the routine ones), and the fleet's events have none. What a bucket leaves out
 /// is counted and said in one line at most once a second ([`MSG_EVENTS_NOT_LOGGED`]); the API
-/// lists the last of them (`crate::event_log`).
+/// lists the last of them (`crate::fleet::events`).
 #[derive(Debug)]
 pub struct NodeEventLog {
     state: Mutex<Buckets>,
@@ -161,7 +161,7 @@ impl NodeEventLog {
                 NORMAL = normal,
                 WARNING = warning,
                 "node events not logged one by one (over a burst of {NODE_EVENTS_BURST}, then {NODE_EVENTS_PER_SECOND} of a type a second): {normal} Normal, {warning} Warning; `hearth get events` lists the last {} of each",
-                crate::event_log::KEPT_PER_CLASS
+                crate::fleet::events::KEPT_PER_CLASS
             );
         }
     }
@@ -212,7 +212,7 @@ pub fn committed_events(recorded: &Recorded, budget: &NodeEventLog) {
             MESSAGE_ID = MSG_EVENTS_NOT_LOGGED,
             FLEET = fleet,
             "{fleet} more events of the fleet in this change, not logged one by one; `hearth get events` lists the last {}",
-            crate::event_log::KEPT_PER_CLASS
+            crate::fleet::events::KEPT_PER_CLASS
         );
     }
     budget.say_left_out(now);

@@ -6,36 +6,22 @@
 //! copy, [`diff`] turns the difference into one atomic store commit with a compare-and-swap
 //! precondition per object, and only after the commit succeeds does the copy become the snapshot.
 
-use crate::event_log::EventLog;
-use crate::records::{
-    EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, Record, RenderedRecord,
-    ReportRecord, TokenRecord,
+pub mod events;
+mod map;
+
+pub use map::{diff_kind, put, update, Map, Rec};
+
+use crate::store::records::Record;
+use crate::store::records::{
+    EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord, RenderedRecord, ReportRecord,
+    TokenRecord,
 };
 use crate::store::{Expect, Kind, Listed, Op, Store, StoreError};
+use events::EventLog;
 use imbl::ordmap::DiffItem;
+use map::{encode, stamp_one};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// A decoded object with its revisions.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rec<T> {
-    /// The document.
-    pub value: T,
-    /// The revision that created it (0: not stored yet).
-    pub create_revision: u64,
-    /// The revision that last changed it (0: not stored yet).
-    pub mod_revision: u64,
-}
-
-// Equality of records is reflexive: they hold no floating-point values (they are what JSON
-// documents decode to, and JSON has no NaN). Being `Eq` lets `Arc<Rec<_>>` compare by pointer
-// first, so that diffing two snapshots never compares the records they share.
-impl<T: PartialEq> Eq for Rec<T> {}
-
-/// Objects of one kind, by name: a persistent (structurally shared) ordered map, so that the
-/// copy every change starts from costs O(1) and a change to one object O(log n), however
-/// large the fleet (with `BTreeMap` each group commit copied and freed every key).
-pub type Map<T> = imbl::OrdMap<String, Arc<Rec<T>>>;
 
 /// Everything the server stores, decoded.
 #[derive(Debug, Clone, Default)]
@@ -62,33 +48,6 @@ pub struct Fleet {
 
 /// The name of the policies object.
 pub const POLICIES_NAME: &str = "cluster";
-
-/// Inserts or replaces `name` (revisions are taken from the old snapshot when diffing).
-pub fn put<T>(map: &mut Map<T>, name: &str, value: T) {
-    let (create_revision, mod_revision) = map
-        .get(name)
-        .map(|r| (r.create_revision, r.mod_revision))
-        .unwrap_or((0, 0));
-    map.insert(
-        name.to_string(),
-        Arc::new(Rec {
-            value,
-            create_revision,
-            mod_revision,
-        }),
-    );
-}
-
-/// Changes `name` in place, if present; returns whether it was.
-pub fn update<T: Clone>(map: &mut Map<T>, name: &str, f: impl FnOnce(&mut T)) -> bool {
-    match map.get_mut(name) {
-        Some(rec) => {
-            f(&mut Arc::make_mut(rec).value);
-            true
-        }
-        None => false,
-    }
-}
 
 impl Fleet {
     /// Reads everything from the store.
@@ -243,47 +202,6 @@ async fn load_kind<S: Store, T: Record>(store: &S, kind: Kind) -> Result<Map<T>,
     Ok(out)
 }
 
-/// The store ops that turn `old` into `new`, one kind's objects.
-pub(crate) fn diff_kind<T: Record>(
-    kind: Kind,
-    old: &Map<T>,
-    new: &Map<T>,
-    ops: &mut Vec<Op>,
-) -> Result<(), StoreError> {
-    // imbl's diff skips the subtrees both maps share: a commit that changed k objects costs
-    // O(k log n), not a walk of both maps (which at 10,000 nodes was most of a status report's
-    // commit). Entries are compared by pointer first (`Rec` is `Eq`), then by value.
-    let put = |name: &String, rec: &Rec<T>, expect: Expect, ops: &mut Vec<Op>| {
-        ops.push(Op::Put {
-            kind,
-            name: name.clone(),
-            value: encode(kind, name, &rec.value)?,
-            expect,
-        });
-        Ok::<(), StoreError>(())
-    };
-    for item in old.diff(new) {
-        match item {
-            DiffItem::Add(name, rec) => put(name, rec, Expect::Absent, ops)?,
-            DiffItem::Remove(name, o) => ops.push(Op::Delete {
-                kind,
-                name: name.clone(),
-                expect: Expect::Revision(o.mod_revision),
-            }),
-            // Only a change of the document is written (not one of the revisions alone).
-            DiffItem::Update {
-                old: (_, o),
-                new: (name, rec),
-            } => {
-                if o.value != rec.value {
-                    put(name, rec, Expect::Revision(o.mod_revision), ops)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// [`diff_kind`] for nodes: a node's document and its report are two objects
 /// ([`NodeRecord::report`]), each written only when it changed; a node document from before
 /// reports were apart is written with its report, so that the report is not lost with it.
@@ -305,7 +223,7 @@ fn diff_nodes(
             return Ok::<(), StoreError>(());
         };
         // A report no longer in memory is the one stored
-        // ([`crate::report::Report::release`]): nothing to write.
+        // ([`crate::store::report::Report::release`]): nothing to write.
         let Some(json) = report.json() else {
             if n.report_revision == 0 {
                 tracing::error!(node = %name, "a report to store is no longer in memory and was never stored");
@@ -373,15 +291,8 @@ fn diff_nodes(
     Ok(())
 }
 
-/// A document as a store op's value.
-fn encode<T: serde::Serialize>(kind: Kind, name: &str, v: &T) -> Result<bytes::Bytes, StoreError> {
-    serde_json::to_vec(v)
-        .map(bytes::Bytes::from)
-        .map_err(|e| StoreError::Backend(format!("cannot encode {kind}/{name}: {e}")))
-}
-
 /// The stored document of a report, from the report's JSON kept in memory
-/// ([`crate::report::Report::json`]): what [`encode`] makes of a [`ReportRecord`] (its fields
+/// ([`crate::store::report::Report::json`]): what [`encode`] makes of a [`ReportRecord`] (its fields
 /// in order, compact), without encoding the report again.
 fn report_document(report: &[u8], report_at: Option<u64>) -> bytes::Bytes {
     let mut doc = Vec::with_capacity(report.len() + 40);
@@ -392,16 +303,6 @@ fn report_document(report: &[u8], report_at: Option<u64>) -> bytes::Bytes {
     }
     doc.push(b'}');
     doc.into()
-}
-
-fn stamp_one<T: Clone>(map: &mut Map<T>, name: &str, revision: u64) {
-    if let Some(rec) = map.get_mut(name) {
-        let r = Arc::make_mut(rec);
-        if r.create_revision == 0 {
-            r.create_revision = revision;
-        }
-        r.mod_revision = revision;
-    }
 }
 
 #[cfg(test)]
@@ -505,8 +406,8 @@ mod tests {
                 (new, kinds(&ops))
             }
         };
-        let status = |state: NodeState| -> crate::report::Report {
-            crate::report::Report::new(
+        let status = |state: NodeState| -> crate::store::report::Report {
+            crate::store::report::Report::new(
                 serde_json::from_value(serde_json::json!({
                     "state": state.as_str(), "current": "rendered-a", "desired": "rendered-a",
                 }))
@@ -654,7 +555,7 @@ mod tests {
     /// [`ReportRecord`].
     #[test]
     fn a_report_is_stored_as_the_document_serde_makes_of_it() {
-        let report = crate::report::Report::new(
+        let report = crate::store::report::Report::new(
             serde_json::from_value(serde_json::json!({
                 "state": "Done", "current": "rendered-a", "desired": "rendered-a",
                 "reason": "quote \" and ✓", "history": [{"time": "t", "state": "Working"}],

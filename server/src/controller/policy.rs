@@ -21,7 +21,7 @@
 //!   (it costs no capacity: this is how a fix reaches a degraded node);
 //! - otherwise at most `maxUnavailable` (resolved against the pool's size) nodes are
 //!   unavailable at once: the remaining capacity goes to available nodes in name order;
-//! - outside the pool's **maintenance windows** (see [`crate::window`]) an available node whose
+//! - outside the pool's **maintenance windows** (see [`crate::controller::window`]) an available node whose
 //!   update needs a reboot is not handed it (it takes no capacity either); updates that need
 //!   no reboot go on. The nodes that wait are [`waiting_for_window`].
 

@@ -22,12 +22,19 @@
 pub mod changes;
 mod commit;
 mod endpoints;
+mod error;
+mod keys;
 pub mod session;
 #[cfg(test)]
 pub(crate) mod test_cluster;
 mod watcher;
 
 pub use endpoints::{Endpoints, CALL_TIMEOUT, MAX_ATTEMPTS, PROBE_INTERVAL};
+pub use error::EtcdError;
+use keys::{prefix_end, to_u64, PAGE_KEYS};
+pub use keys::{
+    DEFAULT_PREFIX, MAX_LIST_BYTES, MAX_LIST_OBJECTS, MAX_RESPONSE_BYTES, MAX_VALUE_BYTES,
+};
 
 use crate::store::{Kind, Listed, Op, Store, StoreError, Versioned};
 use etcd_client::{Certificate, ConnectOptions, GetOptions, Identity, KeyValue, TlsOptions};
@@ -35,20 +42,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// The key prefix unless `--etcd-prefix` says otherwise.
-pub const DEFAULT_PREFIX: &str = "/hearth/";
-/// The largest object read or written (64 MiB, the largest apply body: a document can be no
-/// bigger). etcd's own `--max-request-bytes` (1.5 MiB by default) is usually lower: raise it.
-pub const MAX_VALUE_BYTES: usize = crate::limits::MAX_APPLY_BODY;
-/// The largest answer accepted from etcd (one object and its envelope, or one page of a list).
-pub const MAX_RESPONSE_BYTES: usize = MAX_VALUE_BYTES + (1 << 20);
-/// The most objects of one kind a list reads (more is an error naming the kind).
-pub const MAX_LIST_OBJECTS: usize = 1_000_000;
-/// The most bytes of values of one kind a list reads (2 GiB).
-pub const MAX_LIST_BYTES: usize = 2 << 30;
-/// Keys per page of a list (halved down to 1 while a page exceeds [`MAX_RESPONSE_BYTES`]).
-const PAGE_KEYS: i64 = 500;
 
 /// How to reach etcd.
 #[derive(Debug, Clone)]
@@ -81,53 +74,6 @@ impl fmt::Debug for EtcdTls {
 }
 
 /// Errors of the etcd backend.
-#[derive(Debug, thiserror::Error)]
-pub enum EtcdError {
-    /// The configuration is wrong (a bad URL, prefix or certificate).
-    #[error("etcd: {0}")]
-    Config(String),
-    /// etcd refused a request (retrying would not help).
-    #[error("etcd: {what} failed at {endpoint}: {message}")]
-    Request {
-        /// The operation.
-        what: String,
-        /// The member.
-        endpoint: String,
-        /// etcd's answer (with a hint when it is a limit of etcd's).
-        message: String,
-    },
-    /// No member answered.
-    #[error("etcd: {what} failed on every member ({attempts} attempts); last: {last}")]
-    Unavailable {
-        /// The operation.
-        what: String,
-        /// Attempts made.
-        attempts: usize,
-        /// The last failure.
-        last: String,
-    },
-    /// Something read from etcd is over a limit or malformed.
-    #[error("etcd: {0}")]
-    Bound(String),
-}
-
-impl From<EtcdError> for StoreError {
-    fn from(e: EtcdError) -> Self {
-        StoreError::Backend(e.to_string())
-    }
-}
-
-/// Adds what to do to etcd's answers that are limits of etcd's own configuration.
-pub(crate) fn hint(message: String) -> String {
-    if message.contains("too many operations in txn request") {
-        format!("{message} (start etcd with a larger --max-txn-ops, e.g. 10000: one commit can touch every node)")
-    } else if message.contains("request is too large") {
-        format!("{message} (start etcd with a larger --max-request-bytes, e.g. 67108864)")
-    } else {
-        message
-    }
-}
-
 /// The store on etcd.
 pub struct EtcdStore {
     endpoints: Endpoints,
@@ -160,22 +106,6 @@ impl Drop for EtcdStore {
             w.abort();
         }
     }
-}
-
-/// The end of the range of keys that start with `prefix` (etcd's `WithPrefix`).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-fn to_u64(r: i64) -> u64 {
-    u64::try_from(r).unwrap_or(0)
 }
 
 impl EtcdStore {

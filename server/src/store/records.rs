@@ -235,9 +235,9 @@ pub struct NodeRecord {
     /// node of a pool its desired config) does not write its report again, nor a report the
     /// node; read here from node documents written before that. Kept as a decoded summary
     /// with a SHA-256 of the whole, and the whole as JSON only until it is stored
-    /// ([`crate::report::Report::release`]).
+    /// ([`crate::store::report::Report::release`]).
     #[serde(default, skip_serializing)]
-    pub report: Option<crate::report::Report>,
+    pub report: Option<crate::store::report::Report>,
     /// When it arrived (stored with the report).
     #[serde(default, skip_serializing)]
     pub report_at: Option<u64>,
@@ -265,7 +265,7 @@ pub struct NodeRecord {
 #[serde(rename_all = "camelCase")]
 pub struct ReportRecord {
     /// The report.
-    pub report: crate::report::Report,
+    pub report: crate::store::report::Report,
     /// When it arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_at: Option<u64>,
@@ -316,7 +316,7 @@ impl NodeRecord {
 
     /// Takes the report stored apart (at `revision`), in place of what the node document had.
     pub fn take_report(&mut self, r: ReportRecord, revision: u64) {
-        // Stored: read from the store when shown ([`crate::report::Report::release`]).
+        // Stored: read from the store when shown ([`crate::store::report::Report::release`]).
         r.report.release();
         self.report = Some(r.report);
         self.report_at = r.report_at;
@@ -437,7 +437,7 @@ impl NodeRecord {
             && self.state() == Some(NodeState::Done)
     }
 
-    /// Unavailable for the rollout (see [`crate::rollout`]): it has reported, and was handed a
+    /// Unavailable for the rollout (see [`crate::controller::policy`]): it has reported, and was handed a
     /// config it has not reached or is not Done.
     pub fn is_unavailable(&self) -> bool {
         self.report.is_some()

@@ -116,7 +116,7 @@ impl RenderMemo {
     pub fn pool(
         &mut self,
         inputs: &Inputs,
-        record: &crate::records::PoolRecord,
+        record: &crate::store::records::PoolRecord,
         pool: &MachineConfigPool,
         configs: &[MachineConfig],
     ) -> Option<Result<MachineConfig, RenderError>> {

@@ -9,8 +9,8 @@
 //! ([`Batch::Reload`]).
 
 use super::endpoints::Endpoints;
-use super::{to_u64, MAX_RESPONSE_BYTES, MAX_VALUE_BYTES};
-use crate::store::{Kind, Versioned};
+use super::keys::{to_u64, MAX_RESPONSE_BYTES, MAX_VALUE_BYTES};
+use crate::store::{Batch, Change, Kind, Link, Versioned};
 use etcd_client::{EventType, WatchOptions};
 use std::sync::Weak;
 use std::time::Duration;
@@ -20,48 +20,6 @@ use tokio::sync::{mpsc, watch};
 const REOPEN_PAUSE: Duration = Duration::from_millis(200);
 /// Batches waiting for the follower (the watch waits when it falls behind).
 const QUEUE: usize = 64;
-
-/// One object's change.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// Kind.
-    pub kind: Kind,
-    /// Name.
-    pub name: String,
-    /// The new document and revisions; `None`: deleted.
-    pub value: Option<Versioned>,
-    /// The revision of the change.
-    pub revision: u64,
-}
-
-/// What the follower receives.
-#[derive(Debug)]
-pub enum Batch {
-    /// The changes of one or more revisions, up to and including `revision`.
-    Changes {
-        /// The newest revision of the batch.
-        revision: u64,
-        /// The changes, oldest first.
-        changes: Vec<Change>,
-    },
-    /// The changes since the last revision delivered were compacted away: read everything
-    /// again.
-    Reload,
-}
-
-/// The state of the link to etcd, as the stream sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Link {
-    /// The stream is open.
-    Up,
-    /// The stream is down since (Unix seconds), with the last reason.
-    Down {
-        /// Since when.
-        since: u64,
-        /// Why.
-        reason: String,
-    },
-}
 
 /// The object a key names, if it is one (the fence, markers and election keys are not).
 fn object(prefix: &str, key: &[u8]) -> Option<(Kind, String)> {

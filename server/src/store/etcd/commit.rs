@@ -16,7 +16,8 @@
 //! change was computed on, so replicas decide in turn as one server would.
 
 use super::endpoints::Endpoints;
-use super::{hint, to_u64, EtcdError, MAX_VALUE_BYTES};
+use super::error::{hint, EtcdError};
+use super::keys::{to_u64, MAX_VALUE_BYTES};
 use crate::store::{Expect, Op, StoreError};
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
@@ -94,7 +95,7 @@ impl Marker {
     pub async fn remove_unleased(&self, endpoints: &Endpoints) -> Result<(), EtcdError> {
         let own = self.state.lock().await.key.clone();
         let dir = format!("{}{MARKERS}", self.prefix);
-        let end = super::prefix_end(dir.as_bytes());
+        let end = super::keys::prefix_end(dir.as_bytes());
         let resp = {
             let (dir, end) = (dir.clone(), end.clone());
             endpoints
@@ -308,8 +309,8 @@ impl Marker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::etcd::test_cluster::Cluster;
-    use crate::etcd::{EtcdConfig, EtcdStore};
+    use crate::store::etcd::test_cluster::Cluster;
+    use crate::store::etcd::{EtcdConfig, EtcdStore};
     use crate::store::{Kind, Store};
 
     fn put(name: &str, expect: Expect) -> Op {

@@ -3,7 +3,7 @@
 //! which members answer, and [`Endpoints::call`], which runs a request on a healthy member and
 //! retries it on the next one when the failure says the member (not the request) was at fault.
 
-use super::EtcdError;
+use super::error::EtcdError;
 use etcd_client::{Client, ConnectOptions};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -19,18 +19,19 @@
 //! The events recorded in a change are also kept aside ([`EventLog::take_recorded`]) for the log
 //! (the journal), written once the change is committed: of each class at most [`KEPT_ASIDE`],
 //! and how many more there were (the log takes no more nodes' events at once,
-//! [`crate::logging::NodeEventLog`], and an apply of 10,000 Node manifests is one line for the
+//! [`crate::telemetry::logging::NodeEventLog`], and an apply of 10,000 Node manifests is one line for the
 //! rest, not 10,000).
 
-use crate::fleet::{put, Map, Rec};
-use crate::records::EventRecord;
+use super::map::{diff_kind, put, Map, Rec};
+use crate::store::records::EventRecord;
 use crate::store::{Kind, Op, StoreError};
 use std::sync::Arc;
 
 /// How many events each class keeps.
 pub const KEPT_PER_CLASS: usize = 1000;
-/// How many events of each class of one change are kept aside for the log.
-pub const KEPT_ASIDE: usize = crate::logging::NODE_EVENTS_BURST as usize;
+/// How many events of each class of one change are kept aside for the log: as many as the log
+/// writes at once ([`crate::telemetry::logging::NODE_EVENTS_BURST`]).
+pub const KEPT_ASIDE: usize = 1000;
 
 /// The events of a change, for the log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -243,7 +244,7 @@ impl EventLog {
     pub fn diff(&self, old: &EventLog, ops: &mut Vec<Op>) -> Result<(), StoreError> {
         for class in Class::ALL {
             let i = class.index();
-            crate::fleet::diff_kind(Kind::Event, &old.classes[i], &self.classes[i], ops)?;
+            diff_kind(Kind::Event, &old.classes[i], &self.classes[i], ops)?;
         }
         Ok(())
     }

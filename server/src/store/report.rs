@@ -1,4 +1,4 @@
-//! A node's last status report as the server holds it ([`crate::records::NodeRecord::report`]).
+//! A node's last status report as the server holds it ([`crate::store::records::NodeRecord::report`]).
 //!
 //! A real agent's report is mostly its history (its newest 50 transitions), drift lines and
 //! run-once action records: some 9 KiB of JSON, some 11 KiB and 150 allocations decoded. The

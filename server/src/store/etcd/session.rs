@@ -13,7 +13,8 @@
 //! ([`crate::store::Store::commit_fenced`]). The role only keeps the periodic work to one replica.
 
 use super::endpoints::{retryable, Endpoints};
-use super::{EtcdError, EtcdStore};
+use super::error::EtcdError;
+use super::EtcdStore;
 use etcd_client::{GetOptions, SortOrder, SortTarget};
 use std::sync::Arc;
 use std::time::Duration;

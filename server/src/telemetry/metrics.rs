@@ -33,10 +33,6 @@ const DURATION_BUCKETS: [f64; 14] = [
     0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
 ];
 
-/// Routes whose answer waits on purpose (a long-poll, an event stream): their duration says
-/// how long nothing changed, not how fast the server is, so they are not in the histogram.
-pub const WAITING_ROUTES: [&str; 2] = [crate::http::DESIRED_ROUTE, "/api/v1/watch"];
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StageLabels {
     stage: String,
@@ -128,8 +124,16 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts a request by method, route template and status, and how long the server took to
-    /// answer it (from the routed request to the response; not for [`WAITING_ROUTES`]).
-    pub fn request(&self, method: &str, route: &str, status: u16, took: std::time::Duration) {
+    /// answer it (from the routed request to the response): `None` for a route whose answer
+    /// waits on purpose (a long-poll, an event stream), whose duration says how long nothing
+    /// changed, not how fast the server is.
+    pub fn request(
+        &self,
+        method: &str,
+        route: &str,
+        status: u16,
+        took: Option<std::time::Duration>,
+    ) {
         self.requests
             .get_or_create(&RequestLabels {
                 method: method.to_string(),
@@ -137,7 +141,7 @@ impl Metrics {
                 status: status.to_string(),
             })
             .inc();
-        if !WAITING_ROUTES.contains(&route) {
+        if let Some(took) = took {
             self.durations
                 .get_or_create(&RouteLabels {
                     method: method.to_string(),
@@ -170,7 +174,7 @@ impl Metrics {
     }
 
     /// The nodes' events the log left out, by type (shared with
-    /// [`crate::logging::NodeEventLog`]).
+    /// [`crate::telemetry::logging::NodeEventLog`]).
     pub fn events_not_logged(&self) -> Family<EventTypeLabels, Counter> {
         self.events_not_logged.clone()
     }

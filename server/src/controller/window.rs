@@ -5,7 +5,7 @@
 
 pub use hearth_config::window::*;
 
-use crate::records::PoolRecord;
+use crate::store::records::PoolRecord;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 

@@ -359,8 +359,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .then(|| Duration::from_secs(cli.bootstrap_token_ttl)),
             token_dir: None,
             metrics_token_sha256: None,
-            node_bodies: crate::limits::NODE_BODIES_BYTES,
-            enroll_bodies: crate::limits::ENROLL_BODIES_BYTES,
+            node_bodies: crate::http::limits::NODE_BODIES_BYTES,
+            enroll_bodies: crate::http::limits::ENROLL_BODIES_BYTES,
         },
         etcd: etcd_config(&cli)?,
     };

@@ -1,15 +1,57 @@
-//! API errors: an HTTP status, a reason word and a message, as a JSON `Status` document
-//! (`{"kind":"Status","code":422,"reason":"Invalid","message":"...","diagnostics":[...]}`).
+//! The operations' refusals and failures: what kind ([`ErrorKind`]), a reason word and a message
+//! for people, with every diagnostic of an invalid manifest. No transport here: the HTTPS front
+//! door answers one as a JSON `Status` document
+//! (`{"kind":"Status","code":422,"reason":"Invalid","message":"...","diagnostics":[...]}`,
+//! `crate::http::status`), whose `code` is [`ErrorKind::code`].
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use hearth_config::diag::Diagnostic;
 
-/// An error answer.
-#[derive(Debug, Clone)]
+/// What kind of refusal or failure an [`ApiError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed (400).
+    BadRequest,
+    /// No credential, or one this server does not hold (401).
+    Unauthorized,
+    /// The caller may not do this (403).
+    Forbidden,
+    /// No such object (404).
+    NotFound,
+    /// The caller cannot take any form of the answer (406).
+    NotAcceptable,
+    /// The object changed, or exists, or another holds it (409).
+    Conflict,
+    /// A manifest or request is invalid, with diagnostics (422).
+    Invalid,
+    /// The server failed (500).
+    Internal,
+    /// The server cannot act now: its store, or this replica (503).
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// The `code` of the API's `Status` document, the HTTP status the front door answers with.
+    pub fn code(self) -> u16 {
+        match self {
+            ErrorKind::BadRequest => 400,
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::NotFound => 404,
+            ErrorKind::NotAcceptable => 406,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Invalid => 422,
+            ErrorKind::Internal => 500,
+            ErrorKind::Unavailable => 503,
+        }
+    }
+}
+
+/// A refusal or failure of an operation.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} {reason}: {message}", kind.code())]
 pub struct ApiError {
-    /// The status.
-    pub status: StatusCode,
+    /// What kind.
+    pub kind: ErrorKind,
     /// A CamelCase word (`Unauthorized`, `NotFound`, `Invalid`...).
     pub reason: &'static str,
     /// For people.
@@ -19,10 +61,10 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// Any status, with its reason word.
-    pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    /// Any kind, with its reason word.
+    pub fn new(kind: ErrorKind, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
-            status,
+            kind,
             reason,
             message: message.into(),
             diagnostics: Vec::new(),
@@ -31,68 +73,54 @@ impl ApiError {
 
     /// 400.
     pub fn bad_request(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "BadRequest", m)
+        Self::new(ErrorKind::BadRequest, "BadRequest", m)
     }
     /// 401.
     pub fn unauthorized(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "Unauthorized", m)
+        Self::new(ErrorKind::Unauthorized, "Unauthorized", m)
     }
     /// 403.
     pub fn forbidden(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "Forbidden", m)
+        Self::new(ErrorKind::Forbidden, "Forbidden", m)
     }
     /// 404.
     pub fn not_found(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "NotFound", m)
+        Self::new(ErrorKind::NotFound, "NotFound", m)
     }
     /// 406.
     pub fn not_acceptable(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_ACCEPTABLE, "NotAcceptable", m)
+        Self::new(ErrorKind::NotAcceptable, "NotAcceptable", m)
     }
     /// 409.
     pub fn conflict(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "Conflict", m)
+        Self::new(ErrorKind::Conflict, "Conflict", m)
     }
     /// 422 with diagnostics.
     pub fn invalid(m: impl Into<String>, diagnostics: Vec<Diagnostic>) -> Self {
         ApiError {
             diagnostics,
-            ..Self::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", m)
+            ..Self::new(ErrorKind::Invalid, "Invalid", m)
         }
     }
     /// 500.
     pub fn internal(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", m)
+        Self::new(ErrorKind::Internal, "InternalError", m)
     }
     /// 503.
     pub fn unavailable(m: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", m)
+        Self::new(ErrorKind::Unavailable, "ServiceUnavailable", m)
     }
     /// 503 `ReplicaUnavailable`: this replica did not act on the request (nothing was written),
     /// so the client may send it, a change too, to another replica
     /// ([`hearth_api::admin::REPLICA_UNAVAILABLE`]).
     pub fn replica_unavailable(m: impl Into<String>) -> Self {
         Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
             hearth_api::admin::REPLICA_UNAVAILABLE,
             m,
         )
     }
 }
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {}: {}",
-            self.status.as_u16(),
-            self.reason,
-            self.message
-        )
-    }
-}
-
-impl std::error::Error for ApiError {}
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
@@ -104,25 +132,5 @@ impl From<crate::store::StoreError> for ApiError {
             }
             other => ApiError::unavailable(other.to_string()),
         }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = hearth_api::admin::Status {
-            kind: "Status".into(),
-            code: self.status.as_u16(),
-            reason: self.reason.into(),
-            message: self.message,
-            diagnostics: self.diagnostics.iter().map(Into::into).collect(),
-        };
-        let mut resp = (self.status, axum::Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"hearth\""),
-            );
-        }
-        resp
     }
 }

@@ -30,7 +30,6 @@ pub mod firstboot_cache;
 pub mod fleet;
 pub mod http;
 pub mod kubernetes;
-pub mod limits;
 pub mod ostree_repo;
 pub mod pace;
 pub mod pki;

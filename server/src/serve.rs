@@ -2,7 +2,7 @@
 
 use crate::app::{App, Options};
 use crate::http;
-use crate::limits;
+use crate::http::limits;
 use crate::pki::{self, Layout};
 use crate::store::backend::Backend;
 use crate::store::etcd::session::Session;

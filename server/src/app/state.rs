@@ -72,11 +72,11 @@ pub struct Options {
     /// `/metrics` and nothing else.
     pub metrics_token_sha256: Option<String>,
     /// What the request bodies of nodes may hold of memory at once, all together, in bytes; a
-    /// body beyond it is answered 503 (`crate::limits`). Default
-    /// [`crate::limits::NODE_BODIES_BYTES`]; not a flag (tests set it).
+    /// body beyond it is answered 503 (`crate::http::limits`). Default
+    /// [`crate::http::limits::NODE_BODIES_BYTES`]; not a flag (tests set it).
     pub node_bodies: usize,
     /// What the bodies of enrollments whose bootstrap token is in the body may hold at once;
-    /// default [`crate::limits::ENROLL_BODIES_BYTES`]; not a flag (tests set it).
+    /// default [`crate::http::limits::ENROLL_BODIES_BYTES`]; not a flag (tests set it).
     pub enroll_bodies: usize,
 }
 
@@ -115,8 +115,8 @@ impl Default for Options {
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
             token_dir: None,
             metrics_token_sha256: None,
-            node_bodies: crate::limits::NODE_BODIES_BYTES,
-            enroll_bodies: crate::limits::ENROLL_BODIES_BYTES,
+            node_bodies: crate::http::limits::NODE_BODIES_BYTES,
+            enroll_bodies: crate::http::limits::ENROLL_BODIES_BYTES,
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::routes::{APPLY_ROUTE, ENROLL_ROUTE, FLEETLOCK_ROUTES, NODE_ROUTES};
 use crate::app::{App, Caller};
 use crate::error::ApiError;
-use crate::limits::{self, Budget, Screen, Sender};
+use crate::http::limits::{self, Budget, Screen, Sender};
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use axum::extract::{FromRequestParts, Request};

@@ -18,7 +18,7 @@ use crate::app::Background;
 #[cfg(doc)]
 use crate::app::MAX_DETACHED;
 use crate::error::ApiError;
-use crate::limits::Held;
+use crate::http::limits::Held;
 use axum::extract::Request;
 use axum::http::Method;
 use axum::middleware::Next;

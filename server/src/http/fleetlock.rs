@@ -70,7 +70,7 @@ async fn fleetlock<S: Store>(
                 "FleetLock takes a node's credential",
             )
         }
-        Err(e) => return fleetlock_error(e.status, "unauthorized", e.message),
+        Err(e) => return fleetlock_error(super::status::status_of(&e), "unauthorized", e.message),
     };
     let params = match serde_json::from_slice::<FleetLockBody>(body) {
         Ok(b) => b.client_params,
@@ -131,7 +131,7 @@ async fn fleetlock<S: Store>(
                 answer.retry_after_seconds
             ),
         ),
-        Err(e) => fleetlock_error(e.status, "error", e.message),
+        Err(e) => fleetlock_error(super::status::status_of(&e), "error", e.message),
     }
 }
 

@@ -9,6 +9,8 @@
 //! - `ostree`: the files of the served ostree repository.
 //! - `detach`: changes run in tasks of their own, to their end when the client hangs up.
 //! - `routes`: the routes' paths, media types and headers, and the handlers' state type.
+//! - `limits`: the one layer before routing (`front`): what a client may send, and when.
+//! - `status`: error answers as `Status` documents.
 //!
 //! Plus `/healthz` and `/metrics`, here.
 
@@ -19,8 +21,10 @@ mod dashboard;
 mod detach;
 mod firstboot;
 mod fleetlock;
+pub mod limits;
 mod ostree;
 mod routes;
+pub mod status;
 
 pub use auth::{Admin, Auth, MetricsReader};
 use routes::AppState;
@@ -31,7 +35,6 @@ pub use routes::{
 
 use crate::app::App;
 use crate::error::ApiError;
-use crate::limits;
 use crate::pki::ClientIdentity;
 use crate::store::Store;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// The largest document a store keeps (64 MiB): an apply's body is bounded by it
-/// ([`crate::limits::MAX_APPLY_BODY`]), and etcd's reads by it and an envelope.
+/// ([`crate::http::limits::MAX_APPLY_BODY`]), and etcd's reads by it and an envelope.
 pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
 
 /// The kinds of object the server stores.

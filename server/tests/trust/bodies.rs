@@ -123,8 +123,8 @@ async fn nodes_and_enrollments_have_budgets_of_their_own_and_an_admins_bodies_do
     let s = start(
         dir.path(),
         hearth_server::app::Options {
-            node_bodies: hearth_server::limits::MAX_BODY + 1024,
-            enroll_bodies: hearth_server::limits::MAX_ENROLL_BODY + 1024,
+            node_bodies: hearth_server::http::limits::MAX_BODY + 1024,
+            enroll_bodies: hearth_server::http::limits::MAX_ENROLL_BODY + 1024,
             ..options(5)
         },
     )
@@ -147,7 +147,7 @@ async fn nodes_and_enrollments_have_budgets_of_their_own_and_an_admins_bodies_do
         )
     };
     // Node a: a report of the largest size, all but its last byte.
-    let len = hearth_server::limits::MAX_BODY;
+    let len = hearth_server::http::limits::MAX_BODY;
     let mut held = raw_tls(port, &ca).await;
     held.write_all(head("/api/v1/agent/status", &a.token, len).as_bytes())
         .await
@@ -186,7 +186,7 @@ async fn nodes_and_enrollments_have_budgets_of_their_own_and_an_admins_bodies_do
     b.report("Done", Some(&d), Some(&d), None).await;
 
     // An enrollment whose token is in its body, of the largest size, held by its last byte.
-    let len = hearth_server::limits::MAX_ENROLL_BODY;
+    let len = hearth_server::http::limits::MAX_ENROLL_BODY;
     let mut enrolling = raw_tls(port, &ca).await;
     enrolling
         .write_all(head("/api/v1/enroll", "", len).as_bytes())

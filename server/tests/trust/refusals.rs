@@ -2,7 +2,7 @@
 //! headers are cut off.
 
 use super::*;
-use hearth_server::limits::MAX_HEADER_BYTES;
+use hearth_server::http::limits::MAX_HEADER_BYTES;
 
 // ---------------------------------------------------------------------------------------------
 // 2, 3, 4. HTTP limits, Status documents for every error, refusals over HTTP/2.

@@ -23,6 +23,7 @@
 //! The connection-level limits (header read timeout, HTTP/2 streams and header list size) are
 //! set in [`crate::serve`] from the constants here. See docs/security.md.
 
+use super::status::status_answer;
 use crate::error::ApiError;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -167,14 +168,9 @@ fn oversized_headers(req: &Request) -> Option<Response> {
         .sum::<usize>()
         + req.uri().to_string().len();
     (size > MAX_HEADER_BYTES).then(|| {
-        ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "RequestHeaderFieldsTooLarge",
-            format!(
+        status_answer(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "RequestHeaderFieldsTooLarge", format!(
                 "the request line and headers are {size} bytes; the limit is {MAX_HEADER_BYTES}: send fewer or shorter headers"
-            ),
-        )
-        .into_response()
+            ))
     })
 }
 
@@ -247,29 +243,27 @@ async fn read_body<C: Screen>(screen: &C, req: Request, next: Next) -> Response 
         Ok(Err(Some(e))) => {
             ApiError::bad_request(format!("cannot read the request body: {e}")).into_response()
         }
-        Err(_) => ApiError::new(
+        Err(_) => status_answer(
             StatusCode::REQUEST_TIMEOUT,
             "RequestTimeout",
             format!(
                 "the request body did not arrive within {} s",
                 BODY_READ_TIMEOUT.as_secs()
             ),
-        )
-        .into_response(),
+        ),
     }
 }
 
 /// 503: the bodies of the sender's kind already hold their budget.
 fn busy() -> Response {
-    let mut resp = ApiError::new(
+    let mut resp = status_answer(
         StatusCode::SERVICE_UNAVAILABLE,
         "ServiceUnavailable",
         format!(
             "the server holds as many request bodies of nodes (or of enrollments) as it takes at \
              once; retry in {BUSY_RETRY_AFTER_SECS} s"
         ),
-    )
-    .into_response();
+    );
     resp.headers_mut().insert(
         header::RETRY_AFTER,
         HeaderValue::from(BUSY_RETRY_AFTER_SECS),
@@ -278,12 +272,11 @@ fn busy() -> Response {
 }
 
 fn too_large(limit: usize) -> Response {
-    ApiError::new(
+    status_answer(
         StatusCode::PAYLOAD_TOO_LARGE,
         "RequestEntityTooLarge",
         format!("the request body is over the limit of {limit} bytes for this endpoint"),
     )
-    .into_response()
 }
 
 /// Turns an error answer that is not JSON into a `Status` document.
@@ -315,7 +308,7 @@ async fn as_status(resp: Response) -> Response {
     } else {
         text
     };
-    let mut out = ApiError::new(status, reason_word(status), message).into_response();
+    let mut out = status_answer(status, reason_word(status), message);
     if let Some(allow) = parts.headers.get(header::ALLOW) {
         out.headers_mut().insert(header::ALLOW, allow.clone());
     }

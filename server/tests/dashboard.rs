@@ -11,6 +11,7 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,9 +19,12 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const REASON: &str = "step 2 of 3 (start demo.service) failed: unit demo.service failed: <img src=x onerror=alert(1)> exit-code 3";
 
-/// chromedriver, killed on drop.
+/// chromedriver and the Chromium it starts, killed on drop, also when the test fails: the
+/// whole process group chromedriver leads, then any process still naming the test's profile
+/// directory (a browser process that left the group).
 struct Driver {
     child: Child,
+    profile: PathBuf,
     base: String,
     http: reqwest::Client,
     session: String,
@@ -28,9 +32,30 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
         let _ = self.child.wait();
+        for pid in using_profile(&self.profile) {
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+        }
     }
+}
+
+/// The processes whose command line names `profile` (the browser's `--user-data-dir`).
+fn using_profile(profile: &Path) -> Vec<nix::unistd::Pid> {
+    let needle = profile.to_string_lossy().into_owned();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .map(nix::unistd::Pid::from_raw)
+        .collect()
 }
 
 impl Driver {
@@ -48,6 +73,8 @@ impl Driver {
             .port();
         let child = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
+            // A group of its own, which the drop kills whole (the browser included).
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -66,6 +93,7 @@ impl Driver {
         }
         let mut d = Driver {
             child,
+            profile: profile.to_path_buf(),
             base,
             http,
             session: String::new(),
@@ -360,5 +388,14 @@ async fn the_dashboard_shows_the_fleet_live_in_a_real_browser_for_a_viewer() {
         chosen
     );
     browser.screenshot("dashboard-pool-diff.png").await;
+    // The test leaves no browser running (it was left orphaned once).
+    drop(browser);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = using_profile(profile.path());
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = using_profile(profile.path());
+    }
+    assert!(left.is_empty(), "browser processes left running: {left:?}");
     s.shutdown().await;
 }

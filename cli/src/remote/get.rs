@@ -18,35 +18,42 @@ use clap::{Args, ValueEnum};
 use hearth_api::views::{EventView, Maintenance, NodeView, PoolView, WindowState};
 use serde_json::{json, Value};
 
-/// What `get` lists: the object kinds, and events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// What `get` lists: the object kinds ([`Kind`], their names and aliases written once there),
+/// and events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GetKind {
-    /// MachineConfigs (and rendered configs).
-    #[value(name = "mc", alias = "machineconfig", alias = "machineconfigs")]
-    Mc,
-    /// MachineConfigPools.
-    #[value(
-        name = "mcp",
-        alias = "machineconfigpool",
-        alias = "machineconfigpools",
-        alias = "pool",
-        alias = "pools"
-    )]
-    Mcp,
-    /// Nodes.
-    #[value(name = "node", alias = "nodes", alias = "no")]
-    Node,
+    /// MachineConfigs, pools or nodes.
+    Object(Kind),
     /// Events (the newest 200, oldest first; `--for` one object's).
-    #[value(name = "events", alias = "event", alias = "ev")]
     Events,
+}
+
+impl ValueEnum for GetKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            GetKind::Object(Kind::Mc),
+            GetKind::Object(Kind::Mcp),
+            GetKind::Object(Kind::Node),
+            GetKind::Events,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        match self {
+            GetKind::Object(k) => k.to_possible_value(),
+            GetKind::Events => Some(
+                clap::builder::PossibleValue::new("events")
+                    .aliases(["event", "ev"])
+                    .help("Events (the newest 200, oldest first; `--for` one object's)"),
+            ),
+        }
+    }
 }
 
 impl GetKind {
     fn object_kind(self) -> Option<Kind> {
         match self {
-            GetKind::Mc => Some(Kind::Mc),
-            GetKind::Mcp => Some(Kind::Mcp),
-            GetKind::Node => Some(Kind::Node),
+            GetKind::Object(k) => Some(k),
             GetKind::Events => None,
         }
     }
@@ -213,7 +220,7 @@ pub(super) fn rows(
     wide: bool,
 ) -> anyhow::Result<(Vec<&'static str>, Vec<Vec<String>>)> {
     Ok(match kind {
-        GetKind::Mcp => {
+        GetKind::Object(Kind::Mcp) => {
             let mut header = vec![
                 "NAME",
                 "CONFIG",
@@ -268,7 +275,7 @@ pub(super) fn rows(
                 .collect();
             (header, rows)
         }
-        GetKind::Mc => {
+        GetKind::Object(Kind::Mc) => {
             let mut header = vec!["NAME", "GENERATEDBYCONTROLLER", "IGNITIONVERSION", "AGE"];
             if wide {
                 header.push("ROLE");
@@ -293,7 +300,7 @@ pub(super) fn rows(
                 .collect();
             (header, rows)
         }
-        GetKind::Node => {
+        GetKind::Object(Kind::Node) => {
             let mut header = vec![
                 "NAME", "POOL", "STATE", "READY", "CURRENT", "DESIRED", "AGE",
             ];

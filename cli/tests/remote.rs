@@ -107,6 +107,11 @@ fn login_apply_get_describe_label_pause() {
     let out = env.ok(&["describe", "node", "worker-0"]);
     assert!(out.contains("State:          Degraded"), "{out}");
     assert!(out.contains("write unit chronyd.service"), "{out}");
+    // What to do next, named (issue 35: no failure named the next step).
+    assert!(
+        out.contains("Next step:") && out.contains("`hearth node force worker-0`"),
+        "{out}"
+    );
     assert!(out.contains("History:"), "{out}");
     assert!(out.contains(&format!("Desired config: {d}")), "{out}");
     assert!(out.contains("Events:") && out.contains("Enrolled"), "{out}");

@@ -7,6 +7,7 @@ use super::table::{age_of, indent_table, opt, text, yes};
 use crate::term::{escape, escape_keep_newlines};
 use clap::Args;
 use hearth_api::views::{EventView, List, NodeView, PoolView, SELECTS_NO_NODE};
+use hearth_api::NodeState;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -76,6 +77,9 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
                     _ => opt(st.reason.as_deref()),
                 },
             );
+            if let Some(next) = next_step(st.state, &a.name) {
+                field(&mut out, "Next step", next);
+            }
             if let Some(p) = progress(st) {
                 field(&mut out, "Progress", p);
             }
@@ -336,4 +340,22 @@ pub fn describe(a: &DescribeArgs) -> anyhow::Result<()> {
     // Every field above is escaped; this second guard keeps only the lines composed here.
     crate::out!("{}", escape_keep_newlines(&out));
     Ok(())
+}
+
+/// What an admin does about a node that failed, once the reason is read.
+fn next_step(state: Option<NodeState>, node: &str) -> Option<String> {
+    match state? {
+        NodeState::Degraded => Some(format!(
+            "fix what the reason names (on the node, or in the config), then `hearth node force \
+             {}` applies the same config again; a corrected config reaches it through the \
+             rollout",
+            escape(node)
+        )),
+        NodeState::Unreconcilable => Some(
+            "this config cannot be applied to this node: change the config (the reason names \
+             the field), or move the node to a pool whose config it can run"
+                .into(),
+        ),
+        _ => None,
+    }
 }

@@ -45,7 +45,7 @@ pub struct Running {
     /// The address it listens on.
     pub addr: SocketAddr,
     /// Its state.
-    pub app: Arc<App<Backend>>,
+    pub app: Arc<App>,
     /// Where its files are.
     pub layout: Layout,
     /// True when this start created the CA (first start).

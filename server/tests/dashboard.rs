@@ -10,8 +10,8 @@ use crate::common;
 use common::*;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

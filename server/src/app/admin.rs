@@ -11,12 +11,11 @@ use crate::pki::{self};
 use crate::store::records::{
     bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope,
 };
-use crate::store::Store;
 use hearth_api::admin::{ApplyFile, ApplyOutcome, PoolTarget};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-impl<S: Store> App<S> {
+impl App {
     /// Applies manifests: all or nothing.
     pub async fn apply(
         &self,

@@ -11,14 +11,13 @@ use crate::fleet::{put, update, Fleet, POLICIES_NAME};
 use crate::pki::{self};
 use crate::store::records::{EventRecord, NodeRecord, SlotHolder};
 use crate::store::report::Report;
-use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use hearth_config::render;
 use hearth_config::trial::TrialPolicy;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-impl<S: Store> App<S> {
+impl App {
     /// Enrolls a node with its pool's bootstrap token.
     ///
     /// A node that already holds a credential is enrolled again only with that credential

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 /// not in attempts, keeps that from failing requests.
 const SHARED_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl<S: Store> App<S> {
+impl App {
     /// An admin's turn: every change an admin makes (an apply, a delete, a label, a pause, a
     /// hold, a rollback, a request, a token) takes it before it reads its manifests or renders
     /// and keeps it until it is committed, so admins' changes land in the order they arrived (a
@@ -355,6 +355,7 @@ impl<S: Store> App<S> {
 mod tests {
     use super::*;
     use crate::app::Options;
+    use crate::store::backend::Backend;
     use crate::store::records::NodeRecord;
     use crate::store::RedbStore;
     use crate::test_util::until;
@@ -380,7 +381,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = RedbStore::open(&dir.path().join("fleet.redb")).unwrap();
         let app = Arc::new(
-            App::new(store, Options::default(), String::new())
+            App::new(Backend::Embedded(store), Options::default(), String::new())
                 .await
                 .unwrap(),
         );

@@ -117,7 +117,7 @@ fn apply_report(map: &mut Map<NodeRecord>, c: &Change) {
     }
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// Whether the store is shared with other replicas (and the snapshot follows it).
     pub fn is_replica(&self) -> bool {
         self.replica.get().is_some()

@@ -7,7 +7,6 @@ use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::update;
 use crate::store::records::{EventRecord, Hold, Pin};
-use crate::store::Store;
 use hearth_api::admin::HoldAnswer;
 
 /// What a hold operation does.
@@ -23,7 +22,7 @@ pub enum HoldChange {
     Include,
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// Applies `change` to node `name` on behalf of `by` (the admin, as events name them).
     /// A pin must name a rendered config of the node's pool (or of its own overlays).
     pub async fn hold_node(

@@ -6,7 +6,6 @@ use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::Fleet;
 use crate::store::records::NodeRecord;
-use crate::store::Store;
 use crate::time::now;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -25,7 +24,7 @@ fn last_heard(mem: Option<u64>, report_at: Option<u64>) -> Option<u64> {
 /// How long (seconds) a set of silent nodes found by walking the fleet is reused.
 pub const SILENT_REUSE: u64 = 1;
 
-impl<S: Store> App<S> {
+impl App {
     /// Notes that a node was heard from.
     pub fn seen(&self, node: &str) {
         if let Ok(mut m) = self.last_seen.lock() {

@@ -16,11 +16,10 @@ use crate::pki;
 use crate::store::records::{
     node_bootstrap_token_name, EventRecord, NodeRecord, TokenRecord, TokenScope,
 };
-use crate::store::Store;
 use hearth_config::manifest::check_object_name;
 use std::time::Duration;
 
-impl<S: Store> App<S> {
+impl App {
     /// A new bootstrap token bound to node `node` of pool `pool` (replacing that node's previous
     /// one), made by admin `by`. Returns the token and its expiry.
     pub async fn new_node_bootstrap_token(

@@ -9,7 +9,6 @@ use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::{update, Fleet};
 use crate::store::records::{EventRecord, Hold, NodeRecord, RequestFinish, RequestRecord};
-use crate::store::Store;
 use hearth_api::{NodeRequest, RequestAction, RequestAnswer};
 use hearth_config::ignition::Config;
 
@@ -51,7 +50,7 @@ fn what(action: RequestAction, path: Option<&str>) -> String {
     }
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// Asks node `name` to act once on `action` (`path`: the file to restore) on behalf of `by`.
     pub async fn request_node(
         &self,

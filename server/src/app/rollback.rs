@@ -7,10 +7,9 @@ use crate::controller::Scope;
 use crate::error::ApiError;
 use crate::fleet::update;
 use crate::store::records::{EventRecord, Hold, PoolRollback};
-use crate::store::Store;
 use hearth_api::admin::RollbackAnswer;
 
-impl<S: Store> App<S> {
+impl App {
     /// Rolls pool `name` back to the rendered config before its current target (by when the
     /// server first stored them) on behalf of `by`. Again while rolled back: one further back.
     pub async fn rollback_pool(&self, name: &str, by: &str) -> Result<RollbackAnswer, ApiError> {

@@ -67,7 +67,7 @@ impl ShownReport {
     }
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// The last report of each of `nodes` that has one, by node name: from memory when it is
     /// still there, else from the store. The store may have a newer one than `nodes` (another
     /// replica's commit, or one since the snapshot): that one is shown, with its revision.

@@ -7,11 +7,12 @@ use crate::controller::{PoolIndex, Scope, Settings};
 use crate::error::ApiError;
 use crate::fleet::{put, Fleet};
 use crate::pki::{self, Layout};
+use crate::store::backend::Backend;
 use crate::store::etcd::session::{Role, SessionState};
 use crate::store::records::{
     bootstrap_token_name, PoolRecord, TokenRecord, TokenScope, ADMIN_TOKEN,
 };
-use crate::store::{Link, Store, StoreError};
+use crate::store::{Link, StoreError};
 use crate::telemetry::metrics::Metrics;
 use crate::time::now;
 use std::collections::{BTreeMap, HashMap};
@@ -172,8 +173,8 @@ pub struct Replica {
 }
 
 /// The server state.
-pub struct App<S: Store> {
-    pub(super) store: S,
+pub struct App {
+    pub(super) store: Backend,
     pub(super) fleet: RwLock<Arc<Fleet>>,
     pub(super) write: tokio::sync::Mutex<()>,
     /// Admins' changes in the order they arrived ([`App::admin_turn`]; tokio's mutex is fair).
@@ -223,7 +224,7 @@ pub struct App<S: Store> {
     pub(super) replica: std::sync::OnceLock<Replica>,
 }
 
-impl<S: Store> std::fmt::Debug for App<S> {
+impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
             .field("revision", &self.snapshot().revision)
@@ -235,9 +236,9 @@ pub(super) fn meta_object(kind: &str, name: &str) -> String {
     format!("{kind}/{name}")
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// Loads the fleet from `store`.
-    pub async fn new(store: S, options: Options, ca_pem: String) -> Result<App<S>, StoreError> {
+    pub async fn new(store: Backend, options: Options, ca_pem: String) -> Result<App, StoreError> {
         let fleet = Fleet::load(&store).await?;
         let credentials = RwLock::new((*fleet.credentials).clone());
         let token_hashes = RwLock::new(token_index(&fleet));
@@ -450,7 +451,7 @@ pub(super) fn token_index(fleet: &Fleet) -> HashMap<String, String> {
         .collect()
 }
 
-impl<S: Store> App<S> {
+impl App {
     /// After `new` was published in place of `old`: the token index follows the tokens named
     /// (those a commit or a batch of changes touched).
     pub(super) fn reindex_tokens<'a>(

@@ -8,7 +8,6 @@ use crate::error::ApiError;
 use crate::fleet::put;
 use crate::pki;
 use crate::store::records::{EventRecord, TokenRecord, TokenScope};
-use crate::store::Store;
 use std::time::Duration;
 
 /// The prefix of a viewer token (`hearth-viewer-<64 hex>`).
@@ -18,7 +17,7 @@ const NAME_PREFIX: &str = "viewer-";
 /// At most this many viewer tokens exist at once.
 pub const MAX_VIEWER_TOKENS: usize = 64;
 
-impl<S: Store> App<S> {
+impl App {
     /// A new viewer token made by `by`: (its name, the token, its expiry).
     pub async fn new_viewer_token(
         &self,

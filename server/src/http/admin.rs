@@ -6,7 +6,6 @@ use super::auth::{Admin, AdminId, Reader};
 use super::routes::{AppState, APPLY_MEDIA_TYPE};
 use crate::app::{App, ApplyFile, HoldChange};
 use crate::error::ApiError;
-use crate::store::Store;
 use crate::views;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -35,8 +34,8 @@ pub(super) struct ApplyQuery {
     dry_run: bool,
 }
 
-pub(super) async fn apply<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn apply(
+    State(app): AppState,
     Admin(id): Admin,
     Query(q): Query<ApplyQuery>,
     headers: HeaderMap,
@@ -73,8 +72,8 @@ pub(super) async fn apply<S: Store>(
     Ok(Json(outcome))
 }
 
-pub(super) async fn list_mcs<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn list_mcs(
+    State(app): AppState,
     _: Reader,
 ) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
@@ -83,8 +82,8 @@ pub(super) async fn list_mcs<S: Store>(
     ))
 }
 
-pub(super) async fn get_mc<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn get_mc(
+    State(app): AppState,
     _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -100,8 +99,8 @@ pub(super) async fn get_mc<S: Store>(
     )))
 }
 
-pub(super) async fn delete_mc<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn delete_mc(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<DeleteAnswer>, ApiError> {
@@ -119,7 +118,7 @@ pub(super) async fn delete_mc<S: Store>(
     }))
 }
 
-fn pool_view<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Option<PoolView> {
+fn pool_view(app: &App, f: &crate::fleet::Fleet, name: &str) -> Option<PoolView> {
     let rec = f.pools.get(name)?;
     let counts = views::pool_counts(f, name, &|n| app.is_fresh(n));
     let halted = crate::controller::halted_by(f, name);
@@ -127,8 +126,8 @@ fn pool_view<S: Store>(app: &App<S>, f: &crate::fleet::Fleet, name: &str) -> Opt
     Some(views::pool(rec, &counts, halted.as_deref(), now))
 }
 
-pub(super) async fn list_pools<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn list_pools(
+    State(app): AppState,
     _: Reader,
 ) -> Result<Json<List<PoolView>>, ApiError> {
     let f = app.snapshot();
@@ -140,8 +139,8 @@ pub(super) async fn list_pools<S: Store>(
     ))
 }
 
-pub(super) async fn get_pool<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn get_pool(
+    State(app): AppState,
     _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<PoolView>, ApiError> {
@@ -158,8 +157,8 @@ pub(super) struct DeletePoolQuery {
     force: bool,
 }
 
-pub(super) async fn delete_pool<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn delete_pool(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
     Query(q): Query<DeletePoolQuery>,
@@ -172,8 +171,8 @@ pub(super) async fn delete_pool<S: Store>(
     }))
 }
 
-pub(super) async fn pause<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn pause(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<PauseAnswer>, ApiError> {
@@ -186,8 +185,8 @@ pub(super) async fn pause<S: Store>(
     }))
 }
 
-pub(super) async fn resume<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn resume(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<PauseAnswer>, ApiError> {
@@ -200,8 +199,8 @@ pub(super) async fn resume<S: Store>(
     }))
 }
 
-pub(super) async fn bootstrap_token<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn bootstrap_token(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
     body: Bytes,
@@ -272,8 +271,8 @@ pub(super) enum NodeListView {
 /// The most nodes one page of `GET /api/v1/nodes?limit=` holds.
 pub const MAX_NODE_PAGE: usize = 1000;
 
-fn node_view<S: Store>(
-    app: &App<S>,
+fn node_view(
+    app: &App,
     rec: &crate::fleet::Rec<crate::store::records::NodeRecord>,
     report: Option<crate::app::ShownReport>,
 ) -> NodeView {
@@ -291,8 +290,8 @@ const STREAMED_PAGE: usize = 500;
 
 /// Up to `limit` nodes after `from` (by name; all from the first without it), of `pool` when
 /// given, as views; and the last one's name when more follow.
-async fn node_page<S: Store>(
-    app: &App<S>,
+async fn node_page(
+    app: &App,
     f: &crate::fleet::Fleet,
     pool: Option<&str>,
     from: Option<&str>,
@@ -326,8 +325,8 @@ async fn node_page<S: Store>(
     Ok((views, next))
 }
 
-pub(super) async fn list_nodes<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn list_nodes(
+    State(app): AppState,
     _: Reader,
     Query(q): Query<NodeListQuery>,
 ) -> Result<axum::response::Response, ApiError> {
@@ -412,8 +411,8 @@ pub(super) async fn list_nodes<S: Store>(
 }
 
 /// Where the whole list of nodes is, as it is written.
-struct Streamed<S: Store> {
-    app: std::sync::Arc<App<S>>,
+struct Streamed {
+    app: std::sync::Arc<App>,
     fleet: std::sync::Arc<crate::fleet::Fleet>,
     pool: Option<String>,
     view: NodeListView,
@@ -425,8 +424,8 @@ struct Streamed<S: Store> {
     begun: bool,
 }
 
-pub(super) async fn get_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn get_node(
+    State(app): AppState,
     _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<NodeView>, ApiError> {
@@ -439,8 +438,8 @@ pub(super) async fn get_node<S: Store>(
     Ok(Json(node_view(&app, n, report)))
 }
 
-pub(super) async fn delete_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn delete_node(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<DeleteAnswer>, ApiError> {
@@ -453,8 +452,8 @@ pub(super) async fn delete_node<S: Store>(
     }))
 }
 
-pub(super) async fn reset_credential<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn reset_credential(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<CredentialReset>, ApiError> {
@@ -467,8 +466,8 @@ pub(super) async fn reset_credential<S: Store>(
     }))
 }
 
-pub(super) async fn pin_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn pin_node(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
     Json(req): Json<PinRequest>,
@@ -476,32 +475,32 @@ pub(super) async fn pin_node<S: Store>(
     hold(&app, &name, HoldChange::Pin(req.config), &by).await
 }
 
-pub(super) async fn unpin_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn unpin_node(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
     hold(&app, &name, HoldChange::Unpin, &by).await
 }
 
-pub(super) async fn exclude_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn exclude_node(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
     hold(&app, &name, HoldChange::Exclude, &by).await
 }
 
-pub(super) async fn include_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn include_node(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<HoldAnswer>, ApiError> {
     hold(&app, &name, HoldChange::Include, &by).await
 }
 
-pub(super) async fn rollback_pool<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn rollback_pool(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<RollbackAnswer>, ApiError> {
@@ -510,16 +509,16 @@ pub(super) async fn rollback_pool<S: Store>(
     Ok(Json(answer))
 }
 
-pub(super) async fn force_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn force_node(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<Json<RequestAnswer>, ApiError> {
     request(&app, &name, RequestAction::Force, None, &by).await
 }
 
-pub(super) async fn restore_file<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn restore_file(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
     Json(req): Json<RestoreFileRequest>,
@@ -527,8 +526,8 @@ pub(super) async fn restore_file<S: Store>(
     request(&app, &name, RequestAction::RestoreFile, Some(req.path), &by).await
 }
 
-async fn request<S: Store>(
-    app: &App<S>,
+async fn request(
+    app: &App,
     name: &str,
     action: RequestAction,
     path: Option<String>,
@@ -540,8 +539,8 @@ async fn request<S: Store>(
     Ok(Json(answer))
 }
 
-async fn hold<S: Store>(
-    app: &App<S>,
+async fn hold(
+    app: &App,
     name: &str,
     change: HoldChange,
     by: &AdminId,
@@ -552,8 +551,8 @@ async fn hold<S: Store>(
     Ok(Json(answer))
 }
 
-pub(super) async fn label_node<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn label_node(
+    State(app): AppState,
     _: Admin,
     Path(name): Path<String>,
     Json(req): Json<LabelRequest>,
@@ -568,8 +567,8 @@ pub(super) async fn label_node<S: Store>(
     }))
 }
 
-pub(super) async fn list_rendered<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn list_rendered(
+    State(app): AppState,
     _: Reader,
 ) -> Result<Json<List<Value>>, ApiError> {
     let f = app.snapshot();
@@ -578,8 +577,8 @@ pub(super) async fn list_rendered<S: Store>(
     ))
 }
 
-pub(super) async fn get_rendered<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn get_rendered(
+    State(app): AppState,
     _: Reader,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -601,8 +600,8 @@ pub(super) struct EventQuery {
     kind: Option<String>,
 }
 
-pub(super) async fn events<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn events(
+    State(app): AppState,
     _: Reader,
     Query(q): Query<EventQuery>,
 ) -> Result<Json<List<EventView>>, ApiError> {

@@ -5,7 +5,6 @@ use super::routes::{AppState, DESIRED_HEADER};
 use crate::api::{AgentStatus, EnrollRequest, SlotRequest};
 use crate::app::Caller;
 use crate::error::ApiError;
-use crate::store::Store;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -16,8 +15,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::time::Duration;
 
-pub(super) async fn enroll<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn enroll(
+    State(app): AppState,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -86,8 +85,8 @@ fn not_modified(known: Option<&str>) -> Response {
     resp
 }
 
-pub(super) async fn desired<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn desired(
+    State(app): AppState,
     Auth(c): Auth,
     Query(q): Query<DesiredQuery>,
     headers: HeaderMap,
@@ -207,8 +206,8 @@ fn spread(wait: Duration) -> Duration {
     wait.saturating_sub((wait / 10).mul_f64(fraction))
 }
 
-pub(super) async fn report<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn report(
+    State(app): AppState,
     Auth(c): Auth,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
@@ -225,8 +224,8 @@ pub(super) async fn report<S: Store>(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub(super) async fn reboot_slot<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn reboot_slot(
+    State(app): AppState,
     Auth(c): Auth,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {

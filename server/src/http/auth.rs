@@ -7,7 +7,6 @@ use crate::app::{App, Caller};
 use crate::error::ApiError;
 use crate::http::limits::{self, Budget, Screen, Sender};
 use crate::pki::ClientIdentity;
-use crate::store::Store;
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
@@ -16,14 +15,14 @@ use std::sync::Arc;
 /// Who sent a request, from its headers, for `limits::front` before any of its body is read:
 /// the same credentials, in the same order, as the extractors below and FleetLock's take; and
 /// which bodies a route keeps (an admin's anywhere; a node's on the routes for nodes).
-pub(super) struct Gate<S: Store> {
-    app: Arc<App<S>>,
+pub(super) struct Gate {
+    app: Arc<App>,
     nodes: Budget,
     enrollments: Budget,
 }
 
-impl<S: Store> Gate<S> {
-    pub(super) fn new(app: Arc<App<S>>) -> Self {
+impl Gate {
+    pub(super) fn new(app: Arc<App>) -> Self {
         Gate {
             nodes: Budget::new(app.options.node_bodies),
             enrollments: Budget::new(app.options.enroll_bodies),
@@ -32,7 +31,7 @@ impl<S: Store> Gate<S> {
     }
 }
 
-impl<S: Store> Clone for Gate<S> {
+impl Clone for Gate {
     fn clone(&self) -> Self {
         Gate {
             app: self.app.clone(),
@@ -42,7 +41,7 @@ impl<S: Store> Clone for Gate<S> {
     }
 }
 
-impl<S: Store> Screen for Gate<S> {
+impl Screen for Gate {
     fn sender(&self, req: &Request) -> Sender {
         let path = req.uri().path();
         let headers = req.headers();
@@ -110,12 +109,12 @@ pub(super) fn basic_password(headers: &HeaderMap) -> Option<String> {
 #[derive(Debug)]
 pub struct Auth(pub Caller);
 
-impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
+impl FromRequestParts<Arc<App>> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        app: &Arc<App<S>>,
+        app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
         match caller_of(app, &parts.headers, &parts.extensions, false) {
             Some(caller) => caller.map(Auth),
@@ -130,8 +129,8 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Auth {
 /// [`Gate`]: a token decides when one is sent (nodes always send theirs; FleetLock's Basic
 /// password too when `basic`); otherwise an admin client certificate, verified against the
 /// fleet CA during the TLS handshake. `None`: no credential at all.
-fn caller_of<S: Store>(
-    app: &App<S>,
+fn caller_of(
+    app: &App,
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
     basic: bool,
@@ -175,12 +174,12 @@ impl std::fmt::Display for AdminId {
 #[derive(Debug)]
 pub struct Admin(pub AdminId);
 
-impl<S: Store> FromRequestParts<Arc<App<S>>> for Admin {
+impl FromRequestParts<Arc<App>> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        app: &Arc<App<S>>,
+        app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
         let Auth(caller) = Auth::from_request_parts(parts, app).await?;
         admin(&caller)?;
@@ -224,12 +223,12 @@ pub(super) fn node(caller: &Caller) -> Result<&str, ApiError> {
 #[derive(Debug)]
 pub struct Reader;
 
-impl<S: Store> FromRequestParts<Arc<App<S>>> for Reader {
+impl FromRequestParts<Arc<App>> for Reader {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        app: &Arc<App<S>>,
+        app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
         let Auth(caller) = Auth::from_request_parts(parts, app).await?;
         match caller {
@@ -243,12 +242,12 @@ impl<S: Store> FromRequestParts<Arc<App<S>>> for Reader {
 #[derive(Debug)]
 pub struct MetricsReader;
 
-impl<S: Store> FromRequestParts<Arc<App<S>>> for MetricsReader {
+impl FromRequestParts<Arc<App>> for MetricsReader {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        app: &Arc<App<S>>,
+        app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
         let metrics = app.options.metrics_token_sha256.as_deref();
         if let Some(token) = bearer(&parts.headers) {

@@ -10,7 +10,6 @@
 use super::auth::{Admin, Reader};
 use super::routes::AppState;
 use crate::error::ApiError;
-use crate::store::Store;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -90,8 +89,8 @@ pub(super) async fn style_css() -> Response {
 /// revision at once and whenever something was committed (at most once per
 /// [`WATCH_MIN_INTERVAL`]), a keep-alive comment every [`WATCH_HEARTBEAT`], for at most
 /// [`WATCH_LIFETIME`].
-pub(super) async fn watch<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn watch(
+    State(app): AppState,
     _: Reader,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
     let end = tokio::time::Instant::now() + WATCH_LIFETIME;
@@ -120,8 +119,8 @@ pub(super) struct DiffQuery {
 
 /// `GET /api/v1/renderedconfigs/{name}/diff?to=OTHER`: a unified diff (text) of the two rendered
 /// configs as the API shows them (JSON, pretty, without their names' metadata churn).
-pub(super) async fn diff<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn diff(
+    State(app): AppState,
     _: Reader,
     Path(name): Path<String>,
     Query(q): Query<DiffQuery>,
@@ -151,8 +150,8 @@ pub(super) async fn diff<S: Store>(
 }
 
 /// `POST /api/v1/viewer-tokens`.
-pub(super) async fn new_viewer_token<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn new_viewer_token(
+    State(app): AppState,
     Admin(by): Admin,
     body: Bytes,
 ) -> Result<Json<ViewerTokenAnswer>, ApiError> {
@@ -175,8 +174,8 @@ pub(super) async fn new_viewer_token<S: Store>(
 }
 
 /// `DELETE /api/v1/viewer-tokens/{name}`.
-pub(super) async fn delete_viewer_token<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn delete_viewer_token(
+    State(app): AppState,
     Admin(by): Admin,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {

@@ -8,7 +8,6 @@ use crate::error::ApiError;
 use crate::firstboot::{self, Bootstrap, Negotiated, IGNITION_MEDIA_TYPE};
 use crate::firstboot_cache::{FirstBootCache, Key};
 use crate::pki::ClientIdentity;
-use crate::store::Store;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
@@ -23,8 +22,8 @@ pub(super) struct ConfigQuery {
     node: Option<String>,
 }
 
-pub(super) async fn first_boot<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn first_boot(
+    State(app): AppState,
     Path(pool): Path<String>,
     Query(q): Query<ConfigQuery>,
     uri: axum::http::Uri,
@@ -198,8 +197,8 @@ pub(super) async fn first_boot<S: Store>(
 
 /// `GET /firstboot/bin/{name}`: a binary of `--serve-agent DIR`, which first-boot configs
 /// fetch with its sha512 (public: it carries no secret; see [`crate::served_agent`]).
-pub(super) async fn agent_binary<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn agent_binary(
+    State(app): AppState,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let Some(served) = &app.options.served_agent else {

@@ -5,7 +5,6 @@ use super::auth::{basic_password, bearer};
 use super::routes::AppState;
 use crate::api::SlotAction;
 use crate::app::{App, Caller};
-use crate::store::Store;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -32,12 +31,7 @@ fn fleetlock_error(status: StatusCode, kind: &str, value: impl Into<String>) -> 
     (status, Json(json!({"kind": kind, "value": value.into()}))).into_response()
 }
 
-async fn fleetlock<S: Store>(
-    app: &App<S>,
-    headers: &HeaderMap,
-    body: &[u8],
-    action: SlotAction,
-) -> Response {
+async fn fleetlock(app: &App, headers: &HeaderMap, body: &[u8], action: SlotAction) -> Response {
     let protocol = headers
         .get("fleet-lock-protocol")
         .and_then(|v| v.to_str().ok())
@@ -135,16 +129,16 @@ async fn fleetlock<S: Store>(
     }
 }
 
-pub(super) async fn fleetlock_pre_reboot<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn fleetlock_pre_reboot(
+    State(app): AppState,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     fleetlock(&app, &headers, &body, SlotAction::Acquire).await
 }
 
-pub(super) async fn fleetlock_steady_state<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn fleetlock_steady_state(
+    State(app): AppState,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

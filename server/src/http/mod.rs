@@ -36,7 +36,6 @@ pub use routes::{
 use crate::app::App;
 use crate::error::ApiError;
 use crate::pki::ClientIdentity;
-use crate::store::Store;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -47,114 +46,96 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The router.
-pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
+pub fn router(app: Arc<App>) -> Router {
     let api = Router::new()
-        .route("/metrics", get(metrics::<S>))
+        .route("/metrics", get(metrics))
         .route(
             APPLY_ROUTE,
-            post(admin::apply::<S>).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
+            post(admin::apply).layer(DefaultBodyLimit::max(limits::MAX_APPLY_BODY)),
         )
-        .route("/api/v1/machineconfigs", get(admin::list_mcs::<S>))
+        .route("/api/v1/machineconfigs", get(admin::list_mcs))
         .route(
             "/api/v1/machineconfigs/{name}",
-            get(admin::get_mc::<S>).delete(admin::delete_mc::<S>),
+            get(admin::get_mc).delete(admin::delete_mc),
         )
-        .route("/api/v1/pools", get(admin::list_pools::<S>))
+        .route("/api/v1/pools", get(admin::list_pools))
         .route(
             "/api/v1/pools/{name}",
-            get(admin::get_pool::<S>).delete(admin::delete_pool::<S>),
+            get(admin::get_pool).delete(admin::delete_pool),
         )
-        .route("/api/v1/pools/{name}/pause", post(admin::pause::<S>))
-        .route("/api/v1/pools/{name}/resume", post(admin::resume::<S>))
-        .route(
-            "/api/v1/pools/{name}/rollback",
-            post(admin::rollback_pool::<S>),
-        )
+        .route("/api/v1/pools/{name}/pause", post(admin::pause))
+        .route("/api/v1/pools/{name}/resume", post(admin::resume))
+        .route("/api/v1/pools/{name}/rollback", post(admin::rollback_pool))
         .route(
             "/api/v1/pools/{name}/bootstrap-token",
-            post(admin::bootstrap_token::<S>),
+            post(admin::bootstrap_token),
         )
-        .route("/api/v1/nodes", get(admin::list_nodes::<S>))
+        .route("/api/v1/nodes", get(admin::list_nodes))
         .route(
             "/api/v1/nodes/{name}",
-            get(admin::get_node::<S>).delete(admin::delete_node::<S>),
+            get(admin::get_node).delete(admin::delete_node),
         )
-        .route("/api/v1/nodes/{name}/labels", post(admin::label_node::<S>))
+        .route("/api/v1/nodes/{name}/labels", post(admin::label_node))
         .route(
             "/api/v1/nodes/{name}/reset-credential",
-            post(admin::reset_credential::<S>),
+            post(admin::reset_credential),
         )
         .route(
             "/api/v1/nodes/{name}/pin",
-            post(admin::pin_node::<S>).delete(admin::unpin_node::<S>),
+            post(admin::pin_node).delete(admin::unpin_node),
         )
         .route(
             "/api/v1/nodes/{name}/exclude",
-            post(admin::exclude_node::<S>).delete(admin::include_node::<S>),
+            post(admin::exclude_node).delete(admin::include_node),
         )
-        .route("/api/v1/nodes/{name}/force", post(admin::force_node::<S>))
+        .route("/api/v1/nodes/{name}/force", post(admin::force_node))
         .route(
             "/api/v1/nodes/{name}/restore-file",
-            post(admin::restore_file::<S>),
+            post(admin::restore_file),
         )
-        .route("/api/v1/renderedconfigs", get(admin::list_rendered::<S>))
-        .route(
-            "/api/v1/renderedconfigs/{name}",
-            get(admin::get_rendered::<S>),
-        )
-        .route("/api/v1/events", get(admin::events::<S>))
+        .route("/api/v1/renderedconfigs", get(admin::list_rendered))
+        .route("/api/v1/renderedconfigs/{name}", get(admin::get_rendered))
+        .route("/api/v1/events", get(admin::events))
         .route("/api/v1/version", get(admin::version))
-        .route("/api/v1/watch", get(dashboard::watch::<S>))
-        .route(
-            "/api/v1/renderedconfigs/{name}/diff",
-            get(dashboard::diff::<S>),
-        )
-        .route(
-            "/api/v1/viewer-tokens",
-            post(dashboard::new_viewer_token::<S>),
-        )
+        .route("/api/v1/watch", get(dashboard::watch))
+        .route("/api/v1/renderedconfigs/{name}/diff", get(dashboard::diff))
+        .route("/api/v1/viewer-tokens", post(dashboard::new_viewer_token))
         .route(
             "/api/v1/viewer-tokens/{name}",
-            axum::routing::delete(dashboard::delete_viewer_token::<S>),
+            axum::routing::delete(dashboard::delete_viewer_token),
         )
         .route("/ui", get(dashboard::index_redirect))
         .route("/ui/", get(dashboard::index))
         .route("/ui/app.js", get(dashboard::app_js))
         .route("/ui/style.css", get(dashboard::style_css))
-        .route(ENROLL_ROUTE, post(agent::enroll::<S>))
-        .route(DESIRED_ROUTE, get(agent::desired::<S>))
-        .route(STATUS_ROUTE, post(agent::report::<S>))
-        .route(SLOT_ROUTE, post(agent::reboot_slot::<S>))
+        .route(ENROLL_ROUTE, post(agent::enroll))
+        .route(DESIRED_ROUTE, get(agent::desired))
+        .route(STATUS_ROUTE, post(agent::report))
+        .route(SLOT_ROUTE, post(agent::reboot_slot))
         .route(
             "/config/{pool}",
-            get(firstboot::first_boot::<S>).layer(axum::Extension(Arc::new(
+            get(firstboot::first_boot).layer(axum::Extension(Arc::new(
                 crate::firstboot_cache::FirstBootCache::default(),
             ))),
         )
-        .route("/firstboot/bin/{name}", get(firstboot::agent_binary::<S>))
-        .route(
-            FLEETLOCK_ROUTES[0],
-            post(fleetlock::fleetlock_pre_reboot::<S>),
-        )
-        .route(
-            FLEETLOCK_ROUTES[1],
-            post(fleetlock::fleetlock_steady_state::<S>),
-        )
-        .route("/ostree/repo/{*path}", get(ostree::ostree_file::<S>))
-        .route("/healthz", get(healthz::<S>))
-        .route_layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
+        .route("/firstboot/bin/{name}", get(firstboot::agent_binary))
+        .route(FLEETLOCK_ROUTES[0], post(fleetlock::fleetlock_pre_reboot))
+        .route(FLEETLOCK_ROUTES[1], post(fleetlock::fleetlock_steady_state))
+        .route("/ostree/repo/{*path}", get(ostree::ostree_file))
+        .route("/healthz", get(healthz))
+        .route_layer(middleware::from_fn_with_state(app.clone(), observe))
         .fallback(not_found)
         // Before routing: headers bounded; bodies read in full (bounded in size and time)
         // before anything else looks at the request, kept only for a caller who authenticated
         // (`auth::Gate`); every error a Status document.
         .layer(middleware::from_fn_with_state(
             auth::Gate::new(app.clone()),
-            limits::front::<auth::Gate<S>>,
+            limits::front::<auth::Gate>,
         ));
     api.with_state(app)
 }
 
-async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) -> Response {
+async fn observe(State(app): AppState, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let route = req
         .extensions()
@@ -188,8 +169,8 @@ async fn observe<S: Store>(State(app): AppState<S>, req: Request, next: Next) ->
 
 /// What `observe` records of a request once answered: its metric, the log line naming an
 /// admin's certificate for a change, the request's own log line.
-fn record<S: Store>(
-    app: &App<S>,
+fn record(
+    app: &App,
     method: &axum::http::Method,
     route: &str,
     cert: Option<String>,
@@ -228,7 +209,7 @@ async fn not_found() -> ApiError {
 /// `ok` (200); on etcd also this replica's part (`controller`, or the holder of the role), and
 /// 503 with the reason when the replica is cut off from etcd (so that a load balancer or an agent
 /// moves on).
-async fn healthz<S: Store>(State(app): AppState<S>) -> Response {
+async fn healthz(State(app): AppState) -> Response {
     if let Some(why) = app.cut_off() {
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
     }
@@ -243,10 +224,7 @@ async fn healthz<S: Store>(State(app): AppState<S>) -> Response {
     }
 }
 
-async fn metrics<S: Store>(
-    State(app): AppState<S>,
-    _: MetricsReader,
-) -> Result<Response, ApiError> {
+async fn metrics(State(app): AppState, _: MetricsReader) -> Result<Response, ApiError> {
     let body = app.metrics.render(&app.snapshot());
     Ok((
         [(

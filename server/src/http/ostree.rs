@@ -4,15 +4,14 @@ use super::auth::Auth;
 use super::routes::AppState;
 use crate::app::Caller;
 use crate::error::ApiError;
-use crate::store::Store;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 /// A file of the ostree repository (`--ostree-repo`), for libostree's pulls: enrolled nodes
 /// (their credential as a bearer token, which the agent passes to libostree) and admins.
-pub(super) async fn ostree_file<S: Store>(
-    State(app): AppState<S>,
+pub(super) async fn ostree_file(
+    State(app): AppState,
     Auth(c): Auth,
     Path(path): Path<String>,
 ) -> Result<Response, ApiError> {

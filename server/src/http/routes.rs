@@ -11,7 +11,7 @@ pub const APPLY_MEDIA_TYPE: &str = "application/vnd.hearth.apply+json";
 pub use hearth_api::DESIRED_HEADER;
 
 /// What every handler is given: the server's state.
-pub(super) type AppState<S> = State<Arc<App<S>>>;
+pub(super) type AppState = State<Arc<App>>;
 
 /// The agents' long-poll for their desired config.
 pub const DESIRED_ROUTE: &str = "/api/v1/agent/desired";

@@ -4,16 +4,9 @@
 use crate::common;
 
 use common::*;
+use hearth_vm_tests::wait_for;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn hand_edits_are_reported_or_reverted_and_counted() {

@@ -102,15 +102,8 @@ fn a_drifted_host_is_not_reported_done() {
     assert!(st["reason"].is_null(), "{st:#}");
 }
 
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !f() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+fn wait_for(what: &str, f: impl FnMut() -> bool) {
+    hearth_vm_tests::wait_for(what, std::time::Duration::from_secs(60), f);
 }
 
 /// The daemon, as an admin runs it, with `ignore` for one path and `report` for the rest.

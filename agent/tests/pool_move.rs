@@ -8,9 +8,9 @@
 use crate::common;
 
 use common::*;
-use hearth_vm_tests::SystemdHost;
+use hearth_vm_tests::{wait_for, SystemdHost};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SERVER: &str = "https://127.0.0.1:22623";
 
@@ -34,14 +34,6 @@ fn install(host: &SystemdHost, from: &std::path::Path, to: &str) {
     let dest = host.path(to);
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     std::fs::copy(from, &dest).unwrap();
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn admin_token(host: &SystemdHost) -> String {

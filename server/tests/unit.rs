@@ -2,16 +2,8 @@
 //! startup, the dynamic user and its private state directory, the hardening (the server must
 //! still run under it), a restart that reuses the state, and a clean stop.
 
-use hearth_vm_tests::SystemdHost;
-use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use hearth_vm_tests::{wait_for, SystemdHost};
+use std::time::Duration;
 
 #[test]
 fn the_shipped_unit_runs_the_server_hardened() {

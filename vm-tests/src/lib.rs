@@ -99,6 +99,7 @@ pub mod registry;
 mod relay;
 mod rootfs;
 mod util;
+mod wait;
 
 pub use exec::ExecOutput;
 pub use host::{
@@ -110,3 +111,4 @@ pub use relay::relay_into;
 pub use rootfs::{
     cache_dir, cached_rootfs, rootfs_key, BUILD_ROOTFS_SCRIPT, CACHE_ENV, DEFAULT_CACHE_DIR,
 };
+pub use wait::wait_for;

@@ -3,7 +3,7 @@
 
 use hearth_vm_tests::SystemdHost;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A sibling binary of this test's package build (hearth-agent, hearth), built if missing.
 pub fn binary(package: &str, name: &str) -> PathBuf {
@@ -44,13 +44,7 @@ pub fn put(host: &SystemdHost, path: &str, content: &str) {
 }
 
 /// Polls `f` every 200 ms until it is true; fails the test after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+pub use hearth_vm_tests::wait_for;
 
 /// The text of a worker MachineConfig (Ignition 3.2.0) with the given `storage.files` items
 /// (YAML, indented by 6).

@@ -8,7 +8,8 @@
 //! - [`source`]: where the desired config comes from (file, URL, watched directory).
 //! - [`cli`]: `hearth-agent apply --once-from`, `run`, `status`: flags and dispatch.
 //! - `daemon`: `run` watching a file or directory; drift monitor events.
-//! - [`follow`]: `run --server`: enroll, long-poll, report, reboot slots.
+//! - [`follow`]: `run --server`: long-poll, report, reboot slots; [`enrolment`]: the server and
+//!   the credential the agent keeps, enrolling once and connecting.
 //! - [`kube`]: `run --kubernetes`: follow the Node's `desiredConfig`, write the MCO's
 //!   annotations and the MachineConfigNode's status.
 //! - [`status`]: the status document and text.

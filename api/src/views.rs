@@ -165,7 +165,7 @@ pub struct NodeStatus {
     pub drift_count: usize,
     /// The OS it booted, as it reported it (nodes with an OS backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os: Option<crate::BootedOs>,
+    pub os: Option<crate::status::BootedOs>,
     /// Its recent transitions, oldest first (none in a list's summary view).
     #[serde(default)]
     pub history: Vec<HistoryItem>,

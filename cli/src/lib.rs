@@ -8,9 +8,10 @@ pub mod files;
 pub mod out;
 pub mod remote;
 pub mod term;
+mod usage;
 pub mod yaml;
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::diag::Diagnostic;
 use hearth_config::ignition::SpecVersion;
@@ -18,9 +19,10 @@ use hearth_config::manifest::{read_machine_config, read_str, Manifests};
 use hearth_config::model::{MachineConfig, MachineConfigSpec};
 use hearth_config::{plan, render};
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use usage::{read_text, Format, InvalidInput, Usage};
 
 /// The CLI's arguments.
 #[derive(Debug, Parser)]
@@ -139,40 +141,10 @@ struct Target {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DocFormat {
     Yaml,
     Json,
 }
-
-/// Invalid input: the diagnostics were printed; exit 1.
-#[derive(Debug)]
-struct InvalidInput;
-
-impl std::fmt::Display for InvalidInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("invalid input")
-    }
-}
-
-impl std::error::Error for InvalidInput {}
-
-/// A usage error found after argument parsing; exit 2.
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
 
 /// Runs the CLI with `args` (including the program name) and returns the exit code.
 pub fn main_with_args<I, T>(args: I) -> ExitCode
@@ -243,18 +215,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node(a) => remote::node(&a),
         Command::Version(a) => remote::version(&a),
     }
-}
-
-fn read_text(path: &Path) -> anyhow::Result<String> {
-    if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("cannot read standard input")?;
-        return Ok(s);
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))
 }
 
 /// Reads every manifest `input` names (see [`files`]).

@@ -5,6 +5,7 @@
 
 use crate::api::{AgentStatus, HistoryItem};
 use crate::error::ApiError;
+use crate::text::{cut, cut_front};
 use std::collections::BTreeMap;
 
 /// `reason` of a status report (it carries a failing unit's last log lines).
@@ -51,22 +52,6 @@ fn fit_front(s: String, max: usize) -> String {
     } else {
         cut_front(&s, max)
     }
-}
-
-/// Cuts `s` to at most `max` bytes at a character boundary, saying how much was cut.
-pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{} [... {} more bytes cut by hearth-server]",
-        &s[..end],
-        s.len() - end
-    )
 }
 
 fn name(field: &str, v: &Option<String>) -> Result<(), ApiError> {
@@ -156,19 +141,6 @@ pub fn status_report(mut s: AgentStatus) -> Result<AgentStatus, ApiError> {
         *version = version.take().map(|v| fit(v, MAX_NAME));
     }
     Ok(s)
-}
-
-/// Keeps the last `max` bytes of `s` at a character boundary, saying how much was cut (for the
-/// end of an output, where the last lines matter).
-pub fn cut_front(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut start = s.len() - max;
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[{} bytes cut by hearth-server ...] {}", start, &s[start..])
 }
 
 /// Labels a node enrolls with: bounded in count and size (400 otherwise).

@@ -121,16 +121,3 @@ impl ApiError {
         )
     }
 }
-
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
-        match e {
-            crate::store::StoreError::Conflict { .. } | crate::store::StoreError::Behind { .. } => {
-                ApiError::conflict(format!(
-                    "{e}; another writer changed the object first, try again"
-                ))
-            }
-            other => ApiError::unavailable(other.to_string()),
-        }
-    }
-}

@@ -2,6 +2,9 @@
 //!
 //! In floors, each using only those before it (`docs/architecture.md`, "Rules of the house"):
 //!
+//! - Leaves: [`api`], [`time`], [`text`] (free text cut to a bound), [`pki`] (the CA, the
+//!   serving certificate and the tokens in the state directory), [`error`] (the operations'
+//!   refusals, no transport), [`bounds`] (what a node says, bounded).
 //! - [`store`]: the store trait (get, list, atomic commit with compare-and-swap, watch), its
 //!   embedded implementation on a `redb` database file, the store on etcd v3
 //!   (`--etcd-endpoints`), either behind one type, and the documents stored.
@@ -9,14 +12,14 @@
 //!   class.
 //! - [`controller`]: rendering with `hearth-config`, pool targets, desired configs under
 //!   `maxUnavailable` and maintenance windows, garbage collection of rendered configs. Pure.
-//! - [`telemetry`]: metrics and the log.
+//! - [`telemetry`]: metrics and the log; [`pace`]: turns for desired-config answers.
+//! - [`registry`], [`served_agent`], [`firstboot`] ([`firstboot_cache`]), [`ostree_repo`]: tagged
+//!   images resolved, the agent served at first boot, first-boot configs, the served ostree
+//!   repository.
 //! - [`app`]: the operations (apply, delete, label, pause, enroll, report, reboot slots), each
-//!   one atomic commit.
-//! - [`http`] ([`limits`]), [`kubernetes`]: the two front doors, the HTTPS API and a Kubernetes
-//!   API server.
+//!   one atomic commit; [`views`]: what the admin API shows of them.
+//! - [`http`], [`kubernetes`]: the two front doors, the HTTPS API and a Kubernetes API server.
 //! - [`serve`]: start it all; [`cli`]: the binary's flags and start-up (`main.rs` is thin).
-//! - Leaves any floor may use: [`api`], [`time`], [`pki`] (the CA, the serving certificate and
-//!   the tokens in the state directory), [`bounds`], [`error`].
 //!
 //! See `docs/server.md` and `docs/api.md`.
 pub mod api;
@@ -38,6 +41,7 @@ pub mod serve;
 pub mod served_agent;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 pub mod time;
 pub mod views;
 

@@ -25,7 +25,7 @@
 //! [`LEASE`], when no node is heard from in time (agents that report only after applying, a
 //! server too loaded to answer a report within the lease).
 
-use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+use crate::telemetry::metrics::PaceMetrics;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -67,21 +67,6 @@ pub const ANSWERS_PER_CORE: u32 = 6_000;
 /// The shortest wait an agent is told (the header counts whole milliseconds); a shorter one is
 /// none: the agent reports at once, and the answer is not counted as deferred.
 const SHORTEST_REPORT_AFTER: Duration = Duration::from_millis(1);
-
-/// What the pacer counts (shared with the server's `/metrics`).
-#[derive(Debug, Clone, Default)]
-pub struct PaceMetrics {
-    /// Answers that went at once with a time to report after (deferred reports).
-    pub deferred: Counter,
-    /// Answers that waited for a turn.
-    pub waited: Counter,
-    /// Answers that went without a turn after waiting the limit.
-    pub gave_up: Counter,
-    /// Turns ended by their lease, not by their node.
-    pub expired: Counter,
-    /// Answers waiting for a turn now.
-    pub waiting: Gauge,
-}
 
 /// Who answers next (one per server).
 #[derive(Debug)]

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::SystemdHost;
+use crate::host::SystemdHost;
 
 /// Listens on the container's loopback at `port` (0: any free one; the socket is made in its
 /// network namespace, which a reboot of the container replaces: listen again then, with the

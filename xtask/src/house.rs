@@ -157,6 +157,8 @@ struct ModuleTree {
     modules: HashMap<Vec<String>, usize>,
     /// (from, to) → names.
     arrows: BTreeMap<(usize, usize), BTreeSet<String>>,
+    /// `#[macro_export]` macros (which live at the crate root's path) → the file defining them.
+    exported_macros: HashMap<String, usize>,
 }
 
 impl ModuleTree {
@@ -165,11 +167,13 @@ impl ModuleTree {
             files: Vec::new(),
             modules: HashMap::new(),
             arrows: BTreeMap::new(),
+            exported_macros: HashMap::new(),
         };
         // First the module table (every file and inline module), then the paths of each file,
         // which need the whole table to resolve a child module's name.
         let mut parsed = Vec::new();
         let mut queue = vec![(crate_root.to_path_buf(), Vec::<String>::new())];
+        let mut missing = Vec::new();
         while let Some((path, module)) = queue.pop() {
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -186,8 +190,21 @@ impl ModuleTree {
                 index,
                 &mut tree.modules,
                 &mut queue,
+                &mut missing,
             );
+            for item in &file.items {
+                if let syn::Item::Macro(m) = item {
+                    let exported = m.attrs.iter().any(|a| a.path().is_ident("macro_export"));
+                    if let (true, Some(name)) = (exported, &m.ident) {
+                        tree.exported_macros.insert(name.to_string(), index);
+                    }
+                }
+            }
             parsed.push((index, module, file));
+        }
+        // A module the checker cannot read would leave its files, and their circles, out.
+        if !missing.is_empty() {
+            anyhow::bail!("{}", missing.join("; "));
         }
         for (index, module, file) in &parsed {
             let mut reader = PathReader {
@@ -261,6 +278,7 @@ fn declare(
     file: usize,
     modules: &mut HashMap<Vec<String>, usize>,
     queue: &mut Vec<(PathBuf, Vec<String>)>,
+    missing: &mut Vec<String>,
 ) {
     for item in items {
         let syn::Item::Mod(m) = item else { continue };
@@ -279,6 +297,7 @@ fn declare(
                     file,
                     modules,
                     queue,
+                    missing,
                 );
             }
             None => {
@@ -289,16 +308,27 @@ fn declare(
                     queue.push((flat, child));
                 } else if nested.is_file() {
                     queue.push((nested, child));
+                } else {
+                    missing.push(format!(
+                        "`mod {name};` in {}: neither {} nor {} exists (a `#[path]` module is not read)",
+                        dir.display(),
+                        flat.display(),
+                        nested.display()
+                    ));
                 }
             }
         }
     }
 }
 
+/// `#[cfg(test)]`, or `#[cfg(all(test, …))]`: compiled only for the crate's own tests.
 fn is_test_only(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string() == "test")
+        let syn::Meta::List(l) = &a.meta else {
+            return false;
+        };
+        let tokens = l.tokens.to_string();
+        a.path().is_ident("cfg") && (tokens == "test" || tokens.starts_with("all (test ,"))
     })
 }
 
@@ -310,7 +340,10 @@ struct PathReader<'a> {
 }
 
 impl PathReader<'_> {
-    fn resolve(&mut self, segments: &[String]) {
+    /// `value`: the path names a value (a function called, a constant), whose last segment is
+    /// never a module, though a module of that name may stand beside it (`remote::get()`
+    /// beside `mod get`).
+    fn resolve_as(&mut self, segments: &[String], value: bool) {
         let Some(first) = segments.first() else {
             return;
         };
@@ -343,17 +376,35 @@ impl PathReader<'_> {
             }
         };
         let full = abs.clone();
-        while !abs.is_empty() {
+        // A `#[macro_export]` macro is named at the crate root but defined in its own file.
+        if let [name] = full.as_slice() {
+            if let Some(&file) = self.tree.exported_macros.get(name) {
+                self.found.push((file, name.clone()));
+                return;
+            }
+        }
+        if value {
+            abs.pop();
+        }
+        // The longest prefix that is a module, down to the crate root itself (`crate::X` with X
+        // defined or re-exported in `lib.rs`).
+        loop {
             if let Some(&file) = self.tree.modules.get(&abs) {
-                let name = full
-                    .get(abs.len())
-                    .unwrap_or_else(|| &full[abs.len() - 1])
-                    .clone();
+                let name = match full.get(abs.len()) {
+                    Some(next) => next.clone(),
+                    None => full.last().cloned().unwrap_or_else(|| "crate".into()),
+                };
                 self.found.push((file, name));
                 return;
             }
-            abs.pop();
+            if abs.pop().is_none() {
+                return;
+            }
         }
+    }
+
+    fn resolve(&mut self, segments: &[String]) {
+        self.resolve_as(segments, false);
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
@@ -449,6 +500,18 @@ impl<'ast> Visit<'ast> for PathReader<'_> {
         }
     }
 
+    fn visit_impl_item(&mut self, item: &'ast syn::ImplItem) {
+        let attrs = match item {
+            syn::ImplItem::Const(i) => &i.attrs,
+            syn::ImplItem::Fn(i) => &i.attrs,
+            syn::ImplItem::Type(i) => &i.attrs,
+            _ => return syn::visit::visit_impl_item(self, item),
+        };
+        if !is_test_only(attrs) {
+            syn::visit::visit_impl_item(self, item);
+        }
+    }
+
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         if let Some((_, items)) = &m.content {
             self.current.push(m.ident.to_string());
@@ -462,6 +525,22 @@ impl<'ast> Visit<'ast> for PathReader<'_> {
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let mut prefix = Vec::new();
         self.use_tree(&mut prefix, &u.tree);
+    }
+
+    fn visit_expr_path(&mut self, e: &'ast syn::ExprPath) {
+        let segments: Vec<String> = e
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        self.resolve_as(&segments, segments.len() > 1);
+        for seg in &e.path.segments {
+            self.visit_path_arguments(&seg.arguments);
+        }
+        if let Some(q) = &e.qself {
+            self.visit_qself(q);
+        }
     }
 
     fn visit_path(&mut self, p: &'ast syn::Path) {
@@ -579,6 +658,62 @@ mod tests {
         let text = c[0].to_string();
         assert!(text.contains("src/a/b.rs -> src/a/mod.rs: P"), "{text}");
         assert!(text.contains("src/a/mod.rs -> src/a/b.rs: g"), "{text}");
+    }
+
+    #[test]
+    fn items_of_the_crate_root_count() {
+        // lib.rs uses a child, which uses what lib.rs defines: a circle through the root.
+        let (_d, c) = tree_of(&[
+            (
+                "src/lib.rs",
+                "mod a;\npub struct Usage;\npub fn run() { a::go() }\n",
+            ),
+            ("src/a.rs", "pub fn go() { let _ = crate::Usage; }\n"),
+        ]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        let text = c[0].to_string();
+        assert!(text.contains("src/a.rs -> src/lib.rs: Usage"), "{text}");
+    }
+
+    #[test]
+    fn a_function_beside_a_module_of_its_name_and_an_exported_macro_resolve_to_their_files() {
+        // lib.rs calls `remote::get()`, a function of remote/mod.rs beside `mod get`; get.rs
+        // uses a macro that out.rs exports at the crate root. No circle: get.rs does not use
+        // lib.rs, and lib.rs does not use get.rs.
+        let (_d, c) = tree_of(&[
+            (
+                "src/lib.rs",
+                "mod out;\nmod remote;\npub fn run() { remote::get() }\n",
+            ),
+            (
+                "src/out.rs",
+                "#[macro_export]\nmacro_rules! say { () => {} }\n",
+            ),
+            (
+                "src/remote/mod.rs",
+                "mod get;\npub fn get() { get::list() }\n",
+            ),
+            ("src/remote/get.rs", "pub fn list() { crate::say!(); }\n"),
+        ]);
+        assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn a_module_whose_file_is_missing_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "mod gone;\n").unwrap();
+        let e = circles(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("`mod gone;`"), "{e}");
+    }
+
+    #[test]
+    fn a_long_file_is_named_with_its_length() {
+        let lines = "// x\n".repeat(MAX_FILE_LINES + 1);
+        let (d, _) = tree_of(&[("src/lib.rs", "mod a;\n"), ("src/a.rs", &lines)]);
+        let long = long_files(d.path()).unwrap();
+        assert_eq!(long, vec![(PathBuf::from("src/a.rs"), MAX_FILE_LINES + 1)]);
     }
 
     #[test]

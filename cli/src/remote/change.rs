@@ -5,7 +5,7 @@
 use super::conn::{enc, typed, Client, Conn, ServerError};
 use super::kind::{kind_name, kind_path, Kind};
 use crate::term::escape;
-use crate::{read_text, InvalidInput, Usage};
+use crate::usage::{read_text, InvalidInput, Usage};
 use clap::Args;
 use hearth_api::admin::{
     ApplyFile, ApplyOutcome, ApplyRequest, CredentialReset, DeleteAnswer, Diagnostic, HoldAnswer,

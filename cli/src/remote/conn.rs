@@ -2,7 +2,7 @@
 //! the HTTPS client that sends requests and turns the server's Status documents into errors.
 
 use crate::term::escape;
-use crate::Usage;
+use crate::usage::Usage;
 use anyhow::{anyhow, Context};
 use clap::Args;
 use serde::{Deserialize, Serialize};

@@ -13,7 +13,7 @@ use super::select::Selector;
 use super::state::node_state;
 use super::table::{age, age_of, items, opt, s, text, yes, Table};
 use crate::term::{escape, json_safe};
-use crate::Usage;
+use crate::usage::Usage;
 use clap::{Args, ValueEnum};
 use hearth_api::views::{EventView, Maintenance, NodeView, PoolView, WindowState};
 use serde_json::{json, Value};

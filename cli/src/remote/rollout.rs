@@ -4,7 +4,7 @@ use super::conn::{enc, typed, Client, Conn};
 use super::state::{node_state, progress};
 use super::table::{opt, table, text};
 use crate::term::escape;
-use crate::InvalidInput;
+use crate::usage::InvalidInput;
 use anyhow::anyhow;
 use clap::Args;
 use hearth_api::views::{NodeView, PoolView};

@@ -8,7 +8,7 @@
 //! Set-based forms (`key in (a,b)`) are refused with a usage error, not misread. The selector
 //! is matched by the CLI on the objects the server lists.
 
-use crate::Usage;
+use crate::usage::Usage;
 use serde_json::Value;
 
 /// At most this many bytes of selector text (a typing mistake, not a query language).

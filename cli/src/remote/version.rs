@@ -13,8 +13,8 @@ pub struct VersionArgs {
     #[arg(long)]
     client: bool,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = crate::Format::Text)]
-    output: crate::Format,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = crate::usage::Format::Text)]
+    output: crate::usage::Format,
     #[command(flatten)]
     conn: Conn,
 }
@@ -35,7 +35,7 @@ pub fn version(a: &VersionArgs) -> anyhow::Result<()> {
     let server =
         || -> anyhow::Result<VersionInfo> { Client::new(&a.conn)?.get_as("/api/v1/version") };
     match a.output {
-        crate::Format::Text => {
+        crate::usage::Format::Text => {
             crate::outln!(
                 "Client Version: {} (commit {})",
                 client.version,
@@ -50,7 +50,7 @@ pub fn version(a: &VersionArgs) -> anyhow::Result<()> {
                 );
             }
         }
-        crate::Format::Json => {
+        crate::usage::Format::Json => {
             let mut v = serde_json::json!({ "clientVersion": client });
             if !a.client {
                 v["serverVersion"] = serde_json::to_value(server()?)?;

@@ -311,7 +311,7 @@ fn drift_event(node: &str, was: u32, status: &Report, t: u64) -> Option<EventRec
             let first = status
                 .full()
                 .and_then(|s| s.drift.into_iter().next())
-                .map(|d| format!(": {}", crate::bounds::cut(&d, 300)))
+                .map(|d| format!(": {}", crate::text::cut(&d, 300)))
                 .unwrap_or_default();
             Some(EventRecord::warning(
                 t,

@@ -351,6 +351,21 @@ impl App {
     }
 }
 
+/// A store's failure as an operation's: a conflict (another writer, or a newer revision) is
+/// one to try again, anything else leaves the server unable to act now.
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        match e {
+            crate::store::StoreError::Conflict { .. } | crate::store::StoreError::Behind { .. } => {
+                ApiError::conflict(format!(
+                    "{e}; another writer changed the object first, try again"
+                ))
+            }
+            other => ApiError::unavailable(other.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! changes a copy of the fleet, reconciles it, commits the difference to the store in one
 //! transaction and only then publishes the copy. Reads use the published snapshot.
 //!
-//! `state` holds the state ([`App`], [`Options`], [`Caller`], [`Replica`]), start-up and
+//! `state` holds the state ([`App`], [`Options`], [`Caller`], `Replica`), start-up and
 //! authentication; the operations live in one file per concept: `commit` (the commit path),
 //! `admin`, `agent`, `holds` (an admin's pins and exclusions of nodes), `rollback` (a pool back to
 //! its previous rendered config), `requests` (an admin's force and restore-file requests to a
@@ -26,7 +26,6 @@ mod state;
 mod viewer;
 
 pub use background::{Background, MAX_DETACHED};
-pub use follow::CUT_OFF_GRACE;
 pub use hearth_api::admin::{ApplyFile, ApplyOutcome, ApplyResult, PoolTarget};
 pub use holds::HoldChange;
 pub(crate) use manifests::apply_manifests;
@@ -34,5 +33,6 @@ pub use manifests::read_manifests;
 pub use requests::{MAX_FINISHED_REQUESTS, MAX_PENDING_REQUESTS, MAX_REQUEST_PATH};
 pub use shown::ShownReport;
 pub use state::{
-    format_labels, App, Caller, DesiredBody, Options, Replica, DEFAULT_BOOTSTRAP_TTL, UNKNOWN_TOKEN,
+    format_labels, App, Caller, DesiredBody, Options, DEFAULT_BOOTSTRAP_TTL, ENROLL_BODIES_BYTES,
+    NODE_BODIES_BYTES, UNKNOWN_TOKEN,
 };

@@ -64,7 +64,7 @@ impl App {
             if p.len() > MAX_REQUEST_PATH || !p.starts_with('/') || p.contains('\0') {
                 return Err(ApiError::bad_request(format!(
                     "path: {:?} is not an absolute path of at most {MAX_REQUEST_PATH} bytes",
-                    crate::bounds::cut(p, 256)
+                    crate::text::cut(p, 256)
                 )));
             }
         }

@@ -20,6 +20,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
+/// What the request bodies of nodes (reports, reboot slots, FleetLock, enrollments with a
+/// credential in their header) may hold of the server's memory at once, all together.
+/// hearth's agents send reports of some KiB: 100,000 agents reporting at the default pace hold a
+/// few MiB at a time.
+pub const NODE_BODIES_BYTES: usize = 256 << 20;
+/// What the bodies of enrollments whose credential is in the body (a bootstrap token, not yet
+/// checked) may hold at once, all together: filling it delays new nodes, never enrolled ones.
+pub const ENROLL_BODIES_BYTES: usize = 16 << 20;
+
 /// Server settings that are not the store's.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -74,10 +83,10 @@ pub struct Options {
     pub metrics_token_sha256: Option<String>,
     /// What the request bodies of nodes may hold of memory at once, all together, in bytes; a
     /// body beyond it is answered 503 (`crate::http::limits`). Default
-    /// [`crate::http::limits::NODE_BODIES_BYTES`]; not a flag (tests set it).
+    /// [`NODE_BODIES_BYTES`]; not a flag (tests set it).
     pub node_bodies: usize,
     /// What the bodies of enrollments whose bootstrap token is in the body may hold at once;
-    /// default [`crate::http::limits::ENROLL_BODIES_BYTES`]; not a flag (tests set it).
+    /// default [`ENROLL_BODIES_BYTES`]; not a flag (tests set it).
     pub enroll_bodies: usize,
 }
 
@@ -116,8 +125,8 @@ impl Default for Options {
             bootstrap_ttl: Some(DEFAULT_BOOTSTRAP_TTL),
             token_dir: None,
             metrics_token_sha256: None,
-            node_bodies: crate::http::limits::NODE_BODIES_BYTES,
-            enroll_bodies: crate::http::limits::ENROLL_BODIES_BYTES,
+            node_bodies: NODE_BODIES_BYTES,
+            enroll_bodies: ENROLL_BODIES_BYTES,
         }
     }
 }
@@ -146,7 +155,7 @@ pub enum Caller {
 pub(super) const RENDER_ATTEMPTS: usize = 5;
 
 /// Encoded desired-config answers by rendered name, valid for one policies revision.
-pub(super) type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
+type BodyCache = (u64, HashMap<String, Arc<Vec<u8>>>);
 
 /// A desired config's name and its encoded answer.
 pub type DesiredBody = (String, Arc<Vec<u8>>);
@@ -216,7 +225,7 @@ pub struct App {
     /// Token hash → token name (admin, viewer and bootstrap tokens), kept change by change as
     /// the node credentials are: authenticating a token is a lookup, not a scan of the tokens
     /// (node-bound first-boot tokens make them as many as the nodes).
-    pub(super) token_hashes: RwLock<HashMap<String, String>>,
+    token_hashes: RwLock<HashMap<String, String>>,
     /// The store revision the published snapshot reflects (ticks on every publication).
     pub(super) applied: watch::Sender<u64>,
     /// Set when the store is shared with other replicas (etcd): the snapshot then follows the
@@ -443,7 +452,7 @@ impl App {
 }
 
 /// Token hash → name of every token of `fleet`.
-pub(super) fn token_index(fleet: &Fleet) -> HashMap<String, String> {
+fn token_index(fleet: &Fleet) -> HashMap<String, String> {
     fleet
         .tokens
         .iter()

@@ -368,7 +368,7 @@ fn record_halt(
                 .get(node.as_str())
                 .and_then(|n| n.value.report.as_ref())
                 .and_then(|r| r.reason.clone())
-                .map(|r| format!(": {}", crate::bounds::cut(&r, 300)))
+                .map(|r| format!(": {}", crate::text::cut(&r, 300)))
                 .unwrap_or_default();
             events.push(EventRecord::warning(
                 now,

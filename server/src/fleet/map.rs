@@ -56,7 +56,7 @@ pub fn update<T: Clone>(map: &mut Map<T>, name: &str, f: impl FnOnce(&mut T)) ->
 }
 
 /// The store ops that turn `old` into `new`, one kind's objects.
-pub fn diff_kind<T: Record>(
+pub(super) fn diff_kind<T: Record>(
     kind: Kind,
     old: &Map<T>,
     new: &Map<T>,

@@ -9,7 +9,8 @@
 pub mod events;
 mod map;
 
-pub use map::{diff_kind, put, update, Map, Rec};
+use map::diff_kind;
+pub use map::{put, update, Map, Rec};
 
 use crate::store::records::Record;
 use crate::store::records::{

@@ -612,7 +612,7 @@ pub(super) async fn events(
     {
         return Err(ApiError::bad_request(format!(
             "type {:?}: give Normal or Warning",
-            crate::bounds::cut(k, 64)
+            crate::text::cut(k, 64)
         )));
     }
     let f = app.snapshot();

@@ -69,14 +69,7 @@ pub const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
 
 /// The largest enrollment body (`POST /api/v1/enroll`: a name, at most 64 labels, a token).
 pub const MAX_ENROLL_BODY: usize = 64 << 10;
-/// What the request bodies of nodes (reports, reboot slots, FleetLock, enrollments with a
-/// credential in their header) may hold of the server's memory at once, all together.
-/// hearth's agents send reports of some KiB: 100,000 agents reporting at the default pace hold a
-/// few MiB at a time.
-pub const NODE_BODIES_BYTES: usize = 256 << 20;
-/// What the bodies of enrollments whose credential is in the body (a bootstrap token, not yet
-/// checked) may hold at once, all together: filling it delays new nodes, never enrolled ones.
-pub const ENROLL_BODIES_BYTES: usize = 16 << 20;
+pub use crate::app::{ENROLL_BODIES_BYTES, NODE_BODIES_BYTES};
 /// What an answer of 503 for a full budget asks the client to wait, in seconds.
 const BUSY_RETRY_AFTER_SECS: u64 = 5;
 

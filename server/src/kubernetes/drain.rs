@@ -274,7 +274,7 @@ impl Drainer {
         if why.is_empty() {
             return Ok(Progress::Drained);
         }
-        Ok(Progress::Waiting(crate::bounds::cut(
+        Ok(Progress::Waiting(crate::text::cut(
             &why.join("; "),
             MAX_MESSAGE,
         )))

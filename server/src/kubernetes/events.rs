@@ -39,7 +39,7 @@ pub fn event(e: &EventRecord, now: &str) -> Option<Value> {
         "metadata": {"name": name, "namespace": "default"},
         "involvedObject": involved,
         "reason": e.reason,
-        "message": crate::bounds::cut(&e.message, MAX_MESSAGE),
+        "message": crate::text::cut(&e.message, MAX_MESSAGE),
         "type": if e.kind == "Warning" { "Warning" } else { "Normal" },
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,

@@ -1,5 +1,5 @@
 //! The store: every object the server keeps, behind a small trait so that the embedded database
-//! used today and an etcd backend later are interchangeable.
+//! (the default) and etcd (replicas) are interchangeable.
 //!
 //! The model is etcd's: objects are JSON documents addressed by kind and name; every commit
 //! increments one store-wide **revision**; each object remembers the revision that created it and
@@ -8,13 +8,16 @@
 //! never silently overwrite each other. [`Store::watch`] yields the revision after each commit, so
 //! that waiters (long-polls, other replicas' caches) wake up.
 //!
-//! The one implementation is [`RedbStore`]: a single file written by `redb`, a pure-Rust embedded
-//! database with ACID transactions (copy-on-write B-trees, checksummed commits, fsync on each
-//! commit), so a `kill -9` or a power cut leaves either the old or the new state, never a mix.
+//! [`RedbStore`] is a single file written by `redb`, a pure-Rust embedded database with ACID
+//! transactions (copy-on-write B-trees, checksummed commits, fsync on each commit), so a `kill -9`
+//! or a power cut leaves either the old or the new state, never a mix; [`etcd::EtcdStore`] keeps
+//! the objects in etcd v3, for replicas.
 //!
-//! Its files: `object` (what is stored), `contract` (the trait and its vocabulary), `embedded` (redb), `etcd` (replicas),
-//! `feed` (a shared store's changes as a replica follows them), `backend` (the one the server
-//! runs on) and `records` (the documents kept, one type per kind).
+//! Its files: `object` (what is stored), `contract` (the trait and its vocabulary), `embedded`
+//! (redb), `etcd` (replicas), `feed` (a shared store's changes as a replica follows them),
+//! `backend` (the one the server runs on), `records` (the documents kept, one type per kind) and
+//! `report` (a node's last report as the server holds it); `tests` (the contract every store
+//! passes).
 
 pub mod backend;
 mod contract;

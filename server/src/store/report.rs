@@ -277,7 +277,7 @@ pub fn summary_progress(json: &str) -> Box<str> {
     let text = |key: &str, max: usize| {
         v.get(key)
             .and_then(serde_json::Value::as_str)
-            .map(|s| serde_json::Value::from(crate::bounds::cut(s, max)))
+            .map(|s| serde_json::Value::from(crate::text::cut(s, max)))
     };
     let number = |key: &str| {
         v.get(key)
@@ -314,8 +314,8 @@ pub fn summary_progress(json: &str) -> Box<str> {
 /// shows of it.
 fn os_pull(progress: &serde_json::Value) -> Option<serde_json::Value> {
     let mut pull = hearth_api::OsPull::from_progress(progress)?;
-    pull.phase = crate::bounds::cut(&pull.phase, 16);
-    pull.image = crate::bounds::cut(&pull.image, 120);
+    pull.phase = crate::text::cut(&pull.phase, 16);
+    pull.image = crate::text::cut(&pull.image, 120);
     serde_json::to_value(pull).ok()
 }
 

@@ -15,6 +15,21 @@ use std::collections::BTreeMap;
 /// The media type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// What the pacer counts ([`crate::pace`]), shown under `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct PaceMetrics {
+    /// Answers that went at once with a time to report after (deferred reports).
+    pub deferred: Counter,
+    /// Answers that waited for a turn.
+    pub waited: Counter,
+    /// Answers that went without a turn after waiting the limit.
+    pub gave_up: Counter,
+    /// Turns ended by their lease, not by their node.
+    pub expired: Counter,
+    /// Answers waiting for a turn now.
+    pub waiting: Gauge,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     method: String,
@@ -71,7 +86,7 @@ pub struct Metrics {
     admin_changes_waiting: Gauge,
     long_polls: Counter,
     desired_served: Counter,
-    pace: crate::pace::PaceMetrics,
+    pace: PaceMetrics,
     events_not_logged: Family<EventTypeLabels, Counter>,
     applies: Counter,
     commits: Counter,
@@ -109,7 +124,7 @@ impl Default for Metrics {
             admin_changes_waiting: Gauge::default(),
             long_polls: Counter::default(),
             desired_served: Counter::default(),
-            pace: crate::pace::PaceMetrics::default(),
+            pace: PaceMetrics::default(),
             events_not_logged: Family::default(),
             applies: Counter::default(),
             commits: Counter::default(),
@@ -169,7 +184,7 @@ impl Metrics {
     }
 
     /// The pacer's own counters (shared: cheap clones of the same metrics).
-    pub fn pace(&self) -> crate::pace::PaceMetrics {
+    pub fn pace(&self) -> PaceMetrics {
         self.pace.clone()
     }
 

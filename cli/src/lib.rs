@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hearth_config::diag::Diagnostic;
 use hearth_config::ignition::SpecVersion;
-use hearth_config::manifest::{read_machine_config, read_str, Manifests};
+use hearth_config::manifest::{read_machine_config, read_str_with, FieldValidation, Manifests};
 use hearth_config::model::{MachineConfig, MachineConfigSpec};
 use hearth_config::{plan, render};
 use std::ffi::OsString;
@@ -75,6 +75,10 @@ enum Command {
         /// Also read the subdirectories of -f directories.
         #[arg(short = 'R', long)]
         recursive: bool,
+        /// What a field no schema has is in the -f manifests: `strict` (an error), `warn` or
+        /// `ignore`.
+        #[arg(long, value_name = "MODE", default_value = "strict")]
+        validate: FieldValidation,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -127,6 +131,10 @@ struct Input {
     /// Also read the subdirectories of -f directories.
     #[arg(short = 'R', long)]
     recursive: bool,
+    /// What a field no schema has is (a typo, most often): `strict`, an error naming the field it
+    /// likely misspells; `warn`, a warning, the field ignored; `ignore`, nothing.
+    #[arg(long, value_name = "MODE", default_value = "strict")]
+    validate: FieldValidation,
 }
 
 #[derive(Debug, Args)]
@@ -188,12 +196,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             node,
             files,
             recursive,
+            validate,
             output,
         } => plan_cmd(
             from.as_deref(),
             to.as_deref(),
             node.as_deref(),
-            &Input { files, recursive },
+            &Input {
+                files,
+                recursive,
+                validate,
+            },
             output,
         ),
         Command::Convert {
@@ -224,7 +237,7 @@ fn load(input: &Input) -> anyhow::Result<(Manifests, Vec<Diagnostic>, usize)> {
     let mut diags = Vec::new();
     for f in &files {
         let text = read_text(f)?;
-        let (m, d) = read_str(&f.display().to_string(), &text);
+        let (m, d) = read_str_with(&f.display().to_string(), &text, input.validate);
         all.extend(m);
         diags.extend(d);
     }

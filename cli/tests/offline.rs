@@ -61,6 +61,36 @@ fn validate_reports_every_problem_with_file_line_object_and_field() {
     assert_eq!(v["problems"][0]["line"], 15);
 }
 
+/// A misspelled field (issue 35) is an error by default, naming the field it likely misspells;
+/// `--validate=warn` makes it a warning, `--validate=ignore` nothing.
+#[test]
+fn a_misspelled_field_is_an_error_unless_asked_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pool.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: edge\nspec:\n  maxUnavailble: 2\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/edge: \"\"\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = hearth(&["validate", "-f", f]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "pool.yaml:6: error: MachineConfigPool/edge: spec.maxUnavailble: unknown field"
+        ) && err.contains("did you mean `maxUnavailable`?"),
+        "{err}"
+    );
+    let (code, _, err) = hearth(&["validate", "--validate=warn", "-f", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("pool.yaml:6: warning:"), "{err}");
+    let (code, _, err) = hearth(&["validate", "--validate", "ignore", "-f", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("maxUnavailble"), "{err}");
+    let (code, _, err) = hearth(&["validate", "--validate=lenient", "-f", f]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn render_a_pool_and_a_node_and_read_it_back() {
     let (code, out, err) = hearth(&["render", "--pool", "infra", "-f", "examples/fleet"]);

@@ -747,3 +747,38 @@ fn node_force_and_restore_file_show_in_describe() {
         "{out}"
     );
 }
+
+/// A misspelled field (issue 35): refused by `hearth apply` naming the field it misspells,
+/// nothing changed; `--validate=warn` applies it with the warning.
+#[test]
+fn apply_refuses_a_misspelled_field_unless_asked_to_warn() {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-typo\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      file:\n      - path: /etc/a\n",
+    )
+    .unwrap();
+    let o = env.hearth(&["apply", "-f", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "typo.yaml:13: error: MachineConfig/10-typo: spec.config.storage.file: unknown field"
+        ) && stderr.contains("did you mean `files`?")
+            && stderr.contains("--validate=warn"),
+        "{stderr}"
+    );
+    let names = env.ok(&["get", "mc", "-o", "name"]);
+    assert!(!names.contains("10-typo"), "{names}");
+    let o = env.hearth(&["apply", "--validate=warn", "-f", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning") && stderr.contains("did you mean `files`?"),
+        "{stderr}"
+    );
+    let names = env.ok(&["get", "mc", "-o", "name"]);
+    assert!(names.contains("machineconfig/10-typo"), "{names}");
+}

@@ -75,7 +75,7 @@ fn describe_unexpected(u: &de::Unexpected<'_>) -> String {
     }
 }
 
-/// A warning found while decoding (an ignored unknown field).
+/// A warning found while decoding: an unknown field, ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeWarning {
     /// Field path of the unknown key.
@@ -84,6 +84,64 @@ pub struct DecodeWarning {
     pub line: usize,
     /// What was noticed.
     pub message: String,
+    /// The structure's field the key is closest to, when one is close (a typo).
+    pub did_you_mean: Option<&'static str>,
+}
+
+/// How many unknown fields of one document get a "did you mean".
+const MAX_SUGGESTIONS: usize = 100;
+/// A key longer than this misspells no field (the longest is some 40 characters).
+const MAX_SUGGESTED_KEY: usize = 64;
+
+/// The field of `known` that `key` most likely misspells: equal but for case, `-`/`_`, or a
+/// plural's `s`; or within an edit distance of a third of its length (at least 1, at most 3).
+pub fn closest(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['-', '_'], "");
+    if key.is_empty() || key.len() > MAX_SUGGESTED_KEY {
+        return None;
+    }
+    let k = norm(key);
+    if let Some(f) = known.iter().find(|f| {
+        let f = norm(f);
+        f == k || f == format!("{k}s") || format!("{f}s") == k
+    }) {
+        return Some(f);
+    }
+    let limit = (k.chars().count() / 3).clamp(1, 3);
+    known
+        .iter()
+        .map(|f| (edit_distance(&k, &norm(f)), *f))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, f)| f)
+}
+
+/// Edit distance with transpositions (optimal string alignment), in characters: a swapped pair
+/// of letters (`mdoe`) is one edit. O(len(a) * len(b)), both short (keys over
+/// [`MAX_SUGGESTED_KEY`] are not compared).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Decodes `node` into `T`. `base` is the path prefix of `node` (empty for a document root).
@@ -124,6 +182,7 @@ pub fn decode_partial<'de, T: de::Deserialize<'de>>(
         node,
         path: Path::Root(base),
         ctx: &ctx,
+        siblings: None,
     });
     warnings.extend(ctx.warnings.into_inner());
     let mut errors = ctx.errors.into_inner();
@@ -183,9 +242,35 @@ struct NodeDeserializer<'de, 'p> {
     node: &'de Node,
     path: Path<'p>,
     ctx: &'p Ctx,
+    /// The fields of the structure this value is a field of (for "did you mean" when its key is
+    /// unknown).
+    siblings: Option<&'static [&'static str]>,
 }
 
-impl NodeDeserializer<'_, '_> {
+impl<'de> NodeDeserializer<'de, '_> {
+    /// A mapping (a structure's, with its `fields`, or a map's).
+    fn mapping<V: Visitor<'de>>(
+        self,
+        fields: Option<&'static [&'static str]>,
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        let entries: &'de [(String, Node)] = match &self.node.value {
+            NodeValue::Map(entries) => entries,
+            _ => {
+                self.soft(self.type_error("a mapping"));
+                &[]
+            }
+        };
+        let access = MapDe {
+            entries,
+            index: 0,
+            path: &self.path,
+            ctx: self.ctx,
+            fields,
+        };
+        visitor.visit_map(access).map_err(|e| self.locate(e))
+    }
+
     fn locate(&self, mut e: DecodeError) -> DecodeError {
         if e.located {
             return e;
@@ -366,6 +451,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
                 node: self.node,
                 path,
                 ctx: self.ctx,
+                siblings: self.siblings,
             };
             visitor.visit_some(located).map_err(|e| self.locate(e))
         }
@@ -397,6 +483,7 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
             node: self.node,
             path,
             ctx: self.ctx,
+            siblings: self.siblings,
         };
         visitor
             .visit_newtype_struct(inner)
@@ -445,36 +532,16 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match &self.node.value {
-            NodeValue::Map(entries) => {
-                let access = MapDe {
-                    entries,
-                    index: 0,
-                    path: &self.path,
-                    ctx: self.ctx,
-                };
-                visitor.visit_map(access).map_err(|e| self.locate(e))
-            }
-            _ => {
-                self.soft(self.type_error("a mapping"));
-                let access = MapDe {
-                    entries: &[],
-                    index: 0,
-                    path: &self.path,
-                    ctx: self.ctx,
-                };
-                visitor.visit_map(access).map_err(|e| self.locate(e))
-            }
-        }
+        self.mapping(None, visitor)
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
-        _fields: &'static [&'static str],
+        fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
-        self.deserialize_map(visitor)
+        self.mapping(Some(fields), visitor)
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -496,11 +563,23 @@ impl<'de> de::Deserializer<'de> for NodeDeserializer<'de, '_> {
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        self.ctx.warnings.borrow_mut().push(DecodeWarning {
+        let key = match self.path {
+            Path::Field(_, key) => key,
+            _ => "",
+        };
+        let mut warnings = self.ctx.warnings.borrow_mut();
+        // Suggestions for the first ones only: each compares the key with every field.
+        let did_you_mean = match self.siblings {
+            Some(known) if warnings.len() < MAX_SUGGESTIONS => closest(key, known),
+            _ => None,
+        };
+        warnings.push(DecodeWarning {
             path: self.path.render(),
             line: self.node.line,
             message: "unknown field, ignored".to_string(),
+            did_you_mean,
         });
+        drop(warnings);
         visitor.visit_unit()
     }
 }
@@ -528,6 +607,7 @@ impl<'de> SeqAccess<'de> for SeqDe<'de, '_> {
             node,
             path,
             ctx: self.ctx,
+            siblings: None,
         };
         seed.deserialize(de).map(Some)
     }
@@ -542,6 +622,8 @@ struct MapDe<'de, 'p> {
     index: usize,
     path: &'p Path<'p>,
     ctx: &'p Ctx,
+    /// The structure's fields, when the mapping is one.
+    fields: Option<&'static [&'static str]>,
 }
 
 impl<'de> MapAccess<'de> for MapDe<'de, '_> {
@@ -569,6 +651,7 @@ impl<'de> MapAccess<'de> for MapDe<'de, '_> {
             node,
             path,
             ctx: self.ctx,
+            siblings: self.fields,
         };
         seed.deserialize(de)
     }
@@ -650,6 +733,22 @@ mod tests {
         let e = r.unwrap_err();
         assert_eq!(e.path, "spec.files[0].overwrite");
         assert!(e.message.contains("${{X}}"), "{e}");
+    }
+
+    #[test]
+    fn a_misspelled_field_names_the_one_it_misspells() {
+        let known = &["maxUnavailable", "paused", "files", "machineConfigSelector"];
+        assert_eq!(closest("maxUnavailble", known), Some("maxUnavailable"));
+        assert_eq!(closest("file", known), Some("files"));
+        assert_eq!(closest("Paused", known), Some("paused"));
+        assert_eq!(
+            closest("machine_config_selector", known),
+            Some("machineConfigSelector")
+        );
+        assert_eq!(closest("color", known), None);
+        assert_eq!(closest(&"x".repeat(10_000), known), None);
+        let (_, warnings) = dec("files:\n  - path: /a\n    mdoe: 420\n");
+        assert_eq!(warnings[0].did_you_mean, Some("mode"), "{warnings:?}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use hearth_api::admin::{
     TokenAnswer, TokenRequest,
 };
 use hearth_api::{RequestAnswer, RestoreFileRequest};
+use hearth_config::manifest::FieldValidation;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -30,6 +31,11 @@ pub struct ApplyArgs {
     /// Check and report what would change, store nothing.
     #[arg(long)]
     dry_run: bool,
+    /// What a field no schema has is (a typo, most often): `strict`, an error naming the field it
+    /// likely misspells, nothing applied; `warn`, a warning, the field ignored; `ignore`,
+    /// nothing (the server's `?fieldValidation=`).
+    #[arg(long, value_name = "MODE", default_value = "strict")]
+    validate: FieldValidation,
     #[command(flatten)]
     conn: Conn,
 }
@@ -48,10 +54,18 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
         });
     }
     let c = Client::new(&a.conn)?;
-    let path = format!(
-        "/api/v1/manifests{}",
-        if a.dry_run { "?dryRun=true" } else { "" }
-    );
+    let mut query = Vec::new();
+    if a.dry_run {
+        query.push("dryRun=true".to_string());
+    }
+    if a.validate != FieldValidation::Strict {
+        query.push(format!("fieldValidation={}", a.validate));
+    }
+    let path = if query.is_empty() {
+        "/api/v1/manifests".to_string()
+    } else {
+        format!("/api/v1/manifests?{}", query.join("&"))
+    };
     let body = Some((
         "application/vnd.hearth.apply+json",
         serde_json::to_vec(&ApplyRequest { files })?,

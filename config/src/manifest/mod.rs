@@ -17,6 +17,7 @@
 //!   kind files add methods to that reader (`impl Reader` spans them); they import it, it does
 //!   not import them.
 //! - `paths`: field paths (`spec.config.storage.files[2].path`) to nodes and lines.
+//! - `validation`: what an unknown field is ([`FieldValidation`]: an error, a warning, nothing).
 //!
 //! [`Diagnostic`]: crate::diag::Diagnostic
 
@@ -27,10 +28,14 @@ mod paths;
 mod policy;
 mod pool;
 mod read;
+mod validation;
 
 pub use meta::check_object_name;
 pub use paths::node_at;
-pub use read::{read_machine_config, read_str, Manifests, MAX_MANIFEST_BYTES, MAX_RENDERED_BYTES};
+pub use read::{
+    read_machine_config, read_str, read_str_with, Manifests, MAX_MANIFEST_BYTES, MAX_RENDERED_BYTES,
+};
+pub use validation::FieldValidation;
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 //! return ([`Manifests`]), and the [`Reader`] that carries one file's state through the objects
 //! of its documents (its methods for each kind live beside this file, one file per kind).
 
+use super::validation::FieldValidation;
 use crate::de::{DecodeError, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::model::{
@@ -55,9 +56,20 @@ impl Manifests {
 }
 
 /// Reads every object in `text` (the contents of `file`). Objects with errors are left out and
-/// reported in the returned diagnostics, together with warnings.
+/// reported in the returned diagnostics, together with warnings; an unknown field is a warning
+/// ([`FieldValidation::Warn`]: for what was accepted before, a stored object or one a Kubernetes
+/// API server holds). What an admin hands in is read with [`read_str_with`].
 pub fn read_str(file: &str, text: &str) -> (Manifests, Vec<Diagnostic>) {
-    read_str_limited(file, text, MAX_MANIFEST_BYTES, "manifests")
+    read_str_with(file, text, FieldValidation::Warn)
+}
+
+/// [`read_str`], with what an unknown field is ([`FieldValidation::Strict`]: an error).
+pub fn read_str_with(
+    file: &str,
+    text: &str,
+    validation: FieldValidation,
+) -> (Manifests, Vec<Diagnostic>) {
+    read_str_limited(file, text, MAX_MANIFEST_BYTES, "manifests", validation)
 }
 
 pub(super) fn read_str_limited(
@@ -65,6 +77,7 @@ pub(super) fn read_str_limited(
     text: &str,
     max_bytes: usize,
     what: &str,
+    validation: FieldValidation,
 ) -> (Manifests, Vec<Diagnostic>) {
     let mut out = Manifests::default();
     let mut diags = Vec::new();
@@ -112,6 +125,7 @@ pub(super) fn read_str_limited(
             out: &mut out,
             diags: &mut diags,
             failed_paths: Vec::new(),
+            validation,
         };
         reader.object(doc, "");
     }
@@ -124,7 +138,13 @@ pub fn read_machine_config(
     file: &str,
     text: &str,
 ) -> Result<(MachineConfig, Vec<Diagnostic>), Vec<Diagnostic>> {
-    let (m, diags) = read_str_limited(file, text, MAX_RENDERED_BYTES, "rendered configs");
+    let (m, diags) = read_str_limited(
+        file,
+        text,
+        MAX_RENDERED_BYTES,
+        "rendered configs",
+        FieldValidation::Warn,
+    );
     if diags.iter().any(Diagnostic::is_error) {
         return Err(diags);
     }
@@ -155,6 +175,8 @@ pub(super) struct Reader<'a> {
     /// Field paths of the decoding errors of the object being read: validation findings there
     /// (about the placeholders decoding went on with) are not reported.
     pub(super) failed_paths: Vec<String>,
+    /// What an unknown field is.
+    pub(super) validation: FieldValidation,
 }
 
 /// Rewrites `DecodeError`s raised while decoding `base` into diagnostics.
@@ -185,15 +207,43 @@ impl Reader<'_> {
 
     pub(super) fn push_warnings(&mut self, object: &Option<String>, warnings: Vec<DecodeWarning>) {
         for w in warnings {
-            let message = if w.path.ends_with(".filesystem") && w.path.contains(".storage.") {
-                "`filesystem` is an Ignition 2.x field; Ignition 3 places files by their path alone. Ignored".to_string()
-            } else {
-                w.message
-            };
-            self.diags.push(
-                Diagnostic::warning(self.file, Some(w.line), &w.path, message)
+            // Ignition 2's `filesystem` in an Ignition 3 config: a field hearth knows, ignored.
+            if w.path.ends_with(".filesystem") && w.path.contains(".storage.") {
+                self.diags.push(
+                    Diagnostic::warning(
+                        self.file,
+                        Some(w.line),
+                        &w.path,
+                        "`filesystem` is an Ignition 2.x field; Ignition 3 places files by their path alone. Ignored",
+                    )
                     .with_object(object.clone()),
-            );
+                );
+                continue;
+            }
+            let hint = w
+                .did_you_mean
+                .map(|f| format!("; did you mean `{f}`?"))
+                .unwrap_or_default();
+            let diag = match self.validation {
+                FieldValidation::Ignore => continue,
+                FieldValidation::Warn => Diagnostic::warning(
+                    self.file,
+                    Some(w.line),
+                    &w.path,
+                    format!("{}{hint}", w.message),
+                ),
+                FieldValidation::Strict => Diagnostic::error(
+                    self.file,
+                    Some(w.line),
+                    &w.path,
+                    format!(
+                        "unknown field: it is in none of the schemas hearth reads (the MCO's \
+                         types, Ignition 2.2 to 3.x){hint} (to have unknown fields ignored \
+                         with a warning: --validate=warn)"
+                    ),
+                ),
+            };
+            self.diags.push(diag.with_object(object.clone()));
         }
     }
 }

@@ -148,7 +148,13 @@ fn oversized_files_are_refused_before_parsing() {
     // Rendered configs (read_machine_config) may be larger; the same check, another limit.
     let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata: {name: a}\n";
     assert!(read_machine_config("r.yaml", mc).is_ok());
-    let (_, diags) = read_str_limited("r.yaml", mc, 10, "rendered configs");
+    let (_, diags) = read_str_limited(
+        "r.yaml",
+        mc,
+        10,
+        "rendered configs",
+        super::FieldValidation::Warn,
+    );
     assert!(
         diags[0].message.contains("rendered configs of at most"),
         "{}",
@@ -161,4 +167,101 @@ fn node_at_walks_indexes() {
     let docs = parse_documents("a:\n  b:\n  - x\n  - c: 1\n").unwrap();
     assert_eq!(node_at(&docs[0], "a.b[1].c").unwrap().line, 4);
     assert!(node_at(&docs[0], "a.b[5]").is_none());
+}
+
+/// What `oc get -o yaml` prints, with two typos: `storage.file` and a pool's `maxUnavailble`.
+const TYPOS: &str = r#"
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfig
+metadata:
+  name: 50-x
+  labels:
+    machineconfiguration.openshift.io/role: worker
+  creationTimestamp: "2024-01-01T00:00:00Z"
+  generation: 1
+  resourceVersion: "12345"
+  uid: 5b1b5e0c-1111-2222-3333-444455556666
+  managedFields:
+  - manager: kubectl
+    operation: Update
+spec:
+  config:
+    ignition:
+      version: 3.2.0
+    storage:
+      file:
+      - path: /etc/x
+status: {}
+---
+apiVersion: machineconfiguration.openshift.io/v1
+kind: MachineConfigPool
+metadata:
+  name: edge
+spec:
+  maxUnavailble: 2
+  machineConfigSelector:
+    matchLabels:
+      machineconfiguration.openshift.io/role: worker
+  nodeSelector:
+    matchLabels:
+      node-role.kubernetes.io/edge: ""
+status:
+  machineCount: 3
+"#;
+
+#[test]
+fn an_unknown_field_is_an_error_by_default_naming_the_one_it_misspells() {
+    let (_, diags) = read_str_with("t.yaml", TYPOS, FieldValidation::Strict);
+    let errors: Vec<_> = diags.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 2, "{diags:?}");
+    let file = errors
+        .iter()
+        .find(|d| d.path == "spec.config.storage.file")
+        .expect("storage.file refused");
+    assert!(file.message.contains("did you mean `files`?"), "{file:?}");
+    assert_eq!(file.object.as_deref(), Some("MachineConfig/50-x"));
+    let pool = errors
+        .iter()
+        .find(|d| d.path == "spec.maxUnavailble")
+        .expect("maxUnavailble refused");
+    assert!(
+        pool.message.contains("did you mean `maxUnavailable`?"),
+        "{pool:?}"
+    );
+    assert!(pool.message.contains("--validate=warn"), "{pool:?}");
+    // What `oc get -o yaml` adds (status, managedFields, uid, ...) is no error.
+    assert!(
+        !diags
+            .iter()
+            .any(|d| d.path.starts_with("status") || d.path.starts_with("metadata")),
+        "{diags:?}"
+    );
+}
+
+#[test]
+fn an_unknown_field_is_a_warning_or_nothing_when_asked() {
+    let (m, diags) = read_str_with("t.yaml", TYPOS, FieldValidation::Warn);
+    assert!(!diags.iter().any(|d| d.is_error()), "{diags:?}");
+    assert_eq!(diags.len(), 2, "{diags:?}");
+    assert!(
+        diags.iter().all(|d| d.message.contains("did you mean")),
+        "{diags:?}"
+    );
+    assert_eq!((m.machine_configs.len(), m.pools.len()), (1, 1));
+    let (_, diags) = read_str_with("t.yaml", TYPOS, FieldValidation::Ignore);
+    assert!(diags.is_empty(), "{diags:?}");
+    // What is read back from a store or a Kubernetes API server warns, as before.
+    let (_, diags) = read_str("t.yaml", TYPOS);
+    assert!(!diags.iter().any(|d| d.is_error()), "{diags:?}");
+    assert_eq!(
+        ["strict", "Warn", "IGNORE", "true", "false"].map(|s| s.parse::<FieldValidation>()),
+        [
+            Ok(FieldValidation::Strict),
+            Ok(FieldValidation::Warn),
+            Ok(FieldValidation::Ignore),
+            Ok(FieldValidation::Strict),
+            Ok(FieldValidation::Ignore),
+        ]
+    );
+    assert!("lenient".parse::<FieldValidation>().is_err());
 }

@@ -259,7 +259,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__apply)
-            opts="-f -R -h --filename --recursive --dry-run --server --ca --token --client-cert --client-key --help"
+            opts="-f -R -h --filename --recursive --dry-run --validate --server --ca --token --client-cert --client-key --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -270,6 +270,10 @@ _hearth() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --validate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1395,7 +1399,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__plan)
-            opts="-f -R -o -h --from --to --node --filename --recursive --output --help"
+            opts="-f -R -o -h --from --to --node --filename --recursive --validate --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1421,6 +1425,10 @@ _hearth() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --validate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --output)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
@@ -1437,7 +1445,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__render)
-            opts="-f -R -o -h --pool --node --filename --recursive --output --help"
+            opts="-f -R -o -h --pool --node --filename --recursive --validate --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1456,6 +1464,10 @@ _hearth() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --validate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1637,7 +1649,7 @@ _hearth() {
             return 0
             ;;
         hearth__subcmd__validate)
-            opts="-f -R -o -h --filename --recursive --output --help"
+            opts="-f -R -o -h --filename --recursive --validate --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1648,6 +1660,10 @@ _hearth() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --validate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -46,6 +46,7 @@ complete -c hearth -n "__fish_hearth_needs_command" -f -a "node" -d 'Act on one 
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "version" -d 'Print the client\'s and the server\'s version and commit'
 complete -c hearth -n "__fish_hearth_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand validate" -l validate -d 'What a field no schema has is (a typo, most often): `strict`, an error naming the field it likely misspells; `warn`, a warning, the field ignored; `ignore`, nothing' -r
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s o -l output -d 'Output format for the summary and problems' -r -f -a "text\t''
 json\t''"
 complete -c hearth -n "__fish_hearth_using_subcommand validate" -s R -l recursive -d 'Also read the subdirectories of -f directories'
@@ -53,6 +54,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand validate" -s h -l help -d 
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l pool -d 'The pool to render' -r
 complete -c hearth -n "__fish_hearth_using_subcommand render" -l node -d 'The node to render (its pool is chosen by its labels; its overlays are merged last)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand render" -l validate -d 'What a field no schema has is (a typo, most often): `strict`, an error naming the field it likely misspells; `warn`, a warning, the field ignored; `ignore`, nothing' -r
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s o -l output -d 'Output format' -r -f -a "yaml\t''
 json\t''"
 complete -c hearth -n "__fish_hearth_using_subcommand render" -s R -l recursive -d 'Also read the subdirectories of -f directories'
@@ -61,6 +63,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand plan" -l from -d 'The node
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l to -d 'The desired config (a MachineConfig file)' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -l node -d 'Instead of --to, render this node from the manifests given with -f' -r
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s f -l filename -d 'Manifests (with --node), also read for MachineConfiguration node-disruption policies: a file, a directory or `-`; repeat -f for several' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand plan" -l validate -d 'What a field no schema has is in the -f manifests: `strict` (an error), `warn` or `ignore`' -r
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s o -l output -d 'Output format' -r -f -a "text\t''
 json\t''"
 complete -c hearth -n "__fish_hearth_using_subcommand plan" -s R -l recursive -d 'Also read the subdirectories of -f directories'
@@ -75,6 +78,7 @@ complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-cert -d '
 complete -c hearth -n "__fish_hearth_using_subcommand login" -l client-key -d 'The client certificate\'s key; the login file keeps its path' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand login" -s h -l help -d 'Print help'
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -s f -l filename -d 'A manifest file, a directory (its *.yaml, *.yml and *.json files) or `-` (stdin); repeat -f for several. All are applied together: if any is invalid, nothing is applied' -r -F
+complete -c hearth -n "__fish_hearth_using_subcommand apply" -l validate -d 'What a field no schema has is (a typo, most often): `strict`, an error naming the field it likely misspells, nothing applied; `warn`, a warning, the field ignored; `ignore`, nothing (the server\'s `?fieldValidation=`)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l server -d 'The server\'s URL (`https://host:22623`); default `$HEARTH_SERVER` or the login file. Several servers (the replicas of one site): repeat the flag or separate URLs with commas (at most 16)' -r
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l ca -d 'The server\'s CA certificate; default `$HEARTH_CA` or the login file' -r -F
 complete -c hearth -n "__fish_hearth_using_subcommand apply" -l token -d 'The admin token; default `$HEARTH_TOKEN` or the login file' -r

@@ -12,24 +12,28 @@ use crate::store::records::{
     bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope,
 };
 use hearth_api::admin::{ApplyFile, ApplyOutcome, PoolTarget};
+use hearth_config::manifest::FieldValidation;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 impl App {
-    /// Applies manifests: all or nothing.
+    /// Applies manifests: all or nothing; an unknown field is an error.
     pub async fn apply(
         &self,
         files: &[ApplyFile],
         dry_run: bool,
     ) -> Result<ApplyOutcome, ApiError> {
-        self.apply_as(files, dry_run, None).await
+        self.apply_as(files, dry_run, FieldValidation::Strict, None)
+            .await
     }
 
-    /// [`App::apply`] by a named admin (a client certificate's CN): the events name them.
+    /// [`App::apply`] with what an unknown field is, by a named admin (a client certificate's
+    /// CN): the events name them.
     pub async fn apply_as(
         &self,
         files: &[ApplyFile],
         dry_run: bool,
+        validation: FieldValidation,
         by: Option<&str>,
     ) -> Result<ApplyOutcome, ApiError> {
         // An admin's change waits for the ones that arrived before it (a dry run changes
@@ -42,9 +46,10 @@ impl App {
         // Reading and validating is linear but can be long for big manifests: on a blocking
         // thread, so that it holds up no request of anyone else.
         let owned = files.to_vec();
-        let (mut m, warnings) = tokio::task::spawn_blocking(move || read_manifests(&owned))
-            .await
-            .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
+        let (mut m, warnings) =
+            tokio::task::spawn_blocking(move || read_manifests(&owned, validation))
+                .await
+                .map_err(|e| ApiError::internal(format!("reading the manifests failed: {e}")))??;
         // Tags to digests, before anything is written (outside every lock: a registry may be
         // slow).
         self.resolve_os_images(&mut m).await?;

@@ -7,15 +7,19 @@ use crate::fleet::{put, update, Fleet, POLICIES_NAME};
 use crate::store::records::{EventRecord, McRecord, NodeRecord, PoliciesRecord, PoolRecord};
 use hearth_api::admin::{ApplyFile, ApplyResult};
 use hearth_config::diag::Diagnostic;
-use hearth_config::manifest::{read_str, Manifests};
+use hearth_config::manifest::{read_str_with, FieldValidation, Manifests};
 use std::collections::HashMap;
 
-/// Reads every file; refuses the whole apply on any error (422 with every diagnostic).
-pub fn read_manifests(files: &[ApplyFile]) -> Result<(Manifests, Vec<Diagnostic>), ApiError> {
+/// Reads every file; refuses the whole apply on any error (422 with every diagnostic), an
+/// unknown field one unless `validation` says otherwise.
+pub fn read_manifests(
+    files: &[ApplyFile],
+    validation: FieldValidation,
+) -> Result<(Manifests, Vec<Diagnostic>), ApiError> {
     let mut all = Manifests::default();
     let mut diags = Vec::new();
     for f in files {
-        let (m, d) = read_str(&f.name, &f.text);
+        let (m, d) = read_str_with(&f.name, &f.text, validation);
         all.extend(m);
         diags.extend(d);
     }

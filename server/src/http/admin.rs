@@ -18,6 +18,7 @@ use hearth_api::admin::{
 use hearth_api::views::{EventView, List, NodeView, PoolView};
 use hearth_api::VersionInfo;
 use hearth_api::{RequestAction, RequestAnswer, RestoreFileRequest};
+use hearth_config::manifest::FieldValidation;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -32,6 +33,10 @@ pub(super) struct ApplyQuery {
     file: Option<String>,
     #[serde(default)]
     dry_run: bool,
+    /// What an unknown field is: `Strict` (the default), `Warn` or `Ignore`, as the Kubernetes
+    /// API's `fieldValidation`.
+    #[serde(default)]
+    field_validation: Option<String>,
 }
 
 pub(super) async fn apply(
@@ -63,7 +68,15 @@ pub(super) async fn apply(
             text,
         }]
     };
-    let outcome = app.apply_as(&files, q.dry_run, by.as_deref()).await?;
+    let validation = match q.field_validation.as_deref() {
+        None => FieldValidation::Strict,
+        Some(v) => v.parse().map_err(|e: String| {
+            ApiError::bad_request(format!("{e} (the query's fieldValidation)"))
+        })?,
+    };
+    let outcome = app
+        .apply_as(&files, q.dry_run, validation, by.as_deref())
+        .await?;
     for r in &outcome.results {
         if r.action != "unchanged" {
             tracing::info!(kind = %r.kind, name = %r.name, action = %r.action, dry_run = q.dry_run, "applied");

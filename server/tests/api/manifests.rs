@@ -278,6 +278,72 @@ async fn invalid_manifests_are_refused_whole_with_file_line_and_field() {
     s.shutdown().await;
 }
 
+/// A misspelled field (issue 35): `maxUnavailble` once reset a pool's `maxUnavailable` to the
+/// default and `storage.file` made a config that writes nothing, applied with a warning. Now the
+/// apply is refused naming the field it misspells, the live pool keeps its value, and
+/// `?fieldValidation=Warn` applies it with the warning as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelled_field_is_refused_naming_the_one_it_misspells() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    let pool = |field: &str| {
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: edge\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n  nodeSelector:\n    matchLabels:\n      node-role.kubernetes.io/edge: \"\"\n  {field}: 2\n"
+        )
+    };
+    let a = api.apply_text("edge.yaml", &pool("maxUnavailable")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let before = s.app.snapshot().revision;
+    let a = api.apply_text("edge.yaml", &pool("maxUnavailble")).await;
+    assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text);
+    let d = &a.json["diagnostics"][0];
+    assert_eq!(d["path"], "spec.maxUnavailble", "{}", a.text);
+    assert_eq!(d["object"], "MachineConfigPool/edge");
+    assert_eq!(d["line"], 12);
+    let message = d["message"].as_str().unwrap();
+    assert!(
+        message.contains("did you mean `maxUnavailable`?"),
+        "{message}"
+    );
+    assert_eq!(s.app.snapshot().revision, before, "nothing stored");
+    let live = api.get("/api/v1/pools/edge").await;
+    assert_eq!(live.json["spec"]["maxUnavailable"], 2, "{}", live.text);
+    // The lenient reading, asked for: applied, with the warning.
+    let a = api
+        .send(
+            api.client
+                .post(format!(
+                    "{}/api/v1/manifests?file=edge.yaml&fieldValidation=Warn",
+                    api.base
+                ))
+                .bearer_auth(&api.token)
+                .body(pool("maxUnavailble")),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert!(
+        a.text.contains("did you mean `maxUnavailable`?"),
+        "{}",
+        a.text
+    );
+    // A value the server does not know is refused (400), naming the query's field.
+    let a = api
+        .send(
+            api.client
+                .post(format!(
+                    "{}/api/v1/manifests?file=edge.yaml&fieldValidation=Lenient",
+                    api.base
+                ))
+                .bearer_auth(&api.token)
+                .body(pool("maxUnavailable")),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text);
+    assert!(a.text.contains("fieldValidation"), "{}", a.text);
+    s.shutdown().await;
+}
+
 /// A pool an admin made whose selector matches no node: `UPDATED` stays True (as the MCO's
 /// does) and its machine count is 0, and an event says it selects no node; once a node carries
 /// its label, it has one.

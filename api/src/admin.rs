@@ -210,6 +210,10 @@ pub struct CredentialReset {
     pub name: String,
     /// False when the node had no credential.
     pub credential_revoked: bool,
+    /// Set when the reset hands the name to a second machine: machines without the node's
+    /// credential still claim its name (and the node itself was heard from lately).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// `POST /api/v1/nodes/{name}/pin` request: hold the node on a rendered config.

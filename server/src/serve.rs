@@ -294,6 +294,7 @@ pub async fn start(config: Config) -> Result<Running> {
                             if let Some(id) = &identity {
                                 req.extensions_mut().insert(id.clone());
                             }
+                            req.extensions_mut().insert(crate::http::Peer(peer));
                             router.clone().oneshot(req)
                         });
                         let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -430,6 +430,9 @@ pub fn node(a: &NodeArgs) -> anyhow::Result<()> {
                 &format!("/api/v1/nodes/{}/reset-credential", enc(name)),
                 &serde_json::json!({}),
             )?;
+            if let Some(w) = &out.warning {
+                eprintln!("warning: {}", escape(w));
+            }
             if out.credential_revoked {
                 crate::outln!("node/{name} credential revoked: the node may enroll again with its pool's bootstrap token");
             } else {

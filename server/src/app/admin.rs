@@ -11,6 +11,7 @@ use crate::pki::{self};
 use crate::store::records::{
     bootstrap_token_name, EventRecord, PoolRecord, TokenRecord, TokenScope,
 };
+use crate::time::now;
 use hearth_api::admin::{ApplyFile, ApplyOutcome, PoolTarget};
 use hearth_config::manifest::FieldValidation;
 use std::collections::BTreeMap;
@@ -284,15 +285,23 @@ impl App {
             )]);
             Ok(())
         })
-        .await
+        .await?;
+        self.refused_claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(name);
+        Ok(())
     }
 
     /// Revokes a node's credential (an admin's decision, for a node that lost it): its
     /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
     /// its labels, status and reboot slot.
-    pub async fn reset_credential(&self, name: &str) -> Result<bool, ApiError> {
+    /// Revokes a node's credential, so that it may enroll again; answers whether it had one,
+    /// and a warning when the reset hands the name to a second machine: the node was heard from
+    /// lately and machines without its credential still claim its name.
+    pub async fn reset_credential(&self, name: &str) -> Result<(bool, Option<String>), ApiError> {
         let _turn = self.admin_turn().await;
-        self.mutate(Scope::Rollout, false, |fleet, t| {
+        let revoked = self.mutate(Scope::Rollout, false, |fleet, t| {
             let Some(node) = fleet.nodes.get(name).map(|n| n.value.clone()) else {
                 return Err(ApiError::not_found(format!("node {name:?} not found")));
             };
@@ -308,7 +317,43 @@ impl App {
             )]);
             Ok(true)
         })
-        .await
+        .await?;
+        Ok((revoked, self.reset_warning(name)))
+    }
+
+    /// See [`App::reset_credential`].
+    fn reset_warning(&self, name: &str) -> Option<String> {
+        let t = now();
+        let claims = self
+            .refused_claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let c = claims.recent(name, t)?;
+        let heard = self
+            .snapshot()
+            .nodes
+            .get(name)
+            .and_then(|n| self.last_seen(&n.value))
+            .map(|s| {
+                format!(
+                    "; the node itself was heard from {} s ago",
+                    t.saturating_sub(s)
+                )
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "{} machine(s) without this node's credential claimed its name, the last {} s ago{} \
+             with pool {}'s bootstrap token{heard}: the name now goes to whichever enrolls first. \
+             If the node was not reinstalled, stop the other machine (or give it another name) \
+             and reset again",
+            c.count,
+            t.saturating_sub(c.last),
+            c.from
+                .as_deref()
+                .map(|f| format!(" from {f}"))
+                .unwrap_or_default(),
+            c.pool
+        ))
     }
 
     /// Sets and removes labels of a node.

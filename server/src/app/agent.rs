@@ -11,6 +11,7 @@ use crate::fleet::{put, update, Fleet, POLICIES_NAME};
 use crate::pki::{self};
 use crate::store::records::{EventRecord, NodeRecord, SlotHolder};
 use crate::store::report::Report;
+use crate::time::now;
 use hearth_config::manifest::check_object_name;
 use hearth_config::render;
 use hearth_config::trial::TrialPolicy;
@@ -29,10 +30,17 @@ impl App {
         token_pool: &str,
         req: &EnrollRequest,
         old_credential: Option<&str>,
+        from: Option<&str>,
     ) -> Result<EnrollResponse, ApiError> {
         let proof = old_credential.map(pki::token_hash);
         if let Some(msg) = check_object_name(&req.node) {
             return Err(ApiError::bad_request(format!("node: {msg}")));
+        }
+        // A machine claiming an enrolled node's name without its credential: refused from the
+        // snapshot, said on the node (the commit below checks again, for a race).
+        if let Some(e) = name_taken(&self.snapshot(), &req.node, proof.as_deref()) {
+            self.refused_claim(&req.node, token_pool, from).await;
+            return Err(e);
         }
         let credential =
             pki::new_token(pki::NODE_PREFIX).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -401,6 +409,57 @@ fn record_report(fleet: &mut Fleet, node: &str, status: &Report, t: u64) -> Resu
     Ok(())
 }
 
+/// The refusal of a claim of `node`'s name by a machine without its credential (`proof`: the
+/// hash of the credential it sent), if the node is enrolled with another.
+fn name_taken(fleet: &Fleet, node: &str, proof: Option<&str>) -> Option<ApiError> {
+    let current = fleet.nodes.get(node)?.value.credential_sha256.clone()?;
+    (proof != Some(current.as_str())).then(|| {
+        ApiError::conflict(format!(
+            "node {node} is already enrolled: enrolling it again needs its current credential \
+             (Authorization: Bearer). If this machine is that node and lost it (reinstalled), \
+             an admin runs `hearth node reset-credential {node}` and the node enrolls again; if \
+             another machine holds the name, give this one another name (--node-name): a \
+             reset while both run hands the name to whichever enrolls first"
+        ))
+    })
+}
+
+impl App {
+    /// Notes a refused claim of `node`'s name: logged, and an event on the node when one is due
+    /// ([`super::claims`]).
+    async fn refused_claim(self: &Arc<Self>, node: &str, pool: &str, from: Option<&str>) {
+        tracing::warn!(
+            node,
+            pool,
+            from = from.unwrap_or("unknown"),
+            "enrollment refused: the node's name is enrolled with another credential"
+        );
+        let due = self
+            .refused_claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note(node, pool, from, now());
+        let Some(message) = due else {
+            return;
+        };
+        let object = meta_object("Node", node);
+        let recorded = self
+            .group_commit(Box::new(move |fleet, t| {
+                fleet.record_events(vec![EventRecord::warning(
+                    t,
+                    object.clone(),
+                    "EnrollRefused",
+                    message.clone(),
+                )]);
+                Ok(())
+            }))
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!(node, error = %e, "the refused enrollment's event was not recorded");
+        }
+    }
+}
+
 /// How an enrollment was placed.
 enum Placed {
     /// The node is in the fleet copy: its labels and pool.
@@ -422,22 +481,10 @@ fn enroll_node(
     t: u64,
     place: bool,
 ) -> Result<Placed, ApiError> {
-    let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
-    if let Some(current) = existing
-        .as_ref()
-        .and_then(|n| n.credential_sha256.as_deref())
-    {
-        if proof != Some(current) {
-            return Err(ApiError::conflict(format!(
-                "node {} is already enrolled: enrolling it again needs its current credential \
-                 (Authorization: Bearer). If this machine is that node and lost it (reinstalled), \
-                 an admin runs `hearth node reset-credential {}` and the node enrolls again; if \
-                 another machine holds the name, give this one another name (--node-name): a \
-                 reset while both run hands the name to whichever enrolls first",
-                req.node, req.node
-            )));
-        }
+    if let Some(e) = name_taken(fleet, &req.node, proof) {
+        return Err(e);
     }
+    let existing = fleet.nodes.get(&req.node).map(|n| n.value.clone());
     let Some(token_pool_rec) = fleet.pools.get(token_pool) else {
         return Err(ApiError::forbidden(format!(
             "pool {token_pool:?} of this bootstrap token no longer exists"

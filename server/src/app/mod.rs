@@ -8,11 +8,12 @@
 //! its previous rendered config), `requests` (an admin's force and restore-file requests to a
 //! node), `liveness` (last seen, stale nodes, the tick), `manifests` (reading an apply),
 //! `follow` (a replica's fleet following the shared store), `node_token`, `viewer`, `shown`,
-//! `background`. This file only names them.
+//! `background`, `claims` (machines refused a node's name). This file only names them.
 
 mod admin;
 mod agent;
 mod background;
+mod claims;
 mod commit;
 mod follow;
 mod holds;

@@ -2,6 +2,7 @@
 //! authentication. The operations on it live in one file per concept beside this one.
 
 use super::background::Background;
+use super::claims::RefusedClaims;
 use crate::controller::memo::RebootPlans;
 use crate::controller::{PoolIndex, Scope, Settings};
 use crate::error::ApiError;
@@ -216,6 +217,8 @@ pub struct App {
     pub(super) credentials: RwLock<HashMap<String, String>>,
     /// Which updates need a reboot, kept across reconciles ([`RebootPlans`]).
     pub(super) reboot_plans: Mutex<RebootPlans>,
+    /// Machines refused a node's name, by node ([`RefusedClaims`]).
+    pub(super) refused_claims: Mutex<RefusedClaims>,
     /// What each pool has left to do, followed commit by commit ([`PoolIndex`]): a status
     /// report's reconcile does not walk a pool with nothing to hand out.
     pub(super) pool_index: Mutex<PoolIndex>,
@@ -285,6 +288,7 @@ impl App {
             node_event_log,
             credentials,
             reboot_plans: Mutex::new(RebootPlans::default()),
+            refused_claims: Mutex::new(RefusedClaims::default()),
             pool_index: Mutex::new(PoolIndex::default()),
             token_hashes,
             silent_cache: Mutex::new(None),

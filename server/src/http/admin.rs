@@ -470,12 +470,13 @@ pub(super) async fn reset_credential(
     _: Admin,
     Path(name): Path<String>,
 ) -> Result<Json<CredentialReset>, ApiError> {
-    let revoked = app.reset_credential(&name).await?;
-    tracing::info!(node = %name, revoked, "node credential reset");
+    let (revoked, warning) = app.reset_credential(&name).await?;
+    tracing::info!(node = %name, revoked, warning = warning.as_deref().unwrap_or(""), "node credential reset");
     Ok(Json(CredentialReset {
         kind: "Node".into(),
         name,
         credential_revoked: revoked,
+        warning,
     }))
 }
 

@@ -1,7 +1,7 @@
 //! The agent API: enroll, the desired-config long-poll, status reports, reboot slots.
 
 use super::auth::{bearer, node, Auth};
-use super::routes::{AppState, DESIRED_HEADER};
+use super::routes::{AppState, Peer, DESIRED_HEADER};
 use crate::api::{AgentStatus, EnrollRequest, SlotRequest};
 use crate::app::Caller;
 use crate::error::ApiError;
@@ -17,6 +17,7 @@ use std::time::Duration;
 
 pub(super) async fn enroll(
     State(app): AppState,
+    peer: Option<axum::Extension<Peer>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -56,7 +57,10 @@ pub(super) async fn enroll(
     };
     crate::bounds::labels(&req.labels)?;
     let old_credential = header_token.filter(|t| *t != token);
-    let resp = app.enroll(&pool, &req, old_credential.as_deref()).await?;
+    let from = peer.map(|axum::Extension(Peer(addr))| addr.ip().to_string());
+    let resp = app
+        .enroll(&pool, &req, old_credential.as_deref(), from.as_deref())
+        .await?;
     tracing::info!(node = %resp.node, pool = %resp.pool, "node enrolled");
     Ok(Json(serde_json::to_value(resp).unwrap_or_default()))
 }

@@ -10,6 +10,11 @@ pub const APPLY_MEDIA_TYPE: &str = "application/vnd.hearth.apply+json";
 /// The header that names the desired config in long-poll answers.
 pub use hearth_api::DESIRED_HEADER;
 
+/// The client's address (the TCP peer), set on each request by the listener: for what a refusal
+/// records of where a request came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// What every handler is given: the server's state.
 pub(super) type AppState = State<Arc<App>>;
 

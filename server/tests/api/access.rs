@@ -106,6 +106,70 @@ async fn enrollment_and_long_polls() {
     s.shutdown().await;
 }
 
+/// A second machine with an enrolled node's name (issue 35): refused (409), and the refusal is
+/// an event on the node saying from where, with which pool's token and how often (one event a
+/// minute, counting the rest); resetting the credential while such claims arrive warns that the
+/// name goes to whichever machine enrolls first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_machine_claiming_a_name_is_an_event_and_a_reset_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), options(5)).await;
+    let api = Api::admin(&s);
+    let a = api.apply_text("mc.yaml", &worker_mc("10-a", "one")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let token = bootstrap_token(&s, "worker");
+    let node = api.enroll(&token, "w0", json!({})).await;
+    let d = node.desired_name().await.unwrap();
+    node.report("Done", Some(&d), Some(&d), None).await;
+    for _ in 0..3 {
+        let a = api
+            .with_token("")
+            .post(
+                "/api/v1/enroll",
+                &json!({"node": "w0", "bootstrapToken": token}),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.text);
+        assert!(
+            a.text.contains("hearth node reset-credential w0"),
+            "{}",
+            a.text
+        );
+    }
+    let refused: Vec<String> = api
+        .events("Node/w0")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "EnrollRefused")
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "one event for three refusals within a minute: {refused:?}"
+    );
+    assert!(
+        refused[0].contains("at 127.0.0.1") && refused[0].contains("pool worker"),
+        "{refused:?}"
+    );
+    // The node's own credential still works: it reports, and stays Done.
+    node.report("Done", Some(&d), Some(&d), None).await;
+    let a = api
+        .post("/api/v1/nodes/w0/reset-credential", &json!({}))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json["credentialRevoked"], true);
+    let warning = a.json["warning"].as_str().expect("a warning");
+    assert!(
+        warning.contains("3 machine(s) without this node's credential claimed its name")
+            && warning.contains("from 127.0.0.1")
+            && warning.contains("the node itself was heard from")
+            && warning.contains("whichever enrolls first"),
+        "{warning}"
+    );
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_and_authorization() {
     let dir = tempfile::tempdir().unwrap();

@@ -323,6 +323,10 @@ pub struct PoolStatus {
     /// The degraded node that halts the rollout.
     #[serde(default)]
     pub rollout_halted_by: Option<String>,
+    /// Nodes an admin excluded from rollouts that do not run the pool's target: the rollout
+    /// is over without them (`hearth node include NODE` takes one back).
+    #[serde(default, skip_serializing_if = "ExcludedNodes::is_none")]
+    pub excluded: ExcludedNodes,
     /// Its maintenance windows (none: the pool has none).
     #[serde(default)]
     pub maintenance: Option<Maintenance>,
@@ -333,6 +337,27 @@ pub struct PoolStatus {
     /// rendered config until its configs render to something new.
     #[serde(default)]
     pub rollback: Option<RollbackView>,
+}
+
+/// Some of a pool's nodes, counted, the first few named.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExcludedNodes {
+    /// How many.
+    pub count: u64,
+    /// The first [`ExcludedNodes::NAMED`] by name.
+    #[serde(default)]
+    pub names: Vec<String>,
+}
+
+impl ExcludedNodes {
+    /// How many are named.
+    pub const NAMED: usize = 10;
+
+    /// None of them.
+    pub fn is_none(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// A pool rolled back to an earlier rendered config.

@@ -782,3 +782,57 @@ fn apply_refuses_a_misspelled_field_unless_asked_to_warn() {
     let names = env.ok(&["get", "mc", "-o", "name"]);
     assert!(names.contains("machineconfig/10-typo"), "{names}");
 }
+
+/// An excluded node (issue 35): `rollout status` names it, and `--watch` ends once every other
+/// node runs the target instead of waiting forever at 1/2.
+#[test]
+fn rollout_status_names_excluded_nodes_and_a_watch_ends_without_them() {
+    let env = setup();
+    env.login();
+    let mc = |content: &str| {
+        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
+    };
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, mc("one")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let nodes: Vec<String> = (0..2).map(|i| env.enroll(&format!("w{i}"))).collect();
+    for n in &nodes {
+        let d = env.desired(n);
+        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
+    }
+    env.ok(&["node", "exclude", "w1"]);
+    std::fs::write(&file, mc("two")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let d = env.desired(&nodes[0]);
+    env.report(
+        &nodes[0],
+        json!({"state": "Done", "current": d, "desired": d}),
+    );
+    let o = env.hearth(&["rollout", "status", "worker"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("excluded from rollouts, not updated: w1")
+            && out.contains("hearth node include NODE"),
+        "{out}"
+    );
+    assert_eq!(columns(&out, "w1")[2], "excluded", "{out}");
+    let wide = env.ok(&["get", "nodes", "-o", "wide"]);
+    let row = wide
+        .lines()
+        .find(|l| l.starts_with("w1"))
+        .unwrap_or_default();
+    assert!(row.ends_with("excluded from rollouts"), "{wide}");
+    let o = env.hearth(&["rollout", "status", "worker", "--watch", "--timeout", "20"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("1/2 updated")
+            && out.contains("every node in the rollout runs rendered-worker-")
+            && out.contains("excluded from rollouts, not updated: w1"),
+        "{out}"
+    );
+}

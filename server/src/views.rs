@@ -9,9 +9,9 @@ use crate::fleet::{Fleet, Rec};
 use crate::store::records::{EventRecord, McRecord, NodeRecord, PoolRecord, RenderedRecord};
 use crate::time::rfc3339;
 use hearth_api::views::{
-    Condition, ConfigRef, EventView, HoldView, Maintenance, NodeMeta, NodeStatus, NodeView,
-    PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView, SourceRef,
-    WindowState,
+    Condition, ConfigRef, EventView, ExcludedNodes, HoldView, Maintenance, NodeMeta, NodeStatus,
+    NodeView, PinView, PoolConfiguration, PoolMeta, PoolSpec, PoolStatus, PoolView, RollbackView,
+    SourceRef, WindowState,
 };
 use hearth_config::ignition::SpecVersion;
 use hearth_config::model::MCO_API_VERSION;
@@ -83,6 +83,10 @@ pub struct PoolCounts {
     pub unavailable: usize,
     /// The first degraded node by name, and why (its reason, or the server's problem with it).
     pub first_degraded: Option<(String, String)>,
+    /// Excluded from rollouts and not in the target: how many, the first by name.
+    pub excluded: usize,
+    /// The first [`ExcludedNodes::NAMED`] of them by name.
+    pub first_excluded: Vec<String>,
 }
 
 /// What of a degraded node's reason a pool's `NodeDegraded` message carries.
@@ -122,6 +126,13 @@ pub fn pool_counts(fleet: &Fleet, pool: &str, fresh: &dyn Fn(&NodeRecord) -> boo
         }
         if n.is_unavailable() || (n.report.is_some() && !fresh(n)) {
             c.unavailable += 1;
+        }
+        if n.excluded.is_some() && !n.is_updated_to(n.target.as_deref()) {
+            c.excluded += 1;
+            // The fleet's map is ordered by name: the first are the first by name.
+            if c.first_excluded.len() < ExcludedNodes::NAMED {
+                c.first_excluded.push(n.name.clone());
+            }
         }
     }
     c
@@ -248,6 +259,10 @@ pub fn pool(rec: &Rec<PoolRecord>, c: &PoolCounts, halted_by: Option<&str>, now:
             degraded_machine_count: count(c.degraded),
             unavailable_machine_count: count(c.unavailable),
             rollout_halted_by: halted_by.map(str::to_string),
+            excluded: ExcludedNodes {
+                count: count(c.excluded),
+                names: c.first_excluded.clone(),
+            },
             rollback: p.status.rollback.as_ref().map(|rb| RollbackView {
                 to: rb.to.clone(),
                 from: rb.from.clone(),

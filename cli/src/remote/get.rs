@@ -329,7 +329,18 @@ pub(super) fn rows(
                         // How many paths differ from the config (`describe node` lists them).
                         r.push(st.drift_count.to_string());
                         r.push(text(&image_column(st.os.as_ref())));
-                        let reason = st.reason.as_deref().or(st.error.as_deref()).unwrap_or("-");
+                        // Its reason; else why the rollout passes it by (an admin's hold).
+                        let hold = match (&st.excluded, &st.pinned) {
+                            (Some(_), _) => Some("excluded from rollouts".to_string()),
+                            (None, Some(p)) => Some(format!("pinned to {}", p.config)),
+                            (None, None) => None,
+                        };
+                        let reason = st
+                            .reason
+                            .as_deref()
+                            .or(st.error.as_deref())
+                            .or(hold.as_deref())
+                            .unwrap_or("-");
                         r.push(text(reason));
                     }
                     r

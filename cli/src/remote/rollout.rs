@@ -7,7 +7,7 @@ use crate::term::escape;
 use crate::usage::InvalidInput;
 use anyhow::anyhow;
 use clap::Args;
-use hearth_api::views::{NodeView, PoolView};
+use hearth_api::views::{ExcludedNodes, NodeView, PoolView};
 use hearth_api::NodeState;
 use serde_json::Value;
 use std::io::Write;
@@ -92,6 +92,9 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
             if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
                 crate::outln!("reboots {}", escape(w));
             }
+            if let Some(x) = excluded_line(&st.excluded) {
+                crate::outln!("{x}");
+            }
             let rows: Vec<Vec<String>> = nodes
                 .iter()
                 .map(|n| {
@@ -102,8 +105,12 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                     vec![
                         text(&n.metadata.name),
                         node_state(ns).to_string(),
-                        if on_target {
+                        if on_target && ns.pinned.is_some() {
+                            "yes (pinned)".into()
+                        } else if on_target {
                             "yes".into()
+                        } else if ns.excluded.is_some() {
+                            "excluded".into()
                         } else if ns.desired == ns.target {
                             "in progress".into()
                         } else {
@@ -129,11 +136,18 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         } else {
             (updated as usize * width) / total as usize
         };
+        // What the rollout waits for, when it is not the nodes themselves.
+        let waits = if paused {
+            format!(" (paused: `hearth resume mcp {}` goes on)", escape(pool))
+        } else if let Some(w) = st.maintenance.as_ref().and_then(|m| m.waiting.as_deref()) {
+            format!(" (reboots {})", escape(w))
+        } else {
+            String::new()
+        };
         let line = format!(
-            "[{}{}] {updated}/{total} updated, {unavailable} updating, {degraded} degraded{}",
+            "[{}{}] {updated}/{total} updated, {unavailable} updating, {degraded} degraded{waits}",
             "#".repeat(filled),
             "-".repeat(width - filled),
-            if paused { " (paused)" } else { "" }
         );
         if line != last_line {
             if tty {
@@ -149,6 +163,18 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
                 crate::outln!();
             }
             crate::outln!("pool {pool}: every node runs {target}");
+            return Ok(());
+        }
+        // Only nodes an admin excluded are left: the rollout is over without them.
+        let excluded = st.excluded.count;
+        if !paused && halted.is_none() && excluded > 0 && updated + excluded >= total {
+            if tty {
+                crate::outln!();
+            }
+            crate::outln!("pool {pool}: every node in the rollout runs {target}");
+            if let Some(x) = excluded_line(&st.excluded) {
+                crate::outln!("{x}");
+            }
             return Ok(());
         }
         if let Some(n) = halted {
@@ -178,4 +204,22 @@ pub fn rollout(a: &RolloutArgs) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_secs(1));
     }
+}
+
+/// The pool's excluded nodes that do not run its target, and how one comes back.
+fn excluded_line(x: &ExcludedNodes) -> Option<String> {
+    if x.is_none() {
+        return None;
+    }
+    let names: Vec<String> = x.names.iter().map(|n| escape(n).into_owned()).collect();
+    let more = x.count.saturating_sub(names.len() as u64);
+    Some(format!(
+        "excluded from rollouts, not updated: {}{} (`hearth node include NODE` takes one back)",
+        names.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }

@@ -9,6 +9,7 @@ use crate::apply::{Agent, Options, Outcome, SYSTEM_BUS};
 use crate::daemon::Daemon;
 use crate::drift_policy::DriftPolicies;
 use crate::journal::{Journal, Summary};
+use crate::recheck::FileId;
 use crate::source;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -288,10 +289,20 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // Refused while `hearth-agent run` keeps this host in its own desired config.
             let root = Root::open(&target.root)?;
             let _one_keeper = crate::daemon_lock::for_apply(&root)?;
-            let bytes = source::fetch_bytes(&once_from).await?;
             // The same config again on a host verified in it: checked against the compact
-            // index, without parsing it (anything else takes the full path below).
+            // index, without parsing it (anything else takes the full path below); a local file
+            // whose identity the index recorded is not even read.
+            let file_id = source::local_path(&once_from).and_then(FileId::of);
+            if !force
+                && file_id
+                    .as_ref()
+                    .is_some_and(|id| crate::recheck::quick_done_by_file(&root, id, &drift))
+            {
+                return Ok(report(&Outcome::Done));
+            }
+            let bytes = source::fetch_bytes(&once_from).await?;
             if !force && crate::recheck::quick_done(&root, &bytes, &drift) {
+                crate::recheck::record_source_file(&root, &bytes, file_id);
                 return Ok(report(&Outcome::Done));
             }
             let desired = source::parse_bytes(&once_from, bytes.clone())?;
@@ -311,7 +322,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 outcome = agent.sync(desired, policies, &opts).await?;
             }
             if outcome == Outcome::Done {
-                crate::recheck::record(agent.root(), &bytes, &desired_for_index);
+                crate::recheck::record(agent.root(), &bytes, file_id, &desired_for_index);
                 // Steps that were skipped (a unit the built-in policies name that this host does
                 // not have) are in the reason: say so.
                 if let Some(reason) = Summary::load(agent.root())?.reason {

@@ -52,8 +52,64 @@ pub struct Index {
     pub config: String,
     /// sha256 of the user database files the owners were resolved from.
     pub users: String,
+    /// The local file the config was read from, when it had not changed for a while when it was
+    /// read ([`FileId::stable`]): the same file again is the same config without reading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<FileId>,
     /// Every file the verification checks, in the config's order.
     pub files: Vec<Expected>,
+}
+
+/// A local file's identity: if none of these moved, its content did not either (a write moves
+/// the change time, which no one can set back; see [`FileId::stable`] for the one race).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Change time, nanoseconds since the epoch.
+    pub ctime_ns: i128,
+}
+
+/// How long a file's change time must lie in the past for its identity to be kept: a file
+/// written twice within one tick of the file system's clock keeps its change time, so one read
+/// between the two writes would leave the second unseen; this far in the past, the next write
+/// moves it.
+const STABLE_AFTER_NS: i128 = 2_000_000_000;
+
+impl FileId {
+    /// The identity of the file at `path` (followed through links), if it can be read.
+    pub fn of(path: &std::path::Path) -> Option<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Some(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    /// Whether this identity may stand for the content read with it: its change time lies at
+    /// least two seconds before `now_ns`.
+    pub fn stable(&self, now_ns: i128) -> bool {
+        now_ns - self.ctime_ns >= STABLE_AFTER_NS
+    }
+}
+
+/// Now, in nanoseconds since the epoch.
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
 }
 
 /// One file as the verification expects it.
@@ -145,6 +201,23 @@ fn settled(root: &Root) -> Option<(String, String)> {
 /// [`revert`] for where their content comes from); drift under `report`
 /// or `ignore`, or anything that is not a regular file or missing, takes the full path.
 pub fn quick_done(root: &Root, source: &[u8], drift: &DriftPolicies) -> bool {
+    let digest = sha256_hex(source);
+    quick_check(root, drift, |index| index.source == digest)
+}
+
+/// [`quick_done`] for a config read from a local file, without reading it: the file's identity
+/// must be the one the index recorded (a stable one, [`FileId::stable`]).
+pub fn quick_done_by_file(root: &Root, file: &FileId, drift: &DriftPolicies) -> bool {
+    let done = quick_check(root, drift, |index| {
+        index.source_file.as_ref() == Some(file)
+    });
+    if done {
+        tracing::debug!("the config file is the one indexed (same identity): not read again");
+    }
+    done
+}
+
+fn quick_check(root: &Root, drift: &DriftPolicies, same_source: impl Fn(&Index) -> bool) -> bool {
     let Ok(file) = root.open_or_create(LOCK_FILE, 0o600) else {
         return false;
     };
@@ -171,7 +244,7 @@ pub fn quick_done(root: &Root, source: &[u8], drift: &DriftPolicies) -> bool {
     if index.version != RECHECK_VERSION
         || index.name != name
         || index.config != config
-        || index.source != sha256_hex(source)
+        || !same_source(&index)
         || users_digest(root).ok().as_ref() != Some(&index.users)
     {
         return false;
@@ -273,7 +346,13 @@ fn content_of(c: &Config, path: &str) -> Option<Vec<u8>> {
 /// The index of `config`, or `None` when its verification is more than file contents, modes
 /// and owners (users, unit enablement, masks, drop-ins that must be absent) or a file cannot
 /// be resolved.
-pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str) -> Option<Index> {
+pub fn index_of(
+    root: &Root,
+    source: &[u8],
+    source_file: Option<FileId>,
+    desired: &NamedConfig,
+    config: &str,
+) -> Option<Index> {
     let c: &Config = &desired.spec.config;
     if !c.passwd.users.is_empty()
         || c.systemd.units.iter().any(|u| {
@@ -345,14 +424,46 @@ pub fn index_of(root: &Root, source: &[u8], desired: &NamedConfig, config: &str)
         name: desired.name.clone(),
         config: config.to_string(),
         users: users_digest(root).ok()?,
+        source_file: source_file.filter(|f| f.stable(now_ns())),
         files,
     })
+}
+
+/// After a quick check by content found the host in sync: keeps the identity of the local file
+/// the config was read from in the index (when it is stable and the index is this content's), so
+/// that the next check does not read the file at all. Failing only costs that.
+pub fn record_source_file(root: &Root, source: &[u8], source_file: Option<FileId>) {
+    let Some(id) = source_file.filter(|f| f.stable(now_ns())) else {
+        return;
+    };
+    let Some(mut index) = root
+        .read(RECHECK_PATH)
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<Index>(&b).ok())
+    else {
+        return;
+    };
+    if index.source != sha256_hex(source) || index.source_file == Some(id) {
+        return;
+    }
+    index.source_file = Some(id);
+    let written = serde_json::to_vec(&index)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            root.write_atomic(RECHECK_PATH, &b, 0o600, None)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "cannot keep the re-check index {RECHECK_PATH}");
+    }
 }
 
 /// After a full check ended `Done`: keeps the index of the config the journal now records
 /// (unless it is there already), or removes a stale one when this config cannot be indexed.
 /// Failing to write it only costs the next re-check its speed.
-pub fn record(root: &Root, source: &[u8], desired: &NamedConfig) {
+/// `source_file`: the identity of the local file `source` was read from, taken before reading it.
+pub fn record(root: &Root, source: &[u8], source_file: Option<FileId>, desired: &NamedConfig) {
     let Some((name, config)) = settled(root) else {
         return;
     };
@@ -370,16 +481,18 @@ pub fn record(root: &Root, source: &[u8], desired: &NamedConfig) {
     // The users digest too: after an edit of /etc/passwd or /etc/group the kept index no
     // longer answers (`quick` refuses it), so it is rewritten here.
     let users = users_digest(root).ok();
+    let source_file = source_file.filter(|f| f.stable(now_ns()));
     if existing.as_ref().is_some_and(|i| {
         i.version == RECHECK_VERSION
             && i.source == digest
             && i.config == config
             && i.name == name
             && users.as_ref() == Some(&i.users)
+            && i.source_file == source_file
     }) {
         return;
     }
-    let result = match index_of(root, source, desired, &config) {
+    let result = match index_of(root, source, source_file, desired, &config) {
         Some(index) => serde_json::to_vec(&index)
             .map_err(|e| e.to_string())
             .and_then(|bytes| {

@@ -77,6 +77,16 @@ pub async fn fetch_bytes(location: &str) -> Result<Vec<u8>, SourceError> {
     fetch_bytes_within(location, limits::MAX_CONFIG_BYTES, limits::FETCH_TIMEOUT).await
 }
 
+/// The local file a location names (a path or `file://`), or `None` for a URL.
+pub fn local_path(location: &str) -> Option<&Path> {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return None;
+    }
+    Some(Path::new(
+        location.strip_prefix("file://").unwrap_or(location),
+    ))
+}
+
 /// Parses fetched bytes (UTF-8 text, one MachineConfig).
 pub fn parse_bytes(location: &str, bytes: Vec<u8>) -> Result<NamedConfig, SourceError> {
     let text = String::from_utf8(bytes).map_err(|e| SourceError::Read {
@@ -112,7 +122,7 @@ async fn fetch_bytes_within(
             .map_err(|e| read_err(e.to_string()))?
     } else {
         use tokio::io::AsyncReadExt;
-        let path = location.strip_prefix("file://").unwrap_or(location);
+        let path = local_path(location).unwrap_or(Path::new(location));
         let file = tokio::fs::File::open(path)
             .await
             .map_err(|e| read_err(e.to_string()))?;

@@ -225,3 +225,43 @@ fn after_a_users_edit_the_index_is_rewritten_and_the_quick_path_returns() {
     assert_eq!(code(&o), 0, "{o:?}");
     assert!(took_quick_path(&o), "{o:?}");
 }
+
+/// A local config file whose identity (device, inode, size, times) the index keeps is not read
+/// again for a no-op; any write to it (here one of the same size) moves its change time, and the
+/// next run reads it and applies what it now says. A file written less than two seconds before
+/// it was read is not kept by identity (a second write within one tick of the file system's
+/// clock would not move it).
+#[test]
+fn a_config_file_that_did_not_change_is_not_read_again() {
+    let (dir, root) = image_root();
+    let config = mc(dir.path(), "ident", "one", "");
+    let by_identity = |o: &Output| {
+        String::from_utf8_lossy(&o.stderr).contains("the config file is the one indexed")
+    };
+    // Fresh: indexed by content only.
+    assert_eq!(code(&apply(&config, &root, &[])), 0);
+    let o = apply_logged(&config, &root);
+    assert!(
+        took_quick_path(&o) && !by_identity(&o),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Once it is two seconds old, a no-op records its identity, and the next is not read.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(code(&apply(&config, &root, &[])), 0);
+    let index = std::fs::read_to_string(root.join(INDEX)).unwrap();
+    assert!(index.contains("source_file"), "{index}");
+    let o = apply_logged(&config, &root);
+    assert_eq!(code(&o), 0);
+    assert!(by_identity(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    // The same size, another content: read, and applied.
+    let again = mc(dir.path(), "ident", "two", "");
+    assert_eq!(again, config);
+    let o = apply_logged(&config, &root);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!by_identity(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/rc/a.conf")).unwrap(),
+        "two"
+    );
+}

@@ -83,12 +83,28 @@ impl Agent {
         let back = plan(&desired, &current, &j.policies);
         let managed_before = managed_paths(&desired.config);
         let mut problems = Vec::new();
+        // An undo step that failed on a path counts only when something is left to undo there:
+        // a path the current config manages, when the verification below finds it not as that
+        // config has it; any other path (what the apply would have created), when it exists now
+        // or existed before the apply. A write that failed wrote nothing, and undoing it may
+        // fail the same way (a path beneath a regular file cannot even be looked up) while
+        // there is nothing to undo.
+        let verified = managed_paths(&current.config);
+        let preexisting = self.load_preexisting();
+        let mut failed_on_paths: Vec<(String, String)> = Vec::new();
         for action in back.actions.iter().filter(|a| !is_os_action(a)) {
             if let Err(e) = self
                 .execute(action, &managed_before, &BTreeSet::new())
                 .await
             {
-                problems.push(format!("undo ({action}): {}", e.cause));
+                let problem = format!("undo ({action}): {}", e.cause);
+                if verified.contains(&e.object) {
+                    failed_on_paths.push((e.object.clone(), problem));
+                } else if !preexisting.contains(&e.object) && self.cannot_exist(&e.object) {
+                    tracing::info!(path = %e.object, "{problem}; the path does not exist: nothing to undo");
+                } else {
+                    problems.push(problem);
+                }
             }
         }
         if let Err(e) = self.sync_written_dirs() {
@@ -105,6 +121,13 @@ impl Agent {
         // Drift the undo did not touch (a hand edit left in place under `report`, or exempt
         // under `ignore`) is not an incomplete undo.
         let (mismatches, drift) = drift_policies.split(mismatches, &touched_paths(&back));
+        for (path, problem) in failed_on_paths {
+            if mismatches.iter().any(|m| m.subject == path) {
+                problems.push(problem);
+            } else {
+                tracing::info!(%path, "{problem}; the path is as the current config has it: nothing to undo");
+            }
+        }
         problems.extend(mismatches.iter().map(|m| format!("after undo: {m}")));
         let _ = self.root.remove(Self::PREEXISTING);
         let full = if problems.is_empty() {
@@ -128,5 +151,25 @@ impl Agent {
         j.drift = drift;
         j.save(&self.root)?;
         Ok(Outcome::Degraded(full))
+    }
+}
+
+impl Agent {
+    /// Whether nothing is at `path`: it does not exist, or a component of it is not a directory.
+    fn cannot_exist(&self, path: &str) -> bool {
+        match self.root.stat(path) {
+            Ok(None) => true,
+            Ok(Some(_)) => false,
+            Err(e) => {
+                e.is_not_found()
+                    || matches!(
+                        e,
+                        hearth_hostops::fs::FsError::Sys {
+                            errno: nix::errno::Errno::ENOTDIR,
+                            ..
+                        }
+                    )
+            }
+        }
     }
 }

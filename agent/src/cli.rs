@@ -292,7 +292,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // The same config again on a host verified in it: checked against the compact
             // index, without parsing it (anything else takes the full path below); a local file
             // whose identity the index recorded is not even read.
-            let file_id = source::local_path(&once_from).and_then(FileId::of);
+            // Opened once: its identity and its content from the same open file.
+            let local = source::local_path(&once_from).and_then(|p| std::fs::File::open(p).ok());
+            let file_id = local.as_ref().and_then(FileId::of_open);
             if !force
                 && file_id
                     .as_ref()
@@ -300,7 +302,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             {
                 return Ok(report(&Outcome::Done));
             }
-            let bytes = source::fetch_bytes(&once_from).await?;
+            let bytes = match local {
+                Some(file) => source::read_open(&once_from, file)?,
+                None => source::fetch_bytes(&once_from).await?,
+            };
             if !force && crate::recheck::quick_done(&root, &bytes, &drift) {
                 crate::recheck::record_source_file(&root, &bytes, file_id);
                 return Ok(report(&Outcome::Done));

@@ -53,7 +53,7 @@ pub struct Index {
     /// sha256 of the user database files the owners were resolved from.
     pub users: String,
     /// The local file the config was read from, when it had not changed for a while when it was
-    /// read ([`FileId::stable`]): the same file again is the same config without reading it.
+    /// opened ([`FileId::of_open`]): the same file again is the same config without reading it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_file: Option<FileId>,
     /// Every file the verification checks, in the config's order.
@@ -61,7 +61,8 @@ pub struct Index {
 }
 
 /// A local file's identity: if none of these moved, its content did not either (a write moves
-/// the change time, which no one can set back; see [`FileId::stable`] for the one race).
+/// the change time, which only a clock set back could bring back; see [`FileId::of_open`] for
+/// the race with the file system's clock tick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileId {
     /// Device.
@@ -82,25 +83,44 @@ pub struct FileId {
 /// moves it.
 const STABLE_AFTER_NS: i128 = 2_000_000_000;
 
+/// File systems whose attributes a client may cache, or another host may change behind it (NFS,
+/// SMB, FUSE, 9P, Ceph, AFS): a config on one is always read.
+const REMOTE_FILE_SYSTEMS: &[i64] = &[
+    0x6969,      // NFS
+    0xFE53_4D42, // SMB2
+    0xFF53_4D42, // CIFS
+    0x517B,      // SMB
+    0x6573_5546, // FUSE
+    0x0102_1997, // 9P
+    0x00C3_6400, // Ceph
+    0x5346_414F, // AFS
+];
+
 impl FileId {
-    /// The identity of the file at `path` (followed through links), if it can be read.
-    pub fn of(path: &std::path::Path) -> Option<FileId> {
+    /// The identity of an open file, when it may stand for the content read from that same open
+    /// file: a regular file on a local file system whose change time lies at least two seconds
+    /// before now (taken here, before the content is read).
+    pub fn of_open(file: &std::fs::File) -> Option<FileId> {
         use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
+        let m = file.metadata().ok()?;
+        if !m.is_file() {
+            return None;
+        }
+        let fs = nix::sys::statfs::fstatfs(file).ok()?;
+        #[allow(clippy::unnecessary_cast)] // the type of f_type differs between targets
+        let fs_type = fs.filesystem_type().0 as i64;
+        if REMOTE_FILE_SYSTEMS.contains(&fs_type) {
+            return None;
+        }
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-        Some(FileId {
+        let id = FileId {
             dev: m.dev(),
             ino: m.ino(),
             size: m.size(),
             mtime_ns: ns(m.mtime(), m.mtime_nsec()),
             ctime_ns: ns(m.ctime(), m.ctime_nsec()),
-        })
-    }
-
-    /// Whether this identity may stand for the content read with it: its change time lies at
-    /// least two seconds before `now_ns`.
-    pub fn stable(&self, now_ns: i128) -> bool {
-        now_ns - self.ctime_ns >= STABLE_AFTER_NS
+        };
+        (now_ns() - id.ctime_ns >= STABLE_AFTER_NS).then_some(id)
     }
 }
 
@@ -206,7 +226,7 @@ pub fn quick_done(root: &Root, source: &[u8], drift: &DriftPolicies) -> bool {
 }
 
 /// [`quick_done`] for a config read from a local file, without reading it: the file's identity
-/// must be the one the index recorded (a stable one, [`FileId::stable`]).
+/// must be the one the index recorded ([`FileId::of_open`]).
 pub fn quick_done_by_file(root: &Root, file: &FileId, drift: &DriftPolicies) -> bool {
     let done = quick_check(root, drift, |index| {
         index.source_file.as_ref() == Some(file)
@@ -424,7 +444,7 @@ pub fn index_of(
         name: desired.name.clone(),
         config: config.to_string(),
         users: users_digest(root).ok()?,
-        source_file: source_file.filter(|f| f.stable(now_ns())),
+        source_file,
         files,
     })
 }
@@ -433,7 +453,7 @@ pub fn index_of(
 /// the config was read from in the index (when it is stable and the index is this content's), so
 /// that the next check does not read the file at all. Failing only costs that.
 pub fn record_source_file(root: &Root, source: &[u8], source_file: Option<FileId>) {
-    let Some(id) = source_file.filter(|f| f.stable(now_ns())) else {
+    let Some(id) = source_file else {
         return;
     };
     let Some(mut index) = root
@@ -462,7 +482,8 @@ pub fn record_source_file(root: &Root, source: &[u8], source_file: Option<FileId
 /// After a full check ended `Done`: keeps the index of the config the journal now records
 /// (unless it is there already), or removes a stale one when this config cannot be indexed.
 /// Failing to write it only costs the next re-check its speed.
-/// `source_file`: the identity of the local file `source` was read from, taken before reading it.
+/// `source_file`: the identity of the open local file `source` was read from
+/// ([`FileId::of_open`]).
 pub fn record(root: &Root, source: &[u8], source_file: Option<FileId>, desired: &NamedConfig) {
     let Some((name, config)) = settled(root) else {
         return;
@@ -481,7 +502,6 @@ pub fn record(root: &Root, source: &[u8], source_file: Option<FileId>, desired: 
     // The users digest too: after an edit of /etc/passwd or /etc/group the kept index no
     // longer answers (`quick` refuses it), so it is rewritten here.
     let users = users_digest(root).ok();
-    let source_file = source_file.filter(|f| f.stable(now_ns()));
     if existing.as_ref().is_some_and(|i| {
         i.version == RECHECK_VERSION
             && i.source == digest

@@ -87,6 +87,35 @@ pub fn local_path(location: &str) -> Option<&Path> {
     ))
 }
 
+/// The content of a local config file already open (`location` names it in errors), bounded as
+/// [`fetch_bytes`] bounds it.
+pub fn read_open(location: &str, file: std::fs::File) -> Result<Vec<u8>, SourceError> {
+    read_open_within(location, file, limits::MAX_CONFIG_BYTES)
+}
+
+fn read_open_within(location: &str, file: std::fs::File, max: u64) -> Result<Vec<u8>, SourceError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SourceError::Read {
+            source_name: location.to_string(),
+            message: e.to_string(),
+        })?;
+    if bytes.len() as u64 > max {
+        return Err(SourceError::Read {
+            source_name: location.to_string(),
+            message: limits::BodyError::TooLarge {
+                what: "a MachineConfig",
+                limit: limits::human(max),
+                declared: None,
+            }
+            .to_string(),
+        });
+    }
+    Ok(bytes)
+}
+
 /// Parses fetched bytes (UTF-8 text, one MachineConfig).
 pub fn parse_bytes(location: &str, bytes: Vec<u8>) -> Result<NamedConfig, SourceError> {
     let text = String::from_utf8(bytes).map_err(|e| SourceError::Read {
@@ -121,27 +150,13 @@ async fn fetch_bytes_within(
             .await
             .map_err(|e| read_err(e.to_string()))?
     } else {
-        use tokio::io::AsyncReadExt;
+        // A local file, read on a blocking thread (the daemon's other tasks go on meanwhile).
         let path = local_path(location).unwrap_or(Path::new(location));
-        let file = tokio::fs::File::open(path)
+        let file = std::fs::File::open(path).map_err(|e| read_err(e.to_string()))?;
+        let owned = location.to_string();
+        tokio::task::spawn_blocking(move || read_open_within(&owned, file, max))
             .await
-            .map_err(|e| read_err(e.to_string()))?;
-        let mut bytes = Vec::new();
-        file.take(max + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| read_err(e.to_string()))?;
-        if bytes.len() as u64 > max {
-            return Err(read_err(
-                limits::BodyError::TooLarge {
-                    what: "a MachineConfig",
-                    limit: limits::human(max),
-                    declared: None,
-                }
-                .to_string(),
-            ));
-        }
-        bytes
+            .map_err(|e| read_err(e.to_string()))??
     };
     Ok(bytes)
 }

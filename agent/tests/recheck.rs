@@ -238,8 +238,11 @@ fn a_config_file_that_did_not_change_is_not_read_again() {
     let by_identity = |o: &Output| {
         String::from_utf8_lossy(&o.stderr).contains("the config file is the one indexed")
     };
-    // Fresh: indexed by content only.
+    // Fresh: indexed by content only (its identity is judged when it is opened, however long
+    // the apply then takes).
     assert_eq!(code(&apply(&config, &root, &[])), 0);
+    let index = std::fs::read_to_string(root.join(INDEX)).unwrap();
+    assert!(!index.contains("source_file"), "{index}");
     let o = apply_logged(&config, &root);
     assert!(
         took_quick_path(&o) && !by_identity(&o),

@@ -4,13 +4,19 @@
 
 use std::process::Command;
 
-#[test]
-fn a_failed_step_is_logged_with_its_object() {
+/// A scratch image root with the user database the configs' owners resolve against.
+fn image_root() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
     std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    (dir, root)
+}
+
+#[test]
+fn a_failed_step_is_logged_with_its_object() {
+    let (dir, root) = image_root();
     // A regular file where the config needs a directory: writing beneath it fails.
     std::fs::write(root.join("etc/rc"), "x").unwrap();
     let config = dir.path().join("c1.yaml");
@@ -61,11 +67,7 @@ fn a_failed_step_is_logged_with_its_object() {
 /// undo.
 #[test]
 fn a_write_that_failed_and_wrote_nothing_is_not_an_incomplete_undo() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("etc")).unwrap();
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    let (dir, root) = image_root();
     std::fs::write(root.join("etc/rc"), "x").unwrap();
     let config = |name: &str, files: &str| {
         let p = dir.path().join(format!("{name}.yaml"));

@@ -210,8 +210,9 @@ pub struct CredentialReset {
     pub name: String,
     /// False when the node had no credential.
     pub credential_revoked: bool,
-    /// Set when the reset hands the name to a second machine: machines without the node's
-    /// credential still claim its name (and the node itself was heard from lately).
+    /// Set when the reset hands the name to a second machine: claims of the name by a machine
+    /// without the node's credential were refused lately, and the node itself was heard from
+    /// since they began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
 }

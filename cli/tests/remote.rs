@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{columns, examples, setup, JsonValue};
+use common::{columns, examples, setup, Env, JsonValue};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
@@ -303,26 +303,14 @@ fn invalid_manifests_and_flags_and_env() {
 
 #[test]
 fn rollout_status_follows_a_rollout() {
-    let env = setup();
-    env.login();
-    let mc = |content: &str| {
-        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
-    };
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, mc("one")).unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
-    let nodes: Vec<String> = (0..2).map(|i| env.enroll(&format!("w{i}"))).collect();
-    for n in &nodes {
-        let d = env.desired(n);
-        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
-    }
+    let (env, file, nodes) = two_workers_done();
     let out = env.ok(&["rollout", "status", "worker", "--watch", "--timeout", "10"]);
     assert!(
         out.contains("2/2 updated") && out.contains("every node runs"),
         "{out}"
     );
 
-    std::fs::write(&file, mc("two")).unwrap();
+    std::fs::write(&file, worker_mc("two")).unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let out = env.ok(&["rollout", "status", "worker"]);
     assert!(
@@ -361,7 +349,7 @@ fn rollout_status_follows_a_rollout() {
     );
 
     // A degraded node halts the rollout: --watch says so and exits 1.
-    std::fs::write(&file, mc("three")).unwrap();
+    std::fs::write(&file, worker_mc("three")).unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let d = env.desired(&nodes[0]);
     env.report(
@@ -655,14 +643,11 @@ fn rollback_mcp_shows_in_describe() {
     let env = setup();
     env.login();
     let file = env.dir.path().join("mc.yaml");
-    let mc = |content: &str| {
-        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
-    };
-    std::fs::write(&file, mc("one")).unwrap();
+    std::fs::write(&file, worker_mc("one")).unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let cred = env.enroll("w0");
     let first = env.desired(&cred);
-    std::fs::write(&file, mc("two")).unwrap();
+    std::fs::write(&file, worker_mc("two")).unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let out = env.ok(&["rollback", "mcp", "worker"]);
     assert!(
@@ -787,21 +772,9 @@ fn apply_refuses_a_misspelled_field_unless_asked_to_warn() {
 /// node runs the target instead of waiting forever at 1/2.
 #[test]
 fn rollout_status_names_excluded_nodes_and_a_watch_ends_without_them() {
-    let env = setup();
-    env.login();
-    let mc = |content: &str| {
-        format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
-    };
-    let file = env.dir.path().join("mc.yaml");
-    std::fs::write(&file, mc("one")).unwrap();
-    env.ok(&["apply", "-f", file.to_str().unwrap()]);
-    let nodes: Vec<String> = (0..2).map(|i| env.enroll(&format!("w{i}"))).collect();
-    for n in &nodes {
-        let d = env.desired(n);
-        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
-    }
+    let (env, file, nodes) = two_workers_done();
     env.ok(&["node", "exclude", "w1"]);
-    std::fs::write(&file, mc("two")).unwrap();
+    std::fs::write(&file, worker_mc("two")).unwrap();
     env.ok(&["apply", "-f", file.to_str().unwrap()]);
     let d = env.desired(&nodes[0]);
     env.report(
@@ -835,4 +808,25 @@ fn rollout_status_names_excluded_nodes_and_a_watch_ends_without_them() {
             && out.contains("excluded from rollouts, not updated: w1"),
         "{out}"
     );
+}
+
+/// The worker MachineConfig `10-a` writing `content` to `/etc/a`.
+fn worker_mc(content: &str) -> String {
+    format!("apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        contents:\n          source: data:,{content}\n")
+}
+
+/// A logged-in server with `10-a` (`one`) applied from `mc.yaml` and two workers Done in it:
+/// the server, that file, and the workers' credentials.
+fn two_workers_done() -> (Env, std::path::PathBuf, Vec<String>) {
+    let env = setup();
+    env.login();
+    let file = env.dir.path().join("mc.yaml");
+    std::fs::write(&file, worker_mc("one")).unwrap();
+    env.ok(&["apply", "-f", file.to_str().unwrap()]);
+    let nodes: Vec<String> = (0..2).map(|i| env.enroll(&format!("w{i}"))).collect();
+    for n in &nodes {
+        let d = env.desired(n);
+        env.report(n, json!({"state": "Done", "current": d, "desired": d}));
+    }
+    (env, file, nodes)
 }

@@ -88,8 +88,9 @@ pub struct DecodeWarning {
     pub did_you_mean: Option<&'static str>,
 }
 
-/// How many unknown fields of one document get a "did you mean".
-const MAX_SUGGESTIONS: usize = 100;
+/// How many unknown fields of one decoded part (a document's metadata, spec, or config) get a
+/// "did you mean".
+const MAX_SUGGESTIONS: usize = 20;
 /// A key longer than this misspells no field (the longest is some 40 characters).
 const MAX_SUGGESTED_KEY: usize = 64;
 
@@ -107,10 +108,14 @@ pub fn closest(key: &str, known: &[&'static str]) -> Option<&'static str> {
     }) {
         return Some(f);
     }
-    let limit = (k.chars().count() / 3).clamp(1, 3);
+    let len = k.chars().count();
+    let limit = (len / 3).clamp(1, 3);
     known
         .iter()
-        .map(|f| (edit_distance(&k, &norm(f)), *f))
+        .map(|f| (norm(f), *f))
+        // A field whose length differs by more than the limit is farther than it: not compared.
+        .filter(|(n, _)| n.chars().count().abs_diff(len) <= limit)
+        .map(|(n, f)| (edit_distance(&k, &n), f))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, f)| f)

@@ -13,7 +13,7 @@ use hearth_api::admin::{
     TokenAnswer, TokenRequest,
 };
 use hearth_api::{RequestAnswer, RestoreFileRequest};
-use hearth_config::manifest::FieldValidation;
+use hearth_config::manifest::{read_str_with, FieldValidation};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -54,18 +54,29 @@ pub fn apply(a: &ApplyArgs) -> anyhow::Result<()> {
         });
     }
     let c = Client::new(&a.conn)?;
-    let mut query = Vec::new();
-    if a.dry_run {
-        query.push("dryRun=true".to_string());
+    // The unknown fields, checked here too: a server from before `fieldValidation` ignores it
+    // and reads them with a warning.
+    if a.validate == FieldValidation::Strict {
+        let unknown: Vec<hearth_config::diag::Diagnostic> = files
+            .iter()
+            .flat_map(|f| read_str_with(&f.name, &f.text, FieldValidation::Strict).1)
+            .filter(|d| d.is_error() && d.message.starts_with("unknown field"))
+            .collect();
+        if !unknown.is_empty() {
+            let shown: Vec<_> = unknown.iter().map(Into::into).collect();
+            print_diagnostics(&shown);
+            eprintln!(
+                "error: {} unknown field(s) in the manifests; nothing was applied",
+                unknown.len()
+            );
+            return Err(InvalidInput.into());
+        }
     }
-    if a.validate != FieldValidation::Strict {
-        query.push(format!("fieldValidation={}", a.validate));
-    }
-    let path = if query.is_empty() {
-        "/api/v1/manifests".to_string()
-    } else {
-        format!("/api/v1/manifests?{}", query.join("&"))
-    };
+    let path = format!(
+        "/api/v1/manifests?fieldValidation={}{}",
+        a.validate,
+        if a.dry_run { "&dryRun=true" } else { "" }
+    );
     let body = Some((
         "application/vnd.hearth.apply+json",
         serde_json::to_vec(&ApplyRequest { files })?,

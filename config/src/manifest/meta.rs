@@ -40,6 +40,10 @@ struct MetaWire {
     self_link: Option<serde_json::Value>,
     #[serde(default)]
     generate_name: Option<serde_json::Value>,
+    #[serde(default)]
+    deletion_timestamp: Option<serde_json::Value>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<serde_json::Value>,
 }
 
 impl Reader<'_> {
@@ -82,6 +86,8 @@ impl Reader<'_> {
             wire.finalizers,
             wire.self_link,
             wire.generate_name,
+            wire.deletion_timestamp,
+            wire.deletion_grace_period_seconds,
         );
         let name = wire.name.unwrap_or_default();
         if let Some(msg) = check_object_name(&name) {

@@ -2,7 +2,9 @@
 //! and its items, and unsubstituted OpenShift Template parameters (`${{NAME}}`), reported as
 //! such instead of as type errors.
 
+use super::paths::join;
 use super::read::Reader;
+use crate::de::{closest, DecodeWarning};
 use crate::diag::Diagnostic;
 use crate::model::MCO_API_VERSION;
 use crate::node::{Node, NodeValue};
@@ -64,6 +66,8 @@ impl Reader<'_> {
             return;
         }
 
+        self.top_level_keys(doc, base, kind, &object);
+
         let Some(kind) = kind else {
             self.diags.push(
                 Diagnostic::error(self.file, Some(doc.line), &prefix("kind"), "kind is missing; expected MachineConfig, MachineConfigPool, Node, MachineConfiguration or List")
@@ -112,6 +116,45 @@ impl Reader<'_> {
                 .with_object(object),
             ),
         }
+    }
+}
+
+/// The keys a document of every kind may have at its top (what `oc get -o yaml` prints included).
+const TOP_LEVEL: &[&str] = &["apiVersion", "kind", "metadata", "spec", "status"];
+/// A List's.
+const LIST_TOP_LEVEL: &[&str] = &["apiVersion", "kind", "metadata", "items"];
+
+impl Reader<'_> {
+    /// A key at a document's top that no kind has (`spce:`) is an unknown field like any other
+    /// (its validation applies); a List's items are read as documents of their own.
+    fn top_level_keys(
+        &mut self,
+        doc: &Node,
+        base: &str,
+        kind: Option<&str>,
+        object: &Option<String>,
+    ) {
+        let NodeValue::Map(entries) = &doc.value else {
+            return;
+        };
+        let known = match kind {
+            Some(k) if k.ends_with("List") => LIST_TOP_LEVEL,
+            Some("MachineConfig" | "MachineConfigPool" | "Node" | "MachineConfiguration")
+            | None => TOP_LEVEL,
+            // Kinds hearth skips: their keys are theirs.
+            Some(_) => return,
+        };
+        let warnings: Vec<DecodeWarning> = entries
+            .iter()
+            .filter(|(key, _)| !known.contains(&key.as_str()))
+            .map(|(key, value)| DecodeWarning {
+                path: join(base, key),
+                line: value.line,
+                message: "unknown field, ignored".to_string(),
+                did_you_mean: closest(key, known),
+            })
+            .collect();
+        self.push_warnings(object, warnings);
     }
 }
 

@@ -25,6 +25,9 @@ struct PoolSpecWire {
     configuration: Option<serde_json::Value>,
     #[serde(default)]
     os_image_stream: Option<serde_json::Value>,
+    // The MCO's pinned images (a feature gate of its own); hearth pins no images.
+    #[serde(default)]
+    pinned_image_sets: Option<serde_json::Value>,
 }
 
 impl Reader<'_> {
@@ -54,7 +57,7 @@ impl Reader<'_> {
             }
         };
         self.push_warnings(&object, warnings);
-        let _ = wire.configuration;
+        let _ = (wire.configuration, wire.pinned_image_sets);
         if wire.os_image_stream.is_some() {
             self.diags.push(
                 Diagnostic::warning(

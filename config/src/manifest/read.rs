@@ -239,7 +239,8 @@ impl Reader<'_> {
                     format!(
                         "unknown field: it is in none of the schemas hearth reads (the MCO's \
                          types, Ignition 2.2 to 3.x){hint} (to have unknown fields ignored \
-                         with a warning: --validate=warn)"
+                         with a warning: hearth --validate=warn, the API's \
+                         ?fieldValidation=Warn)"
                     ),
                 ),
             };

@@ -184,6 +184,8 @@ metadata:
   managedFields:
   - manager: kubectl
     operation: Update
+  deletionTimestamp: "2024-01-02T00:00:00Z"
+  deletionGracePeriodSeconds: 0
 spec:
   config:
     ignition:
@@ -205,6 +207,7 @@ spec:
   nodeSelector:
     matchLabels:
       node-role.kubernetes.io/edge: ""
+  pinnedImageSets: []
 status:
   machineCount: 3
 "#;
@@ -264,4 +267,24 @@ fn an_unknown_field_is_a_warning_or_nothing_when_asked() {
         ]
     );
     assert!("lenient".parse::<FieldValidation>().is_err());
+}
+
+#[test]
+fn an_unknown_key_at_a_documents_top_is_an_unknown_field_too() {
+    let text = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: x\nspce:\n  config:\n    ignition:\n      version: 3.2.0\n";
+    let (_, diags) = read_str_with("t.yaml", text, FieldValidation::Strict);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(diags[0].is_error() && diags[0].path == "spce", "{diags:?}");
+    assert!(
+        diags[0].message.contains("did you mean `spec`?"),
+        "{diags:?}"
+    );
+    // A List's items are documents of their own; its own keys are a List's.
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}\n",
+        text.replace('\n', "\n  ").trim_end()
+    );
+    let (_, diags) = read_str_with("l.yaml", &list, FieldValidation::Strict);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].path, "items[0].spce", "{diags:?}");
 }

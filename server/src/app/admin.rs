@@ -329,23 +329,23 @@ impl App {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let c = claims.recent(name, t)?;
-        let heard = self
+        // The node itself heard from since the claims began: two machines use the name (a
+        // reinstalled node is silent with its old credential, and claims the name itself).
+        let seen = self
             .snapshot()
             .nodes
             .get(name)
             .and_then(|n| self.last_seen(&n.value))
-            .map(|s| {
-                format!(
-                    "; the node itself was heard from {} s ago",
-                    t.saturating_sub(s)
-                )
-            })
-            .unwrap_or_default();
+            .filter(|s| *s > c.first)?;
+        let heard = format!(
+            "; the node itself was heard from {} s ago",
+            t.saturating_sub(seen)
+        );
         Some(format!(
-            "{} machine(s) without this node's credential claimed its name, the last {} s ago{} \
-             with pool {}'s bootstrap token{heard}: the name now goes to whichever enrolls first. \
-             If the node was not reinstalled, stop the other machine (or give it another name) \
-             and reset again",
+            "{} refused claim(s) of this node's name by a machine without its credential, the \
+             last {} s ago{} with pool {}'s bootstrap token{heard}: two machines use the name, \
+             and it now goes to whichever enrolls first. Stop the other machine (or give it \
+             another name) and reset again",
             c.count,
             t.saturating_sub(c.last),
             c.from

@@ -80,6 +80,11 @@ impl App {
             }
         };
         self.seen(&req.node);
+        // Enrolled: earlier refused claims of the name were this machine's (a reinstall).
+        self.refused_claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(&req.node);
         Ok(EnrollResponse {
             node: req.node.clone(),
             pool,

@@ -33,8 +33,9 @@ pub(super) struct ApplyQuery {
     file: Option<String>,
     #[serde(default)]
     dry_run: bool,
-    /// What an unknown field is: `Strict` (the default), `Warn` or `Ignore`, as the Kubernetes
-    /// API's `fieldValidation`.
+    /// What an unknown field is: `Strict`, `Warn` (the default, as the Kubernetes API's, and
+    /// what clients before this parameter got) or `Ignore`. `hearth apply` sends `Strict` unless
+    /// told otherwise.
     #[serde(default)]
     field_validation: Option<String>,
 }
@@ -69,7 +70,7 @@ pub(super) async fn apply(
         }]
     };
     let validation = match q.field_validation.as_deref() {
-        None => FieldValidation::Strict,
+        None => FieldValidation::Warn,
         Some(v) => v.parse().map_err(|e: String| {
             ApiError::bad_request(format!("{e} (the query's fieldValidation)"))
         })?,

@@ -279,9 +279,10 @@ async fn invalid_manifests_are_refused_whole_with_file_line_and_field() {
 }
 
 /// A misspelled field (issue 35): `maxUnavailble` once reset a pool's `maxUnavailable` to the
-/// default and `storage.file` made a config that writes nothing, applied with a warning. Now the
-/// apply is refused naming the field it misspells, the live pool keeps its value, and
-/// `?fieldValidation=Warn` applies it with the warning as before.
+/// default and `storage.file` made a config that writes nothing, applied with a warning. With
+/// `?fieldValidation=Strict` (what `hearth apply` sends) the apply is refused naming the field it
+/// misspells and the live pool keeps its value; without the parameter (a client from before it)
+/// or with `Warn`, it is applied with the warning as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misspelled_field_is_refused_naming_the_one_it_misspells() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,7 +296,18 @@ async fn a_misspelled_field_is_refused_naming_the_one_it_misspells() {
     let a = api.apply_text("edge.yaml", &pool("maxUnavailable")).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     let before = s.app.snapshot().revision;
-    let a = api.apply_text("edge.yaml", &pool("maxUnavailble")).await;
+    let strict = |text: String| {
+        api.send(
+            api.client
+                .post(format!(
+                    "{}/api/v1/manifests?file=edge.yaml&fieldValidation=Strict",
+                    api.base
+                ))
+                .bearer_auth(&api.token)
+                .body(text),
+        )
+    };
+    let a = strict(pool("maxUnavailble")).await;
     assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", a.text);
     let d = &a.json["diagnostics"][0];
     assert_eq!(d["path"], "spec.maxUnavailble", "{}", a.text);
@@ -303,7 +315,8 @@ async fn a_misspelled_field_is_refused_naming_the_one_it_misspells() {
     assert_eq!(d["line"], 12);
     let message = d["message"].as_str().unwrap();
     assert!(
-        message.contains("did you mean `maxUnavailable`?"),
+        message.contains("did you mean `maxUnavailable`?")
+            && message.contains("?fieldValidation=Warn"),
         "{message}"
     );
     assert_eq!(s.app.snapshot().revision, before, "nothing stored");
@@ -321,6 +334,14 @@ async fn a_misspelled_field_is_refused_naming_the_one_it_misspells() {
                 .body(pool("maxUnavailble")),
         )
         .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert!(
+        a.text.contains("did you mean `maxUnavailable`?"),
+        "{}",
+        a.text
+    );
+    // Without the parameter: as before it existed, applied with the warning.
+    let a = api.apply_text("edge.yaml", &pool("maxUnavailble")).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
     assert!(
         a.text.contains("did you mean `maxUnavailable`?"),

@@ -366,7 +366,7 @@ fn content_of(c: &Config, path: &str) -> Option<Vec<u8>> {
 /// The index of `config`, or `None` when its verification is more than file contents, modes
 /// and owners (users, unit enablement, masks, drop-ins that must be absent) or a file cannot
 /// be resolved.
-pub fn index_of(
+fn index_of(
     root: &Root,
     source: &[u8],
     source_file: Option<FileId>,

@@ -7,6 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::image_root;
+
 const INDEX: &str = "var/lib/hearth/recheck.json";
 
 fn mc(dir: &Path, name: &str, body: &str, extra: &str) -> PathBuf {
@@ -51,16 +53,6 @@ fn took_quick_path(o: &Output) -> bool {
     String::from_utf8_lossy(&o.stderr)
         .lines()
         .any(|l| l.contains("quick re-check") && l.contains("differ=0"))
-}
-
-/// A scratch image root with the user database the configs' owners resolve against.
-fn image_root() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("etc")).unwrap();
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    (dir, root)
 }
 
 fn code(o: &Output) -> i32 {

@@ -4,15 +4,7 @@
 
 use std::process::Command;
 
-/// A scratch image root with the user database the configs' owners resolve against.
-fn image_root() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("etc")).unwrap();
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
-    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    (dir, root)
-}
+use crate::common::image_root;
 
 #[test]
 fn a_failed_step_is_logged_with_its_object() {

@@ -115,38 +115,10 @@ pub fn closest(key: &str, known: &[&'static str]) -> Option<&'static str> {
         .map(|f| (norm(f), *f))
         // A field whose length differs by more than the limit is farther than it: not compared.
         .filter(|(n, _)| n.chars().count().abs_diff(len) <= limit)
-        .map(|(n, f)| (edit_distance(&k, &n), f))
+        .map(|(n, f)| (strsim::osa_distance(&k, &n), f))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, f)| f)
-}
-
-/// Edit distance with transpositions (optimal string alignment), in characters: a swapped pair
-/// of letters (`mdoe`) is one edit. O(len(a) * len(b)), both short (keys over
-/// [`MAX_SUGGESTED_KEY`] are not compared).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// Decodes `node` into `T`. `base` is the path prefix of `node` (empty for a document root).

@@ -199,8 +199,9 @@ impl Agent {
         let _busy = crate::watchdog::busy("staging the OS change", crate::watchdog::STAGE_MAX);
         // With boot counting the ESP follows ostree before a new deployment (libostree's
         // clean-up after the staging removes the boot version the ESP's entries name when it
-        // lags behind).
-        if let Err(why) = self.sync_boot_entries() {
+        // lags behind). `os.json` is read once for the whole staging.
+        let counting = self.boot_counting();
+        if let Err(why) = self.sync_boot_entries_with(counting.as_ref()) {
             return Err(failed(
                 BOOT_ENTRIES_UNIT,
                 &format_args!(
@@ -235,7 +236,7 @@ impl Agent {
                 }
             }
         }
-        if let Err(why) = self.prepare_boot_counting(&staged).await {
+        if let Err(why) = self.prepare_boot_counting(&staged, counting.as_ref()).await {
             self.cancel_pending_os().await;
             return Err(failed(
                 BOOT_ENTRIES_UNIT,
@@ -271,17 +272,18 @@ impl Agent {
     async fn prepare_boot_counting(
         &self,
         staged: &hearth_hostops::os::StagedDeployment,
+        counting: Option<&bootcount::BootCounting>,
     ) -> Result<(), String> {
-        let Some(counting) = self.boot_counting() else {
+        let Some(counting) = counting else {
             return Ok(());
         };
-        let removed = bootcount::forget(&self.root_path, &counting, &staged.deployment.id)
+        let removed = bootcount::forget(&self.root_path, counting, &staged.deployment.id)
             .map_err(|e| format!("its old boot entries cannot be removed from the ESP: {e}"))?;
         if !removed.is_empty() {
             tracing::info!(?removed, "old boot entries of the new deployment removed");
         }
         if staged.finalization != hearth_hostops::os::Finalization::AtShutdown {
-            return self.sync_boot_entries();
+            return self.sync_boot_entries_with(Some(counting));
         }
         // At shutdown ostree's finalization removes the boot version the ESP's entries name:
         // the sync right after it must not run out of room.
@@ -295,7 +297,7 @@ impl Agent {
         let new = &staged.deployment.boot_checksum;
         bootcount::check_room(
             &self.root_path,
-            &counting,
+            counting,
             &staged.deployment.id,
             new,
             &[booted.as_str(), new.as_str()],
@@ -323,7 +325,7 @@ impl Agent {
     /// Drops a staged (or pending) OS deployment, so that the next boot starts the booted one
     /// again. Failures are logged: the caller is already on a failure path.
     pub(super) async fn cancel_pending_os(&self) {
-        match self.drop_pending_os().await {
+        match self.drop_pending_os(self.os.status().await).await {
             Dropped::Failed(e) => {
                 tracing::warn!(error = %e, "cannot drop the pending OS deployment")
             }
@@ -335,8 +337,12 @@ impl Agent {
     }
 
     /// [`Agent::cancel_pending_os`], saying what came of it.
-    async fn drop_pending_os(&self) -> Dropped {
-        let status = match self.os.status().await {
+    /// `status`: the OS status, read by the caller (which may need it too).
+    async fn drop_pending_os(
+        &self,
+        status: Result<hearth_hostops::os::OsStatus, hearth_hostops::os::OsError>,
+    ) -> Dropped {
+        let status = match status {
             Ok(s) => s,
             Err(e) => return Dropped::Failed(format!("the OS deployments cannot be read: {e}")),
         };
@@ -488,10 +494,18 @@ impl Agent {
     /// (hosts with boot counting; [`BOOT_ENTRIES_UNIT`] does it at every boot and shutdown
     /// too). Why not, if it failed (logged too).
     pub(super) fn sync_boot_entries(&self) -> Result<(), String> {
-        let Some(counting) = self.boot_counting() else {
+        self.sync_boot_entries_with(self.boot_counting().as_ref())
+    }
+
+    /// [`Agent::sync_boot_entries`] with `os.json`'s boot counting already read.
+    fn sync_boot_entries_with(
+        &self,
+        counting: Option<&bootcount::BootCounting>,
+    ) -> Result<(), String> {
+        let Some(counting) = counting else {
             return Ok(());
         };
-        match bootcount::sync(&self.root_path, &counting) {
+        match bootcount::sync(&self.root_path, counting) {
             Ok(report) => {
                 tracing::info!(?report, "boot entries synced to the ESP");
                 Ok(())
@@ -521,11 +535,12 @@ impl Agent {
             // Not what was staged (the boot loader fell back, or the deployment was never
             // finalized): report it, and make sure the next boot does not surprise anyone.
             let fell_back = self.boot_loader_fell_back(&os.expect);
-            let booted_new = match (self.os.status().await, &os.expect.deployment) {
+            let status = self.os.status().await;
+            let booted_new = match (&status, &os.expect.deployment) {
                 (Ok(s), Some(d)) => s.booted.id == *d,
                 _ => false,
             };
-            let dropped = self.drop_pending_os().await;
+            let dropped = self.drop_pending_os(status).await;
             let dropped_text = match &dropped {
                 Dropped::Yes => "the deployment was dropped".to_string(),
                 Dropped::NothingPending => "no deployment was left to drop".to_string(),

@@ -100,7 +100,9 @@ impl Agent {
                 let problem = format!("undo ({action}): {}", e.cause);
                 if verified.contains(&e.object) {
                     failed_on_paths.push((e.object.clone(), problem));
-                } else if !preexisting.contains(&e.object) && self.cannot_exist(&e.object) {
+                } else if !preexisting.contains(&e.object)
+                    && matches!(self.root.stat(&e.object), Ok(None))
+                {
                     tracing::info!(path = %e.object, "{problem}; the path does not exist: nothing to undo");
                 } else {
                     problems.push(problem);
@@ -151,25 +153,5 @@ impl Agent {
         j.drift = drift;
         j.save(&self.root)?;
         Ok(Outcome::Degraded(full))
-    }
-}
-
-impl Agent {
-    /// Whether nothing is at `path`: it does not exist, or a component of it is not a directory.
-    fn cannot_exist(&self, path: &str) -> bool {
-        match self.root.stat(path) {
-            Ok(None) => true,
-            Ok(Some(_)) => false,
-            Err(e) => {
-                e.is_not_found()
-                    || matches!(
-                        e,
-                        hearth_hostops::fs::FsError::Sys {
-                            errno: nix::errno::Errno::ENOTDIR,
-                            ..
-                        }
-                    )
-            }
-        }
     }
 }

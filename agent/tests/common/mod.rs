@@ -89,3 +89,13 @@ pub fn apply_no_reboot(host: &SystemdHost, path: &str) -> Option<i32> {
     eprintln!("{out}");
     out.status.code()
 }
+
+/// A scratch image root with the user database the configs' owners resolve against.
+pub fn image_root() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    (dir, root)
+}

@@ -37,9 +37,6 @@ pub struct Claims {
     pub from: Option<String>,
 }
 
-/// What one refusal asks for: an event with this message, or nothing yet.
-pub type Due = Option<String>;
-
 /// The refused claims of every name.
 #[derive(Debug, Default)]
 pub struct RefusedClaims {
@@ -49,7 +46,7 @@ pub struct RefusedClaims {
 impl RefusedClaims {
     /// Notes a refused claim of `node` at `now`; returns the message of the event to record
     /// when one is due.
-    pub fn note(&mut self, node: &str, pool: &str, from: Option<&str>, now: u64) -> Due {
+    pub fn note(&mut self, node: &str, pool: &str, from: Option<&str>, now: u64) -> Option<String> {
         if !self.by_node.contains_key(node) && self.by_node.len() >= MAX_NAMES {
             // Forget the name claimed longest ago (a linear walk, only when the map is full).
             if let Some(oldest) = self

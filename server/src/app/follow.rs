@@ -275,7 +275,6 @@ impl App {
         }
         if !wake.is_empty() {
             self.notify_nodes(Some(&wake));
-            self.desired_tx.send_modify(|v| *v += 1);
         }
         self.applied.send_modify(|a| *a = (*a).max(revision));
     }
@@ -293,7 +292,6 @@ impl App {
         self.index_all_tokens(&fresh);
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
         self.notify_nodes(None);
-        self.desired_tx.send_modify(|v| *v += 1);
         self.applied.send_modify(|a| *a = (*a).max(revision));
     }
 

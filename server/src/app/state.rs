@@ -189,7 +189,6 @@ pub struct App {
     pub(super) write: tokio::sync::Mutex<()>,
     /// Admins' changes in the order they arrived ([`App::admin_turn`]; tokio's mutex is fair).
     pub(super) admin_order: tokio::sync::Mutex<()>,
-    pub(super) desired_tx: watch::Sender<u64>,
     /// Options.
     pub options: Options,
     /// The fleet CA (PEM).
@@ -254,7 +253,6 @@ impl App {
         let fleet = Fleet::load(&store).await?;
         let credentials = RwLock::new((*fleet.credentials).clone());
         let token_hashes = RwLock::new(token_index(&fleet));
-        let (desired_tx, _) = watch::channel(0);
         let applied = watch::channel(fleet.revision).0;
         let metrics = Metrics::default();
         let pacer = crate::pace::Pacer::new(
@@ -274,7 +272,6 @@ impl App {
             fleet: RwLock::new(Arc::new(fleet)),
             write: tokio::sync::Mutex::new(()),
             admin_order: tokio::sync::Mutex::new(()),
-            desired_tx,
             options,
             ca_pem,
             metrics,
@@ -306,11 +303,6 @@ impl App {
     /// pools, node reports; on etcd, made through any replica).
     pub fn revision_watch(&self) -> watch::Receiver<u64> {
         self.applied.subscribe()
-    }
-
-    /// Ticks whenever some node's desired config changes (or a node goes away).
-    pub fn desired_watch(&self) -> watch::Receiver<u64> {
-        self.desired_tx.subscribe()
     }
 
     /// Ticks whenever `node`'s desired config or credential changes, or the node goes away.

@@ -21,7 +21,10 @@ pub struct EspEntry {
 }
 
 impl EspEntry {
-    /// The boot counter of the file name (`+LEFT[-DONE]`): `(left, done)`.
+    /// The boot counter of the file name (`+LEFT[-DONE]`): `(left, done)`. Read here, not with
+    /// `hearth_hostops::os::bootcount::EntryName::parse`, on purpose: the harness checks the
+    /// names the product writes against systemd-boot's format, not against the product's own
+    /// parser.
     pub fn counter(&self) -> Option<(u32, u32)> {
         let stem = self.file.strip_suffix(".conf")?;
         let (_, counter) = stem.rsplit_once('+')?;

@@ -295,10 +295,9 @@ impl App {
 
     /// Revokes a node's credential (an admin's decision, for a node that lost it): its
     /// requests get 401 and it may enroll again with its pool's bootstrap token. The node keeps
-    /// its labels, status and reboot slot.
-    /// Revokes a node's credential, so that it may enroll again; answers whether it had one,
-    /// and a warning when the reset hands the name to a second machine: the node was heard from
-    /// lately and machines without its credential still claim its name.
+    /// its labels, status and reboot slot. Answers whether it had one, and a warning when the
+    /// reset hands the name to a second machine (claims of its name were refused lately while
+    /// the node itself was heard from since they began).
     pub async fn reset_credential(&self, name: &str) -> Result<(bool, Option<String>), ApiError> {
         let _turn = self.admin_turn().await;
         let revoked = self.mutate(Scope::Rollout, false, |fleet, t| {
